@@ -1,0 +1,1 @@
+"""Drop-ins for code written against other RL frameworks' profiling helpers."""

@@ -1,0 +1,71 @@
+"""Who a Ray actor is: the names it is matched under, the name it is reported under, its rank."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def snake_case(class_name: str) -> str:
+    """`DTensorPolicyWorker` -> `dtensor_policy_worker`; `_` only before an upper-case letter after a lower-case letter or digit."""
+    return _CAMEL_BOUNDARY.sub("_", class_name).lower()
+
+
+def file_safe(name: str) -> str:
+    """A name usable in file and directory names on every node and in a shell."""
+    return _UNSAFE_FILE_CHARS.sub("_", name).strip("._") or "worker"
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    class_name: str
+    actor_name: str | None
+    rank: int
+    explicit_name: str | None = None
+
+    @property
+    def match_names(self) -> tuple[str, ...]:
+        names = [self.actor_name] if self.actor_name else []
+        names += [self.class_name, snake_case(self.class_name)]
+        if self.explicit_name:
+            names.insert(0, self.explicit_name)
+        return tuple(dict.fromkeys(names))
+
+    @property
+    def name(self) -> str:
+        """The name files and log lines use."""
+        return self.explicit_name or snake_case(self.class_name)
+
+    @property
+    def file_name(self) -> str:
+        return file_safe(self.name)
+
+
+class RankCounter:
+    """Creation order among actors reported under the same name: 0, 1, ..."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def take(self, name: str) -> int:
+        with self._lock:
+            rank = self._next[name]
+            self._next[name] += 1
+            return rank
+
+
+def rank_from_env_vars(env_vars: object) -> int | None:
+    if isinstance(env_vars, dict):
+        value = env_vars.get("RANK")
+        if value is not None:
+            try:
+                return int(str(value).strip())
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,145 @@
+"""The immutable profiling plan every other module reads, and its JSON form for workers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from nrlprof.steps import StepSelection
+
+NSYS = "nsys"
+TORCH = "torch"
+ROCPROF = "rocprof"
+BACKEND_KINDS = (NSYS, TORCH, ROCPROF)
+
+DEFAULT_TORCH_DIR = "torch_profiler_trace"
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """One selector: workers whose names match `pattern`, restricted to `ranks` (None: all)."""
+
+    pattern: str
+    ranks: frozenset[int] | None = None
+    discrete: bool = False
+    methods: tuple[str, ...] = ()
+
+    def selects_rank(self, rank: int) -> bool:
+        return self.ranks is None or rank in self.ranks
+
+
+@dataclass(frozen=True)
+class BackendPlan:
+    """What one backend profiles: which workers, which steps, with which tool options."""
+
+    kind: str
+    targets: tuple[Target, ...]
+    steps: StepSelection | None
+    options: tuple[tuple[str, str], ...] = ()
+    flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    output_dir: str | None = None
+    controller: bool = True
+
+    @property
+    def options_dict(self) -> dict[str, str]:
+        return dict(self.options)
+
+
+@dataclass(frozen=True)
+class TorchSettings:
+    directory: str = DEFAULT_TORCH_DIR
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    gzip: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    backends: tuple[BackendPlan, ...] = ()
+    torch: TorchSettings = field(default_factory=TorchSettings)
+    log_level: str = "INFO"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    sources: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.backends)
+
+    def backend(self, kind: str) -> BackendPlan | None:
+        for plan in self.backends:
+            if plan.kind == kind:
+                return plan
+        return None
+
+    def with_backend(self, backend: BackendPlan) -> Plan:
+        others = tuple(b for b in self.backends if b.kind != backend.kind)
+        return replace(self, backends=(*others, backend))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "backends": [_backend_to_dict(b) for b in self.backends],
+                "torch": self.torch.__dict__,
+                "log_level": self.log_level,
+                "timeout_s": self.timeout_s,
+                "sources": list(self.sources),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        data = json.loads(text)
+        return cls(
+            backends=tuple(_backend_from_dict(b) for b in data["backends"]),
+            torch=TorchSettings(**data["torch"]),
+            log_level=data["log_level"],
+            timeout_s=float(data["timeout_s"]),
+            sources=tuple(data.get("sources", ())),
+        )
+
+
+def _backend_to_dict(plan: BackendPlan) -> dict:
+    return {
+        "kind": plan.kind,
+        "targets": [
+            {
+                "pattern": t.pattern,
+                "ranks": None if t.ranks is None else sorted(t.ranks),
+                "discrete": t.discrete,
+                "methods": list(t.methods),
+            }
+            for t in plan.targets
+        ],
+        "steps": None if plan.steps is None else plan.steps.to_json(),
+        "options": [list(kv) for kv in plan.options],
+        "flags": list(plan.flags),
+        "env": [list(kv) for kv in plan.env],
+        "output_dir": plan.output_dir,
+        "controller": plan.controller,
+    }
+
+
+def _backend_from_dict(data: dict) -> BackendPlan:
+    return BackendPlan(
+        kind=data["kind"],
+        targets=tuple(
+            Target(
+                pattern=t["pattern"],
+                ranks=None if t["ranks"] is None else frozenset(t["ranks"]),
+                discrete=t["discrete"],
+                methods=tuple(t["methods"]),
+            )
+            for t in data["targets"]
+        ),
+        steps=None if data["steps"] is None else StepSelection.from_json(data["steps"]),
+        options=tuple((k, v) for k, v in data["options"]),
+        flags=tuple(data["flags"]),
+        env=tuple((k, v) for k, v in data["env"]),
+        output_dir=data["output_dir"],
+        controller=data["controller"],
+    )

@@ -1,0 +1,184 @@
+"""Fixed command construction for Ray's nsight and rocprof-sys runtime-env plugins.
+
+Ray's plugins build the worker command as `" ".join(self.nsight_cmd) + " python"`:
+the interpreter chosen by earlier plugins (venv, uv, `py_executable`) is dropped,
+values are not shell-quoted, and the command is per-plugin state shared by
+concurrent actor creations.  The functions here derive the command from each
+runtime env, quote every argument and keep `context.py_executable`.
+
+This module needs only the standard library and Ray: `nrlprof patch-ray` appends
+its source to Ray's plugin files, and the runtime-env agent hook applies it in
+memory.  Keep it self-contained.
+"""
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NRLPROF_FIX_VERSION = 1
+NSIGHT_DEFAULTS = {"t": "cuda,cudnn,cublas,nvtx", "o": "worker_process_%p", "stop-on-exit": "true"}
+ROCPROF_DEFAULTS = {
+    "env": {"ROCPROFSYS_TIME_OUTPUT": "false", "ROCPROFSYS_OUTPUT_PREFIX": "worker_process_%p"},
+    "args": {"F": "true"},
+}
+_ORIGINALS = {}
+
+
+def render_tool_options(options):
+    """`{"t": "cuda", "capture-range": "x"}` -> `["-t", "cuda", "--capture-range=x"]`."""
+    argv = []
+    for key, value in options.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if len(key) > 1:
+            argv.append(f"--{key}={value}")
+        else:
+            argv += [f"-{key}", str(value)]
+    return argv
+
+
+def _strip_shell_quotes(value):
+    text = str(value)
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _quote_interpreter(py_executable):
+    # Earlier plugins may hand over a shell fragment ("uv run ..."): keep it as is.
+    return shlex.quote(py_executable) if os.path.exists(py_executable) else py_executable
+
+
+def _nsight_dir(plugin):
+    return Path(plugin._nsight_dir)
+
+
+def nsight_config_of(runtime_env):
+    config = runtime_env.nsight()
+    if isinstance(config, str):
+        if config != "default":
+            raise ValueError(f"Unsupported nsight config {config!r}: use 'default' or a dict of nsys options")
+        config = NSIGHT_DEFAULTS
+    return {k: v for k, v in dict(config).items() if k not in ("flags",)}, list(dict(config).get("flags", []) or [])
+
+
+def nsight_command(config, flags, nsight_dir, output=None):
+    options = dict(config)
+    name = _strip_shell_quotes(options.pop("o", NSIGHT_DEFAULTS["o"]))
+    options["o"] = output if output is not None else str(Path(nsight_dir) / name)
+    return ["nsys", "profile", *render_tool_options(options), *[f"--{f}" for f in flags]]
+
+
+async def fixed_nsight_create(self, uri, runtime_env, context, logger=None):
+    if not runtime_env.nsight():
+        return 0
+    from ray.exceptions import RuntimeEnvSetupError
+
+    try:
+        config, flags = nsight_config_of(runtime_env)
+    except ValueError as err:
+        raise RuntimeEnvSetupError(str(err)) from None
+    Path(self._nsight_dir).mkdir(parents=True, exist_ok=True)
+    probe = tempfile.mktemp(prefix="nrlprof-dryrun-", dir=str(self._nsight_dir))
+    argv = nsight_command(config, flags, self._nsight_dir, output=probe)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, sys.executable, "-c", "", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        stdout, stderr = await process.communicate()
+    except FileNotFoundError:
+        raise RuntimeEnvSetupError(
+            "nsys is not installed on this node (not found on the runtime-env agent's PATH)"
+        ) from None
+    finally:
+        for leftover in Path(self._nsight_dir).glob(Path(probe).name + "*"):
+            leftover.unlink(missing_ok=True)
+    if process.returncode != 0:
+        message = (stderr or stdout).decode(errors="replace").strip()
+        raise RuntimeEnvSetupError(f"nsys profile failed its dry run ({shlex.join(argv)}):\n{message}")
+    return 0
+
+
+def fixed_nsight_modify_context(self, uris, runtime_env, context, logger=None):
+    config, flags = nsight_config_of(runtime_env)
+    argv = nsight_command(config, flags, self._nsight_dir)
+    context.py_executable = shlex.join(argv) + " " + _quote_interpreter(context.py_executable)
+    if logger is not None:
+        logger.info("Running nsight profiler: %s", context.py_executable)
+
+
+def rocprof_config_of(runtime_env):
+    config = runtime_env.rocprof_sys()
+    if isinstance(config, str):
+        if config != "default":
+            raise ValueError(f"Unsupported rocprof_sys config {config!r}: use 'default' or a dict")
+        config = ROCPROF_DEFAULTS
+    return dict(config.get("args", {}) or {}), dict(config.get("env", {}) or {})
+
+
+def rocprof_command(args):
+    return ["rocprof-sys-python", *render_tool_options(args), "--"]
+
+
+async def fixed_rocprof_create(self, uri, runtime_env, context, logger=None):
+    if not runtime_env.rocprof_sys():
+        return 0
+    from ray.exceptions import RuntimeEnvSetupError
+
+    try:
+        args, _ = rocprof_config_of(runtime_env)
+    except ValueError as err:
+        raise RuntimeEnvSetupError(str(err)) from None
+    with tempfile.TemporaryDirectory(prefix="nrlprof-dryrun-") as scratch:
+        script = Path(scratch) / "probe.py"
+        script.write_text("pass\n")
+        env = {**os.environ, "ROCPROFSYS_OUTPUT_PATH": scratch}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *rocprof_command(args), str(script), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            stdout, stderr = await process.communicate()
+        except FileNotFoundError:
+            raise RuntimeEnvSetupError("rocprof-sys-python is not installed on this node") from None
+    if process.returncode != 0:
+        message = (stderr or stdout).decode(errors="replace").strip()
+        raise RuntimeEnvSetupError(f"rocprof-sys-python failed its dry run:\n{message}")
+    return 0
+
+
+def fixed_rocprof_modify_context(self, uris, runtime_env, context, logger=None):
+    args, env = rocprof_config_of(runtime_env)
+    env.setdefault("ROCPROFSYS_OUTPUT_PATH", str(self._rocprof_sys_dir))
+    context.py_executable = shlex.join(rocprof_command(args)) + " " + _quote_interpreter(context.py_executable)
+    context.env_vars.update({k: str(v) for k, v in env.items()})
+    if logger is not None:
+        logger.info("Running rocprof-sys profiler: %s", context.py_executable)
+
+
+def _swap(cls, name, replacement):
+    _ORIGINALS.setdefault((cls, name), cls.__dict__[name])
+    setattr(cls, name, replacement)
+
+
+def apply_nsight_fix(cls):
+    _swap(cls, "create", fixed_nsight_create)
+    _swap(cls, "modify_context", fixed_nsight_modify_context)
+    cls.nrlprof_fix_version = NRLPROF_FIX_VERSION
+
+
+def apply_rocprof_fix(cls):
+    _swap(cls, "create", fixed_rocprof_create)
+    _swap(cls, "modify_context", fixed_rocprof_modify_context)
+    cls.nrlprof_fix_version = NRLPROF_FIX_VERSION
+
+
+def remove_fixes():
+    for (cls, name), original in list(_ORIGINALS.items()):
+        setattr(cls, name, original)
+        if "nrlprof_fix_version" in cls.__dict__:
+            delattr(cls, "nrlprof_fix_version")
+    _ORIGINALS.clear()
