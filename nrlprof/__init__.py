@@ -1,5 +1,108 @@
-"""nrlprof: step-gated profiling of chosen Ray workers (placeholder during bring-up)."""
+"""nrlprof: Nsight Systems, PyTorch-profiler and rocprof-sys profiling for chosen Ray workers and steps.
 
+`import nrlprof` reads the NRL_* variables. With none set it does nothing: no patch,
+no output, no import of ray or torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from nrlprof.annotate import annotate, timings
 from nrlprof.errors import ConfigError
 
-__all__ = ["ConfigError"]
+__all__ = [
+    "ConfigError",
+    "annotate",
+    "configure",
+    "disable",
+    "finish",
+    "is_active",
+    "runtime_env_for",
+    "step",
+    "timings",
+]
+__version__ = "0.1.0"
+
+_gate_step = None
+
+
+def _bind_gate() -> None:
+    global _gate_step
+    from nrlprof import activation
+
+    state = activation.state()
+    _gate_step = None if state is None or state.identity is not None else state.gate.step
+
+
+def step(n: int) -> None:
+    """Call at the start of training step `n` (1-indexed) in the driver."""
+    if _gate_step is not None:
+        _gate_step(n)
+
+
+def finish() -> None:
+    """Close open windows and flush their files (also done at interpreter exit)."""
+    from nrlprof import activation
+
+    state = activation.state()
+    if state is not None and state._gate is not None:
+        state._gate.finish()
+
+
+def is_active() -> bool:
+    from nrlprof import activation
+
+    return activation.state() is not None
+
+
+def configure(config: Mapping[str, Any] | Any) -> None:
+    """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it."""
+    from nrlprof import activation
+    from nrlprof.env_config import plan_from_env
+    from nrlprof.yaml_config import plan_from_mapping
+
+    activation.activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)))
+    _bind_gate()
+
+
+def disable() -> None:
+    """Close windows and remove every patch nrlprof installed."""
+    from nrlprof import activation
+
+    activation.deactivate()
+    _bind_gate()
+
+
+def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
+    """The runtime_env fragment for a worker, for frameworks that build runtime envs themselves."""
+    from nrlprof import activation
+
+    state = activation.state()
+    if state is None:
+        return {}
+    from nrlprof.identity import WorkerIdentity
+    from nrlprof.matching import match_worker
+    from nrlprof.ray_hooks import log_matches
+    from nrlprof.runtime_env import fragment_for
+
+    identity = WorkerIdentity(worker_name, None, 0 if rank is None else rank, explicit_name=worker_name)
+    if rank is None:
+        identity = WorkerIdentity(worker_name, None, state.ranks.take(identity.name), explicit_name=worker_name)
+    matches = match_worker(state.plan, identity)
+    log_matches(identity, matches)
+    return fragment_for(state.plan, identity, matches)
+
+
+def _activate_from_environment() -> None:
+    if not any(name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_")) for name in os.environ):
+        return
+    from nrlprof import activation
+
+    activation.activate_from_env(os.environ)
+    _bind_gate()
+
+
+_activate_from_environment()

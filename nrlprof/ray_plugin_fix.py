@@ -83,7 +83,7 @@ async def fixed_nsight_create(self, uri, runtime_env, context, logger=None):
     except ValueError as err:
         raise RuntimeEnvSetupError(str(err)) from None
     Path(self._nsight_dir).mkdir(parents=True, exist_ok=True)
-    probe = tempfile.mktemp(prefix="nrlprof-dryrun-", dir=str(self._nsight_dir))
+    probe = str(Path(self._nsight_dir) / f"nrlprof-dryrun-{os.getpid()}-{id(runtime_env):x}-{os.urandom(4).hex()}")
     argv = nsight_command(config, flags, self._nsight_dir, output=probe)
     try:
         process = await asyncio.create_subprocess_exec(
@@ -151,9 +151,15 @@ async def fixed_rocprof_create(self, uri, runtime_env, context, logger=None):
 
 
 def fixed_rocprof_modify_context(self, uris, runtime_env, context, logger=None):
+    # rocprof-sys-python runs `$PYTHON_EXECUTABLE -m rocprofsys <args> -- <script>`: the first word
+    # after `--` is a script, so the interpreter earlier plugins chose travels as PYTHON_EXECUTABLE.
     args, env = rocprof_config_of(runtime_env)
     env.setdefault("ROCPROFSYS_OUTPUT_PATH", str(self._rocprof_sys_dir))
-    context.py_executable = shlex.join(rocprof_command(args)) + " " + _quote_interpreter(context.py_executable)
+    if os.path.exists(context.py_executable):
+        env.setdefault("PYTHON_EXECUTABLE", context.py_executable)
+    elif logger is not None:
+        logger.warning("rocprof-sys cannot wrap %r; rocprof-sys-python uses its own interpreter", context.py_executable)
+    context.py_executable = shlex.join(rocprof_command(args))
     context.env_vars.update({k: str(v) for k, v in env.items()})
     if logger is not None:
         logger.info("Running rocprof-sys profiler: %s", context.py_executable)

@@ -1,0 +1,246 @@
+"""Benchmark `nrlprof.tools.merge.merge_traces` against a naive json.load + json.dump merge.
+
+    python bench/bench_merge.py                      # 8 ranks x 50 MB
+    python bench/bench_merge.py --ranks 2 --size-mb 5
+
+Generates kineto-shaped traces (the text layout torch's exporter writes: CPU ops, user annotations,
+CUDA runtime calls, kernels with correlation ids, ac2g flow events) into a temporary directory, then runs
+each merge in its own process, twice over, and reports the faster run's throughput (MB of input per second)
+and each merge's peak RSS, read with getrusage(RUSAGE_CHILDREN) in a fresh parent per measurement.
+Targets: >= 3x the naive merge, >= 150 MB/s, peak RSS < 2x the largest input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_NS = 1_790_000_000_000_000_000
+
+_CPU_OP = """  {
+    "ph": "X",
+    "cat": "cpu_op",
+    "name": "aten::%s",
+    "pid": PID,
+    "tid": PID,
+    "ts": %.3f,
+    "dur": %.3f
+    ,
+    "args": {
+      "External id": %d,"Record function id": 0, "Sequence number": %d, "Fwd thread id": 0, "Ev Idx": %d
+    }
+  }"""
+_ANNOTATION = """  {
+    "ph": "X",
+    "cat": "user_annotation",
+    "name": "%s",
+    "pid": PID,
+    "tid": PID,
+    "ts": %.3f,
+    "dur": %.3f
+    ,
+    "args": {
+      "External id": %d,"Record function id": 0, "Ev Idx": %d
+    }
+  }"""
+_RUNTIME = """  {
+    "ph": "X",
+    "cat": "cuda_runtime",
+    "name": "cudaLaunchKernel",
+    "pid": PID,
+    "tid": PID,
+    "ts": %.3f,
+    "dur": %.3f
+    ,
+    "args": {
+      "External id": %d,
+      "cbid": 211, "correlation": %d
+    }
+  }"""
+_KERNEL = """  {
+    "ph": "X",
+    "cat": "kernel",
+    "name": "void at::native::vectorized_elementwise_kernel<4, at::native::%s>(int, float*)",
+    "pid": 0,
+    "tid": 7,
+    "ts": %.3f,
+    "dur": %.3f
+    ,
+    "args": {
+      "External id": %d,
+      "queued": 0, "device": 0, "context": 1,
+      "stream": 7, "correlation": %d,
+      "registers per thread": 32,
+      "shared memory": 0,
+      "blocks per SM": 0.5,
+      "warps per SM": 2.0,
+      "grid": [256, 1, 1],
+      "block": [128, 1, 1],
+      "est. achieved occupancy %%": 50
+    }
+  }"""
+_FLOW = """  {
+    "ph": "%s", "id": %d, "pid": %s, "tid": %s, "ts": %.3f,
+    "cat": "ac2g", "name": "ac2g"%s
+  }"""
+_OPS = ("mm", "add", "mul", "copy_", "empty", "linear", "softmax", "layer_norm")
+
+
+def _body(size: int) -> bytes:
+    """Events of about `size` bytes, with `PID` standing for the process id."""
+    parts: list[str] = []
+    written, ext, step, ts = 0, 0, 1, 1_000_000.0
+    while written < size:
+        parts.append(_ANNOTATION % (f"ProfilerStep#{step}", ts, 5000.0, ext, ext))
+        written += len(parts[-1])
+        for i in range(400):
+            ext += 1
+            op = _OPS[i % len(_OPS)]
+            for text in (
+                _CPU_OP % (op, ts, 9.5, ext, ext, ext),
+                _RUNTIME % (ts + 1, 4.0, ext, ext),
+                _FLOW % ("s", ext, "PID", "PID", ts + 1, ""),
+                _KERNEL % (op, ts + 8, 3.25, ext, ext),
+                _FLOW % ("f", ext, 0, 7, ts + 8, ',\n    "bp": "e"'),
+            ):
+                parts.append(text)
+                written += len(text)
+            ts += 12.0
+        step += 1
+    return ",\n".join(parts).encode()
+
+
+def generate(directory: Path, ranks: int, size_mb: float) -> list[Path]:
+    body = _body(int(size_mb * 1e6))
+    paths = []
+    for rank in range(ranks):
+        pid = 40_000 + rank
+        nrlprof = {"worker": "policy", "rank": rank, "steps": [3, 4], "window": "3-4", "host": "node0", "pid": pid}
+        head = (
+            '{\n  "schemaVersion": 1,\n  "deviceProperties": [],\n'
+            f'  "distributedInfo": {{"rank": {rank}, "world_size": {ranks}, "backend": "nccl"}},\n'
+            f'  "nrlprof": {json.dumps({**nrlprof, "backend": "torch"})},\n'
+            f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {BASE_NS + rank * 1_000_000},\n'
+            '  "traceEvents": [\n'
+        )
+        path = directory / "policy" / str(rank) / f"policy.rank{rank}.steps3-4.{pid}.pt.trace.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(head.encode())
+            out.write(body.replace(b"PID", str(pid).encode()))
+            out.write(b'\n  ],"traceName": "bench" }')
+        paths.append(path)
+    return paths
+
+
+def naive_merge(inputs: list[Path], output: Path) -> None:
+    events: list[dict] = []
+    bases = {}
+    for path in inputs:
+        with open(path) as handle:
+            trace = json.load(handle)
+        bases[path] = trace.get("baseTimeNanoseconds", 0)
+        events.extend(trace["traceEvents"])
+    with open(output, "w") as handle:
+        json.dump({"baseTimeNanoseconds": min(bases.values()), "traceEvents": events}, handle)
+
+
+def _child(kind: str, source: Path, output: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    inputs = sorted(source.rglob("*.pt.trace.json"))
+    started = time.perf_counter()
+    if kind == "merge":
+        from nrlprof.tools.merge import merge_traces
+
+        merge_traces([source], output)
+    else:
+        naive_merge(inputs, output)
+    print(json.dumps({"seconds": time.perf_counter() - started}))
+
+
+def _measure(kind: str, source: Path, output: Path) -> None:
+    """In a fresh process, so RUSAGE_CHILDREN sees this one child only."""
+    run = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(source), str(output)], capture_output=True, text=True
+    )
+    if run.returncode != 0:
+        sys.exit(f"{kind} failed:\n{run.stderr}")
+    result = json.loads(run.stdout)
+    result["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps(result))
+
+
+def measure(kind: str, source: Path, output: Path) -> dict:
+    run = subprocess.run(
+        [sys.executable, __file__, "--measure", kind, str(source), str(output)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(run.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--size-mb", type=float, default=50.0, help="size of each rank's trace")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each merge; the fastest counts")
+    parser.add_argument("--gz", action="store_true", help="also time merge_traces to a .json.gz output")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    if args.measure:
+        _measure(args.measure[0], Path(args.measure[1]), Path(args.measure[2]))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="nrlprof-bench-") as tmp:
+        source = Path(tmp) / "traces"
+        started = time.perf_counter()
+        inputs = generate(source, args.ranks, args.size_mb)
+        sizes = [p.stat().st_size for p in inputs]
+        total_mb, largest = sum(sizes) / 1e6, max(sizes)
+        print(f"generated {len(inputs)} traces, {total_mb:.0f} MB in {time.perf_counter() - started:.1f} s")
+        kinds = [("merge", "merged.json"), ("naive", "naive.json")]
+        if args.gz:
+            kinds.insert(1, ("merge", "merged.json.gz"))
+        results = {}
+        for kind, name in kinds:
+            runs = []
+            for _ in range(args.repeat):
+                runs.append(measure(kind, source, Path(tmp) / name))
+                (Path(tmp) / name).unlink()
+            best = min(runs, key=lambda r: r["seconds"])
+            best["max_rss_bytes"] = max(r["max_rss_bytes"] for r in runs)
+            label = f"{kind} -> {name}"
+            results[label] = best
+            mbps = total_mb / best["seconds"]
+            rss = best["max_rss_bytes"]
+            print(
+                f"{label:24s} {best['seconds']:7.2f} s  {mbps:7.1f} MB/s  "
+                f"peak RSS {rss / 1e6:7.1f} MB = {rss / largest:5.2f}x largest input"
+            )
+        fast, naive = results["merge -> merged.json"], results["naive -> naive.json"]
+        ratio = naive["seconds"] / fast["seconds"]
+        mbps = total_mb / fast["seconds"]
+        rss_ratio = fast["max_rss_bytes"] / largest
+        print(f"speed-up over naive: {ratio:.1f}x (target >= 3x)")
+        print(f"throughput: {mbps:.0f} MB/s (target >= 150 MB/s)")
+        print(f"peak RSS / largest input: {rss_ratio:.2f} (target < 2)")
+        ok = ratio >= 3 and mbps >= 150 and rss_ratio < 2
+        print("targets met" if ok else "targets NOT met")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()

@@ -1,0 +1,134 @@
+"""`nrlprof.annotate`: a named range (NVTX, plus torch record_function while torch profiles) and timings."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from nrlprof import window_state
+from nrlprof.nvtx_api import nvtx_module
+
+F = TypeVar("F", bound=Callable[..., Any])
+DOMAIN = "nrlprof"
+CO_COROUTINE = 0x80
+
+_timings: dict[str, list[float]] = {}
+
+
+def timings() -> dict[str, dict[str, float]]:
+    """Per label: calls, total and mean seconds, like RLinf's Worker.timer metrics."""
+    return {
+        label: {"count": int(count), "total_s": total, "mean_s": total / count if count else 0.0}
+        for label, (count, total) in sorted(_timings.items())
+    }
+
+
+def reset_timings() -> None:
+    _timings.clear()
+
+
+def _record(label: str, seconds: float) -> None:
+    entry = _timings.get(label)
+    if entry is None:
+        _timings[label] = [1, seconds]
+    else:
+        entry[0] += 1
+        entry[1] += seconds
+
+
+def range_name(label: str) -> str:
+    step = window_state.current_step
+    return label if step is None else f"{label} [step {step}]"
+
+
+class _Ranges:
+    """The profiler ranges of one annotated span while a window is open."""
+
+    __slots__ = ("nvtx_id", "pushed", "torch_range")
+
+    def __init__(self, label: str, color: str | None, cross_thread: bool) -> None:
+        name = range_name(label)
+        self.nvtx_id = None
+        self.pushed = False
+        self.torch_range = None
+        nvtx = nvtx_module()
+        if nvtx is not None and window_state.open_windows.get("nsys"):
+            if cross_thread:
+                self.nvtx_id = nvtx.start_range(message=name, color=color, domain=DOMAIN)
+            else:
+                nvtx.push_range(message=name, color=color, domain=DOMAIN)
+                self.pushed = True
+        if window_state.open_windows.get("torch"):
+            from torch.profiler import record_function
+
+            self.torch_range = record_function(name)
+            self.torch_range.__enter__()
+
+    def close(self) -> None:
+        if self.torch_range is not None:
+            self.torch_range.__exit__(None, None, None)
+        nvtx = nvtx_module()
+        if self.pushed:
+            nvtx.pop_range(domain=DOMAIN)
+        elif self.nvtx_id is not None:
+            nvtx.end_range(self.nvtx_id)
+
+
+class annotate:  # noqa: N801 - used like a function: @annotate("x"), with annotate("x"):
+    """Decorator (sync and async) and context manager; reusable and re-entrant."""
+
+    __slots__ = ("_stack", "color", "name")
+
+    def __init__(self, name: str | None = None, color: str | None = None) -> None:
+        self.name = name
+        self.color = color
+        self._stack: list[tuple[float, _Ranges | None]] = []
+
+    def __enter__(self) -> annotate:
+        ranges = _Ranges(self.name or "annotated", self.color, False) if window_state.any_open else None
+        self._stack.append((time.perf_counter(), ranges))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        began, ranges = self._stack.pop()
+        _record(self.name or "annotated", time.perf_counter() - began)
+        if ranges is not None:
+            ranges.close()
+
+    def __call__(self, function: F) -> F:
+        label = self.name or function.__qualname__
+        color = self.color
+        if getattr(getattr(function, "__code__", None), "co_flags", 0) & CO_COROUTINE:
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                ranges = _Ranges(label, color, True) if window_state.any_open else None
+                began = time.perf_counter()
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    _record(label, time.perf_counter() - began)
+                    if ranges is not None:
+                        ranges.close()
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not window_state.any_open:
+                began = time.perf_counter()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    _record(label, time.perf_counter() - began)
+            ranges = _Ranges(label, color, False)
+            began = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _record(label, time.perf_counter() - began)
+                ranges.close()
+
+        return wrapper  # type: ignore[return-value]

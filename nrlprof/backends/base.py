@@ -1,0 +1,74 @@
+"""The interface every backend implements: a runtime_env fragment, and windows in a process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nrlprof.identity import WorkerIdentity
+from nrlprof.manifest import WindowRecord
+from nrlprof.plan import BackendPlan, Plan
+from nrlprof.steps import Window
+
+
+@dataclass(frozen=True)
+class ProcessRole:
+    """Where a backend instance runs: a worker (with identity) or the controller."""
+
+    identity: WorkerIdentity | None
+    plan: Plan
+    session_dir: str | None
+    node_ip: str = ""
+
+    @property
+    def is_controller(self) -> bool:
+        return self.identity is None
+
+    @property
+    def worker_name(self) -> str:
+        return "controller" if self.identity is None else self.identity.name
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.identity is None else self.identity.rank
+
+
+class Backend:
+    """One profiler in one process. Subclasses override what they need."""
+
+    kind = ""
+
+    def __init__(self, backend_plan: BackendPlan, role: ProcessRole) -> None:
+        self.backend_plan = backend_plan
+        self.role = role
+        self.window: Window | None = None
+        self.steps_seen: list[int] = []
+        self.started_at = 0.0
+
+    @staticmethod
+    def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
+        """Keys merged into a matched actor's runtime_env at creation."""
+        return {}
+
+    def start_window(self, window: Window, step: int) -> None:
+        raise NotImplementedError
+
+    def mark_step(self, step: int) -> None:
+        """A new step begins inside the open window."""
+
+    def stop_window(self) -> WindowRecord:
+        raise NotImplementedError
+
+    def record(self, files: list[str], status: str = "ok", message: str = "") -> WindowRecord:
+        window = self.window
+        return WindowRecord(
+            backend=self.kind,
+            worker=self.role.worker_name,
+            rank=self.role.rank,
+            steps=list(self.steps_seen),
+            window=window.label if window else "",
+            files=files,
+            status=status,
+            message=message,
+            node_ip=self.role.node_ip,
+            started_at=self.started_at,
+        )

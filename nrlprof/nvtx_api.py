@@ -1,0 +1,15 @@
+"""The `nvtx` package, imported once on first use; None where it is not installed."""
+
+from __future__ import annotations
+
+from functools import cache
+from types import ModuleType
+
+
+@cache
+def nvtx_module() -> ModuleType | None:
+    try:
+        import nvtx
+    except ImportError:
+        return None
+    return nvtx

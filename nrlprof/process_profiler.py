@@ -1,0 +1,98 @@
+"""The backends of one process (a worker or the controller), driven by window actions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from nrlprof import window_state
+from nrlprof.backends import backend_class
+from nrlprof.backends.base import Backend, ProcessRole
+from nrlprof.log import logger
+from nrlprof.manifest import MANIFEST_DIR_NAME, WindowRecord, append_record
+from nrlprof.steps import Window
+
+START, STEP, STOP = "start", "step", "stop"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do for one backend: start a window at a step, mark a step, or stop."""
+
+    kind: str
+    op: str
+    first: int = 0
+    last: int = 0
+    step: int = 0
+
+    @property
+    def window(self) -> Window:
+        return Window(self.first, self.last)
+
+
+def manifest_directory(role: ProcessRole) -> Path:
+    if role.session_dir:
+        return Path(role.session_dir) / "logs" / MANIFEST_DIR_NAME
+    return Path(role.plan.torch.directory) / f".{MANIFEST_DIR_NAME}"
+
+
+class ProcessProfiler:
+    def __init__(self, role: ProcessRole, kinds: tuple[str, ...]) -> None:
+        self.role = role
+        self.backends: dict[str, Backend] = {}
+        for kind in kinds:
+            backend_plan = role.plan.backend(kind)
+            if backend_plan is not None:
+                self.backends[kind] = backend_class(kind)(backend_plan, role)
+
+    @property
+    def window_open(self) -> bool:
+        return any(b.window is not None for b in self.backends.values())
+
+    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+        """Run the actions meant for this process's backends; the records of windows closed."""
+        records = []
+        for action in actions:
+            backend = self.backends.get(action.kind)
+            if backend is None:
+                continue
+            try:
+                record = self._apply_one(backend, action)
+            except Exception as err:  # a profiler failure must never reach the training loop
+                logger.error("%s %s for %s failed: %s", action.kind, action.op, self.role.worker_name, err)
+                record = backend.record([], "error", f"{action.op}: {err}")
+                backend.window = None
+            if record is not None:
+                self._write_manifest(record)
+                records.append(asdict(record))
+        return records
+
+    def _apply_one(self, backend: Backend, action: Action) -> WindowRecord | None:
+        if action.op == START:
+            if backend.window is not None:
+                self._write_manifest(self._stop(backend))
+            backend.start_window(action.window, action.step)
+            window_state.window_opened(backend.kind, action.step)
+        elif action.op == STEP and backend.window is not None:
+            backend.mark_step(action.step)
+            window_state.step_marked(action.step)
+        elif action.op == STOP and backend.window is not None:
+            return self._stop(backend)
+        return None
+
+    @staticmethod
+    def _stop(backend: Backend) -> WindowRecord:
+        try:
+            return backend.stop_window()
+        finally:
+            window_state.window_closed(backend.kind)
+
+    def close_all(self) -> list[dict]:
+        actions = tuple(Action(kind, STOP) for kind, b in self.backends.items() if b.window is not None)
+        return self.apply(actions)
+
+    def _write_manifest(self, record: WindowRecord) -> None:
+        try:
+            append_record(manifest_directory(self.role), record)
+        except OSError as err:
+            logger.error("could not write the manifest for %s: %s", self.role.worker_name, err)

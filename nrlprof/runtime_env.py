@@ -1,0 +1,72 @@
+"""The runtime_env fragment of a matched worker, and merging it under the user's own keys."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from nrlprof.backends import backend_class
+from nrlprof.identity import WorkerIdentity
+from nrlprof.matching import Match
+from nrlprof.plan import Plan
+
+PLAN_VARIABLE = "NRLPROF_PLAN"
+WORKER_VARIABLE = "NRLPROF_WORKER"
+USER_SETUP_HOOK_VARIABLE = "NRLPROF_USER_SETUP_HOOK"
+SETUP_HOOK = "nrlprof.worker_setup.setup"
+# Ray runs the hook named here at worker start; it honours `worker_process_setup_hook` only per job.
+RAY_SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+
+
+def worker_descriptor(identity: WorkerIdentity, kinds: tuple[str, ...]) -> str:
+    return json.dumps(
+        {
+            "class_name": identity.class_name,
+            "actor_name": identity.actor_name,
+            "rank": identity.rank,
+            "explicit_name": identity.explicit_name,
+            "kinds": list(kinds),
+        }
+    )
+
+
+def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, tuple[str, ...]]:
+    data = json.loads(text)
+    identity = WorkerIdentity(data["class_name"], data["actor_name"], int(data["rank"]), data["explicit_name"])
+    return identity, tuple(data["kinds"])
+
+
+def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...]) -> dict:
+    """What a matched worker's runtime_env needs: tool wrappers, the plan, who it is, the setup hook."""
+    if not matches:
+        return {}
+    fragment: dict = {}
+    for match in matches:
+        fragment.update(backend_class(match.backend.kind).runtime_env_fragment(match.backend, identity))
+    kinds = tuple(m.backend.kind for m in matches)
+    fragment["env_vars"] = {
+        PLAN_VARIABLE: plan.to_json(),
+        WORKER_VARIABLE: worker_descriptor(identity, kinds),
+        RAY_SETUP_HOOK_VARIABLE: SETUP_HOOK,
+    }
+    return fragment
+
+
+def merge_runtime_env(user_env: Mapping | None, fragment: Mapping, inherited_setup_hook: str | None = None) -> dict:
+    """The user's runtime_env with the fragment added; every key the user set wins.
+
+    A setup hook the job or the user already has runs after nrlprof's (`NRLPROF_USER_SETUP_HOOK`).
+    """
+    merged = dict(user_env or {})
+    for key, value in fragment.items():
+        if key != "env_vars":
+            merged.setdefault(key, value)
+            continue
+        user_vars = dict(merged.get("env_vars") or {})
+        env_vars = {**value, **user_vars}
+        earlier_hook = user_vars.get(RAY_SETUP_HOOK_VARIABLE) or inherited_setup_hook
+        if earlier_hook and earlier_hook != SETUP_HOOK:
+            env_vars[RAY_SETUP_HOOK_VARIABLE] = SETUP_HOOK
+            env_vars[USER_SETUP_HOOK_VARIABLE] = earlier_hook
+        merged["env_vars"] = env_vars
+    return merged

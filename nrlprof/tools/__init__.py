@@ -1,0 +1,1 @@
+"""Post-run tools: find, merge, summarise and report the profiles nrlprof wrote."""

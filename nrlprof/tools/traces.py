@@ -1,0 +1,383 @@
+"""Finding Chrome trace files and reading them in bounded memory: header metadata, then events in batches.
+
+Torch (kineto) writes every top-level key except `traceName` before `traceEvents`, so the header is the
+keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 1 MiB of
+text: kineto puts each event's closing brace alone on a line, at the events' indentation, so the text
+splits there and orjson parses each slice. A slice that does not parse (another writer's layout, a cut
+file) hands over to ijson, which re-reads the file, skips what was already given and names the problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import re
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import ijson
+import orjson
+
+from nrlprof.tools.errors import ToolError
+
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+JSON_SUFFIXES = (".json", ".json.gz")
+NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
+
+_CHUNK = 1 << 20
+_HEADER_LIMIT = 64 << 20
+_IJSON_BATCH = 2000
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_FILE_NAME = re.compile(r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.steps(?P<window>[\d_-]+)\.(?P<pid>\d+)\.pt\.trace")
+
+try:
+    _ijson = ijson.get_backend("yajl2_c")
+except ImportError:  # pragma: no cover - the C backend ships in ijson's wheels
+    _ijson = ijson
+
+Progress = Callable[[int], None]
+
+
+def _is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+class TraceReader:
+    """A trace file opened for binary reading, gunzipped when it starts with the gzip magic."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise ToolError(f"cannot open: {exc.strerror or exc}", path) from exc
+        self.compressed = self._raw.read(2) == b"\x1f\x8b"
+        self._raw.seek(0)
+        self._stream: BinaryIO = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.compressed else self._raw
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ToolError(f"damaged gzip data ({exc})", self.path) from exc
+
+    @property
+    def consumed(self) -> int:
+        """Bytes of the file on disk read so far."""
+        return self._raw.tell()
+
+    def close(self) -> None:
+        if self._stream is not self._raw:
+            self._stream.close()
+        self._raw.close()
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class TraceHeader:
+    """The top-level keys before `traceEvents`, and what nrlprof can tell from them and the file name."""
+
+    path: Path
+    metadata: dict[str, Any] = field(default_factory=dict)
+    has_events: bool = False
+
+    @property
+    def nrlprof(self) -> dict[str, Any]:
+        block = self.metadata.get("nrlprof")
+        return block if isinstance(block, dict) else {}
+
+    @property
+    def _name_parts(self) -> dict[str, str]:
+        match = _FILE_NAME.match(self.path.name)
+        return match.groupdict() if match else {}
+
+    @property
+    def worker(self) -> str:
+        worker = self.nrlprof.get("worker") or self._name_parts.get("worker")
+        return str(worker) if worker else self.path.name.split(".")[0]
+
+    @property
+    def rank(self) -> int | None:
+        for value in (
+            self.nrlprof.get("rank"),
+            (self.metadata.get("distributedInfo") or {}).get("rank") if not self.is_controller else None,
+            self._name_parts.get("rank"),
+        ):
+            if value is not None:
+                try:
+                    return int(value)
+                except (TypeError, ValueError):
+                    continue
+        return None
+
+    @property
+    def is_controller(self) -> bool:
+        return (self.nrlprof.get("worker") or self._name_parts.get("worker")) == "controller"
+
+    @property
+    def host(self) -> str:
+        return str(self.nrlprof.get("host") or self.metadata.get("host_name") or "?")
+
+    @property
+    def pid(self) -> int | None:
+        value = self.nrlprof.get("pid") or self._name_parts.get("pid")
+        return int(value) if value is not None else None
+
+    @property
+    def steps(self) -> list[int]:
+        steps = self.nrlprof.get("steps")
+        return [int(s) for s in steps] if isinstance(steps, list) else []
+
+    @property
+    def window(self) -> str:
+        return str(self.nrlprof.get("window") or self._name_parts.get("window") or "")
+
+    @property
+    def base_time_ns(self) -> int:
+        value = self.metadata.get("baseTimeNanoseconds")
+        return int(value) if isinstance(value, (int, float)) else 0
+
+    @property
+    def is_merged(self) -> bool:
+        return bool(self.nrlprof.get("merged"))
+
+    @property
+    def label(self) -> str:
+        """`<worker> rank <r> (<host>)`, `controller (<host>)`."""
+        if self.is_controller:
+            return f"controller ({self.host})"
+        rank = self.rank
+        return f"{self.worker} rank {rank} ({self.host})" if rank is not None else f"{self.worker} ({self.host})"
+
+    def sort_key(self) -> tuple:
+        return (not self.is_controller, self.worker, self.rank if self.rank is not None else -1, self.host,
+                self.pid or 0, self.steps[:1], self.path.name)  # fmt: skip
+
+
+def read_header(path: Path) -> TraceHeader:
+    """The top-level keys before `traceEvents`, without reading the events."""
+    header = TraceHeader(path)
+    with TraceReader(path) as reader:
+        events = _ijson.parse(reader, use_float=True)
+        try:
+            _, event, _ = next(events)
+            if event != "start_map":
+                raise ToolError("not a Chrome trace: the top level is not a JSON object", path)
+            key: str | None = None
+            builder: ijson.ObjectBuilder | None = None
+            depth = 0
+            for _, event, value in events:
+                if key is None:
+                    if event == "end_map":
+                        break
+                    key = value
+                    if key == "traceEvents":
+                        header.has_events = True
+                        break
+                    builder, depth = ijson.ObjectBuilder(), 0
+                    continue
+                builder.event(event, value)
+                if event in ("start_map", "start_array"):
+                    depth += 1
+                elif event in ("end_map", "end_array"):
+                    depth -= 1
+                if depth == 0:
+                    header.metadata[key] = builder.value
+                    key = None
+        except StopIteration:
+            raise ToolError("empty file, not a Chrome trace", path) from None
+        except ijson.JSONError as exc:
+            raise ToolError(f"not valid JSON, or cut short ({exc})", path) from exc
+    return header
+
+
+def iter_event_batches(path: Path, progress: Progress | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The items of `traceEvents`, in file order, a list at a time; `progress` gets bytes read on disk."""
+    given = 0
+    with TraceReader(path) as reader:
+        try:
+            for batch in _split_batches(reader):
+                given += len(batch)
+                if progress is not None:
+                    progress(reader.consumed)
+                yield batch
+            return
+        except _LayoutMismatch:
+            pass
+    yield from _ijson_batches(path, "traceEvents.item", skip=given, progress=progress)
+
+
+def iter_chrome_events(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """Events of any Chrome trace: a JSON list of events (Ray's timeline) or an object with `traceEvents`."""
+    with TraceReader(path) as reader:
+        start = reader.read(4096).lstrip()[:1]
+    if start == b"[":
+        yield from _ijson_batches(path, "item")
+    elif start == b"{":
+        yield from iter_event_batches(path)
+    else:
+        raise ToolError("not a Chrome trace: expected a JSON list or object", path)
+
+
+class _LayoutMismatch(Exception):
+    """The text is not laid out as kineto writes it (or is cut short): read it with ijson instead."""
+
+
+def _split_batches(reader: TraceReader) -> Iterator[list[dict[str, Any]]]:
+    buf = b""
+    while (match := _EVENTS_KEY.search(buf)) is None:
+        chunk = reader.read(_CHUNK)
+        if not chunk or len(buf) > _HEADER_LIMIT:
+            raise _LayoutMismatch
+        buf += chunk
+    buf = buf[match.end() :]
+    while not buf.strip():
+        chunk = reader.read(_CHUNK)
+        if not chunk:
+            raise _LayoutMismatch
+        buf += chunk
+    body = buf.lstrip()
+    if body[:1] == b"{":
+        space = buf[: len(buf) - len(body)]
+        newline = space.rfind(b"\n")
+        indent = space[newline + 1 :]
+        if newline < 0 or indent.strip(b" \t"):
+            raise _LayoutMismatch
+        yield from _split_body(reader, body, b"\n" + indent + b"}")
+    else:
+        _check_trailer(reader, body)
+
+
+def _split_body(reader: TraceReader, buf: bytes, marker: bytes) -> Iterator[list[dict[str, Any]]]:
+    eof = False
+    while True:
+        if len(buf) >= _CHUNK or eof:
+            cut = buf.rfind(marker)
+            if cut >= 0:
+                end = cut + len(marker)
+                try:
+                    events = orjson.loads(b"[" + buf[:end] + b"]")
+                except orjson.JSONDecodeError:
+                    raise _LayoutMismatch from None
+                buf = buf[end:].lstrip()
+                if buf[:1] == b",":
+                    buf = buf[1:].lstrip()
+                yield events
+                continue
+            if eof:
+                break
+        chunk = reader.read(_CHUNK)
+        if chunk:
+            buf += chunk
+        else:
+            eof = True
+            if buf[:1] == b"]":
+                break
+    _check_trailer(reader, buf)
+
+
+def _check_trailer(reader: TraceReader, buf: bytes) -> None:
+    """What follows the events must close the array and the top-level object."""
+    rest = buf + reader.read()
+    if rest[:1] != b"]":
+        raise _LayoutMismatch
+    rest = rest[1:].strip()
+    if rest == b"}":
+        return
+    try:
+        if rest[:1] == b"," and isinstance(orjson.loads(b"{" + rest[1:]), dict):
+            return
+    except orjson.JSONDecodeError:
+        pass
+    raise _LayoutMismatch
+
+
+def _ijson_batches(
+    path: Path, prefix: str, skip: int = 0, progress: Progress | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    count = skip
+    with TraceReader(path) as reader:
+        items = islice(_ijson.items(reader, prefix, use_float=True), skip, None)
+        try:
+            while batch := list(islice(items, _IJSON_BATCH)):
+                count += len(batch)
+                if progress is not None:
+                    progress(reader.consumed)
+                yield batch
+        except ijson.JSONError as exc:
+            raise ToolError(f"not valid JSON, or cut short, after {count} events ({exc})", path) from exc
+
+
+Unreadable = list[tuple[Path, str]]
+
+
+def find_traces(inputs: Iterable[Path], exclude: Iterable[Path] = ()) -> tuple[list[TraceHeader], Unreadable]:
+    """Chrome traces under `inputs` (files or directories, searched recursively) and the unreadable ones.
+
+    A `*.pt.trace.json[.gz]` file, or a file named on the command line, that cannot be read is returned
+    as unreadable; another `*.json[.gz]` is a trace only when it parses as an object with `traceEvents`.
+    Merged timelines (nrlprof.merged) are left out. A missing input raises ToolError.
+    """
+    excluded = {p.resolve() for p in exclude}
+    found: list[TraceHeader] = []
+    unreadable: Unreadable = []
+    for path, explicit in _candidates(inputs, JSON_SUFFIXES):
+        if path.resolve() in excluded:
+            continue
+        try:
+            header = read_header(path)
+        except ToolError as exc:
+            if explicit or _is_trace_name(path.name):
+                unreadable.append((path, exc.reason))
+            continue
+        if not header.has_events:
+            if explicit or _is_trace_name(path.name):
+                unreadable.append((path, "not a Chrome trace: no traceEvents"))
+            continue
+        if not header.is_merged:
+            found.append(header)
+    return found, unreadable
+
+
+def find_nsys_reports(inputs: Iterable[Path]) -> list[Path]:
+    """Nsight Systems reports under `inputs`; a missing input raises ToolError."""
+    return [path for path, _ in _candidates(inputs, NSYS_SUFFIXES)]
+
+
+def _candidates(inputs: Iterable[Path], suffixes: tuple[str, ...]) -> Iterator[tuple[Path, bool]]:
+    for root in inputs:
+        root = Path(root)
+        if root.is_file():
+            if root.name.endswith(suffixes):
+                yield root, True
+        elif root.is_dir():
+            for path in sorted(root.rglob("*")):
+                if path.name.endswith(suffixes) and not path.name.startswith(".") and path.is_file():
+                    yield path, False
+        else:
+            raise ToolError("no such file or directory", root)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr fed with (done, total), or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*Progress.get_default_columns()[:1], *columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)

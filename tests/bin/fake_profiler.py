@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Stand-in for `nsys` and `rocprof-sys-python`: records how it was called, then runs the wrapped command.
+
+The record (one JSON line) goes to $NRLPROF_FAKE_TOOL_LOG/<tool>-<pid>.json. With exec, the
+wrapped program keeps this process's pid, as `%p` in the output name expects.
+"""
+
+import json
+import os
+import sys
+import time
+
+VERSIONS = {"nsys": "NVIDIA Nsight Systems version 2025.3.1.90-fake", "rocprof-sys-python": "rocprof-sys 1.0.0-fake"}
+
+
+def split_nsys(argv):
+    """`profile -t x --a=b cmd...` -> (options, command)."""
+    if not argv or argv[0] != "profile":
+        raise SystemExit(f"fake nsys: unsupported arguments {argv}")
+    options, rest = [], argv[1:]
+    while rest and rest[0].startswith("-"):
+        item = rest.pop(0)
+        options.append(item)
+        if not item.startswith("--") and len(item) == 2:
+            options.append(rest.pop(0))
+    return options, rest
+
+
+def split_rocprof(argv):
+    separator = argv.index("--")
+    return argv[:separator], argv[separator + 1 :]
+
+
+def main():
+    tool = os.path.basename(sys.argv[0])
+    argv = sys.argv[1:]
+    if argv[:1] in (["--version"], ["-v"]):
+        print(VERSIONS.get(tool, f"{tool} fake"))
+        return 0
+    options, command = (split_nsys if tool == "nsys" else split_rocprof)(argv)
+    log_dir = os.environ.get("NRLPROF_FAKE_TOOL_LOG")
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        record = {"tool": tool, "options": options, "command": command, "pid": os.getpid(), "time": time.time(),
+                  "env": {k: v for k, v in os.environ.items() if k.startswith(("ROCPROFSYS_", "NRLPROF_WORKER", "PYTHON_EXECUTABLE"))}}
+        with open(os.path.join(log_dir, f"{tool}-{os.getpid()}.json"), "w") as handle:
+            json.dump(record, handle)
+    if not command:
+        raise SystemExit(f"fake {tool}: no command to run")
+    if tool == "rocprof-sys-python":
+        # Like the real wrapper: `$PYTHON_EXECUTABLE -m rocprofsys ... -- <script> <args>`.
+        command = [os.environ.get("PYTHON_EXECUTABLE", sys.executable), *command]
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Shared fixtures: stand-in profiler tools on PATH and one real local Ray cluster per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+STAND_IN_SOURCE = TESTS_DIR / "bin" / "fake_profiler.py"
+# No `python` here: Ray's unfixed plugin, which runs `nsys ... python`, cannot start a worker.
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def install_stand_ins(bin_dir: Path) -> Path:
+    """The stand-in `nsys` and `rocprof-sys-python`, run by this interpreter."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    body = STAND_IN_SOURCE.read_text().split("\n", 1)[1]
+    for tool in ("nsys", "rocprof-sys-python"):
+        path = bin_dir / tool
+        path.write_text(f"#!{sys.executable}\n{body}")
+        path.chmod(0o755)
+    return bin_dir
+
+
+def tool_records(log_dir: Path, tool: str = "nsys") -> list[dict]:
+    records = [json.loads(p.read_text()) for p in sorted(log_dir.glob(f"{tool}-*.json"))]
+    return [r for r in records if r["command"][1:3] != ["-c", ""]]
+
+
+@pytest.fixture(scope="session")
+def stand_in_env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tools")
+    bin_dir = install_stand_ins(root / "bin")
+    log_dir = root / "calls"
+    return {"bin": bin_dir, "log": log_dir, "PATH": f"{bin_dir}:{SYSTEM_PATH}"}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(stand_in_env, tmp_path_factory):
+    """A local Ray cluster whose runtime-env agent carries nrlprof's plugin fix (the in-memory route)."""
+    import ray
+
+    from nrlprof.agent_env import install_agent_hook
+
+    saved = dict(os.environ)
+    os.environ["PATH"] = stand_in_env["PATH"]
+    os.environ["NRLPROF_FAKE_TOOL_LOG"] = str(stand_in_env["log"])
+    install_agent_hook(os.environ)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
+    os.environ.clear()
+    os.environ.update(saved)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def fresh_nrlprof():
+    """nrlprof deactivated before and after the test: no hook or window leaks between tests."""
+    import nrlprof
+
+    nrlprof.disable()
+    yield nrlprof
+    nrlprof.disable()

@@ -1,0 +1,192 @@
+"""`nrlprof collect` on a real 3-node Ray cluster (three raylets on this machine, each with its own temp dir)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from ray._common.utils import get_default_ray_temp_dir
+from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from nrlprof.manifest import WindowRecord, append_record
+from nrlprof.tools import collect as C
+
+CHUNK = 64 * 1024
+STALE_SESSION = "session_2020-01-01_00-00-00_000000_1"
+
+# Workers cannot import this test module: ship its functions by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def write_node_outputs(base: str, index: int) -> dict:
+    """Runs on a node: fake reports in its session logs (and an older session), a manifest, torch traces."""
+    temp_dir = Path(C.node_temp_dir())
+    session = Path(ray._private.worker._global_node.get_session_dir_path())
+    written = {}
+
+    def put(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written[str(path)] = data
+
+    put(session / "logs" / "nsight" / f"policy_3-4_{index}.nsys-rep", os.urandom(1000 + index))
+    if index == 0:
+        put(session / "logs" / "nsight" / "big.nsys-rep", os.urandom(2 * CHUNK + 12345))
+        put(session / "logs" / "rocprof_sys" / "w_1" / "trace.proto", os.urandom(300))
+        put(temp_dir / STALE_SESSION / "logs" / "nsight" / "old.nsys-rep", os.urandom(500))
+    trace = Path(base, f"node{index}", "trace", "policy", "0", f"policy_rank0_steps3-4_{index}.pt.trace.json")
+    put(trace, json.dumps({"traceEvents": [], "node": index}).encode())
+    record = WindowRecord("torch", "policy", 0, [3, 4], "3-4", files=[str(trace), f"/nonexistent/{index}.json"])
+    manifest = append_record(session / "logs" / "nrlprof", record)
+    written[str(manifest)] = manifest.read_bytes()
+    return {"node_id": ray.get_runtime_context().get_node_id(), "temp_dir": str(temp_dir), "files": written}
+
+
+def expected_destination(source: str, temp_dir: str) -> str:
+    if source.startswith(temp_dir + "/"):
+        return source[len(temp_dir) + 1 :]
+    return "torch/" + source.lstrip("/")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
+    base = tempfile.mkdtemp(prefix="nrlc", dir="/tmp")  # short: raylet socket paths are length-limited
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
+    workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster, workers, base
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def outputs(cluster):
+    """{label: {destination below DIR/<label>: bytes}} for every node."""
+    _, _, base = cluster
+    writer = ray.remote(num_cpus=0)(write_node_outputs)
+    nodes = C.alive_nodes()
+    assert len({n.label for n in nodes}) == 3
+    results = ray.get(
+        [
+            writer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(base, i)
+            for i, n in enumerate(nodes)
+        ]
+    )
+    labels = {n.node_id: n.label for n in nodes}
+    expected = {}
+    for result in results:
+        files = {
+            expected_destination(src, os.path.realpath(result["temp_dir"])): data
+            for src, data in result["files"].items()
+        }
+        expected[labels[result["node_id"]]] = files
+    return expected
+
+
+def assert_collected(to: Path, expected: dict[str, dict[str, bytes]], labels=None) -> None:
+    for label in labels or expected:
+        for dest, data in expected[label].items():
+            assert (to / label / dest).read_bytes() == data, f"{label}/{dest}"
+
+
+def test_collect_copies_every_file_from_every_node(cluster, outputs, tmp_path):
+    to = tmp_path / "out"
+    seen = []
+    result = C.collect(to, chunk_size=CHUNK, progress=lambda done, total: seen.append((done, total)))
+
+    assert result.ok and result.exit_code == 0, result.to_json()
+    assert_collected(to, outputs)
+    assert len(result.copied) == sum(len(files) for files in outputs.values())
+    assert any(c.path.endswith(f"{STALE_SESSION}/logs/nsight/old.nsys-rep") for c in result.copied)
+    assert seen[-1][0] == seen[-1][1] == result.bytes_copied
+    assert sorted(m["path"] for m in result.missing) == [f"/nonexistent/{i}.json" for i in range(3)]
+    assert not list(to.rglob("*" + C.PART_SUFFIX))
+    index = json.loads((to / C.INDEX_NAME).read_text())["files"]
+    assert set(index) == {c.path for c in result.copied}
+
+
+def test_second_collect_copies_only_what_changed(cluster, outputs, tmp_path):
+    to = tmp_path / "out"
+    first = C.collect(to, chunk_size=CHUNK)
+    assert first.ok
+
+    again = C.collect(to, chunk_size=CHUNK)
+    assert again.ok and again.copied == []
+    assert len(again.skipped) == len(first.copied)
+
+    big = next(e for e in first.copied if e.path.endswith("big.nsys-rep"))
+    source = json.loads((to / C.INDEX_NAME).read_text())["files"][big.path]["source"]
+    changed = os.urandom(big.size)
+    Path(source).write_bytes(changed)
+    outputs[big.node][big.path.removeprefix(big.node + "/")] = changed
+    changed_again = C.collect(to, chunk_size=CHUNK)
+    assert [c.path for c in changed_again.copied] == [big.path]
+    assert (to / big.path).read_bytes() == changed
+
+    (to / C.INDEX_NAME).unlink()  # without the index, the files already there are compared by hash
+    without_index = C.collect(to, chunk_size=CHUNK)
+    assert without_index.copied == [] and len(without_index.skipped) == len(first.copied)
+
+
+def test_cli_prints_json_and_exits_0(cluster, outputs, tmp_path, capsys):
+    args = argparse.Namespace(to=str(tmp_path / "cli"), address=None, json=True)
+    assert C.run(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and len(data["nodes"]) == 3 and data["failed"] == []
+
+
+def test_unwritable_destination_is_bad_input(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    args = argparse.Namespace(to=str(blocker / "out"), address=None, json=False)
+    assert C.run(args) == 2
+    assert str(blocker / "out") in capsys.readouterr().err
+
+
+def test_unreachable_cluster_fails_fast(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = "import sys; from nrlprof.tools.collect import main; sys.exit(main(sys.argv[1:]))"
+    argv = [sys.executable, "-c", code, "--to", str(tmp_path / "out"), "--address", f"127.0.0.1:{port}"]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"127.0.0.1:{port}" in done.stderr and "no Ray cluster reachable" in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_node_dying_during_collect_is_reported_and_others_collected(cluster, outputs, tmp_path):
+    """Last in this module: it removes a worker node from the shared cluster."""
+    cluster_, workers, _ = cluster
+    victim = workers[-1]
+    victim_label = next(n.label for n in C.alive_nodes() if n.node_id == victim.node_id)
+
+    def kill_node(listings):
+        assert {listing.node.label for listing in listings} == set(outputs)
+        cluster_.remove_node(victim)
+
+    result = C.collect(tmp_path / "out", chunk_size=CHUNK, read_timeout_s=60, after_listing=kill_node)
+
+    assert result.exit_code == 1
+    assert [e.node for e in result.node_errors] == [victim_label]
+    assert victim_label in result.node_errors[0].reason
+    assert {f.node for f in result.failed} == {victim_label}
+    survivors = [label for label in outputs if label != victim_label]
+    assert_collected(tmp_path / "out", outputs, survivors)
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and victim_label in p.parts]
