@@ -15,6 +15,7 @@ from nrlprof.errors import ConfigError
 
 __all__ = [
     "ConfigError",
+    "activate_from_env",
     "annotate",
     "configure",
     "disable",
@@ -68,6 +69,16 @@ def configure(config: Mapping[str, Any] | Any) -> None:
     _bind_gate()
 
 
+def activate_from_env() -> bool:
+    """(Re)read the NRL_* variables of `os.environ` now, e.g. after a launcher set them in-process."""
+    from nrlprof import activation
+    from nrlprof.env_config import load_plan
+
+    activation.activate_driver(load_plan(os.environ))
+    _bind_gate()
+    return activation.state() is not None
+
+
 def disable() -> None:
     """Close windows and remove every patch nrlprof installed."""
     from nrlprof import activation
@@ -96,8 +107,16 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
     return fragment_for(state.plan, identity, matches)
 
 
+def _launched_as_cli() -> bool:
+    """`nrlprof ...` or `python -m nrlprof ...`: the tools read the plan themselves; no hooks, no log lines."""
+    import sys
+
+    launcher = sys.argv[0] if sys.argv else ""
+    return launcher == "-m" or os.path.basename(launcher) == "nrlprof"
+
+
 def _activate_from_environment() -> None:
-    if not any(name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_")) for name in os.environ):
+    if _launched_as_cli() or not any(name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_")) for name in os.environ):
         return
     from nrlprof import activation
 

@@ -39,9 +39,9 @@ def stand_in_env(tmp_path_factory):
     return {"bin": bin_dir, "log": log_dir, "PATH": f"{bin_dir}:{SYSTEM_PATH}"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(stand_in_env, tmp_path_factory):
-    """A local Ray cluster whose runtime-env agent carries nrlprof's plugin fix (the in-memory route)."""
+    """A local Ray cluster per test module whose runtime-env agent carries nrlprof's plugin fix (the in-memory route)."""
     import ray
 
     from nrlprof.agent_env import install_agent_hook
@@ -49,6 +49,7 @@ def ray_cluster(stand_in_env, tmp_path_factory):
     saved = dict(os.environ)
     os.environ["PATH"] = stand_in_env["PATH"]
     os.environ["NRLPROF_FAKE_TOOL_LOG"] = str(stand_in_env["log"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     install_agent_hook(os.environ)
     ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
     os.environ.clear()
@@ -65,3 +66,19 @@ def fresh_nrlprof():
     nrlprof.disable()
     yield nrlprof
     nrlprof.disable()
+
+
+@pytest.fixture
+def activate(fresh_nrlprof, monkeypatch):
+    """Activate nrlprof in this (driver) process from the given NRL_* variables."""
+
+    def _activate(**variables: str):
+        for name in list(os.environ):
+            if name.startswith(("NRL_", "NRLPROF_")):
+                monkeypatch.delenv(name)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        fresh_nrlprof.activate_from_env()
+        return fresh_nrlprof
+
+    return _activate

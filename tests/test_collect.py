@@ -104,15 +104,22 @@ def assert_collected(to: Path, expected: dict[str, dict[str, bytes]], labels=Non
             assert (to / label / dest).read_bytes() == data, f"{label}/{dest}"
 
 
-def test_collect_copies_every_file_from_every_node(cluster, outputs, tmp_path):
-    to = tmp_path / "out"
+@pytest.fixture(scope="module")
+def first(outputs, tmp_path_factory):
+    """The first collect into a fresh directory, with its progress reports."""
+    to = tmp_path_factory.mktemp("collect") / "out"
     seen = []
     result = C.collect(to, chunk_size=CHUNK, progress=lambda done, total: seen.append((done, total)))
+    return to, result, seen
 
+
+def test_collect_copies_every_file_from_every_node(outputs, first):
+    to, result, seen = first
     assert result.ok and result.exit_code == 0, result.to_json()
     assert_collected(to, outputs)
     assert len(result.copied) == sum(len(files) for files in outputs.values())
     assert any(c.path.endswith(f"{STALE_SESSION}/logs/nsight/old.nsys-rep") for c in result.copied)
+    assert any(c.size > 2 * CHUNK for c in result.copied)
     assert seen[-1][0] == seen[-1][1] == result.bytes_copied
     assert sorted(m["path"] for m in result.missing) == [f"/nonexistent/{i}.json" for i in range(3)]
     assert not list(to.rglob("*" + C.PART_SUFFIX))
@@ -120,34 +127,35 @@ def test_collect_copies_every_file_from_every_node(cluster, outputs, tmp_path):
     assert set(index) == {c.path for c in result.copied}
 
 
-def test_second_collect_copies_only_what_changed(cluster, outputs, tmp_path):
-    to = tmp_path / "out"
-    first = C.collect(to, chunk_size=CHUNK)
-    assert first.ok
+def test_second_collect_copies_nothing_and_prints_json(first, capsys):
+    to, result, _ = first
+    assert C.run(argparse.Namespace(to=str(to), address=None, json=True)) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and len(data["nodes"]) == 3
+    assert data["copied"] == [] and data["failed"] == []
+    assert len(data["skipped"]) == len(result.copied)
 
-    again = C.collect(to, chunk_size=CHUNK)
-    assert again.ok and again.copied == []
-    assert len(again.skipped) == len(first.copied)
 
-    big = next(e for e in first.copied if e.path.endswith("big.nsys-rep"))
+def test_modified_file_is_copied_again(outputs, first):
+    to, result, _ = first
+    big = next(e for e in result.copied if e.path.endswith("big.nsys-rep"))
     source = json.loads((to / C.INDEX_NAME).read_text())["files"][big.path]["source"]
     changed = os.urandom(big.size)
     Path(source).write_bytes(changed)
     outputs[big.node][big.path.removeprefix(big.node + "/")] = changed
-    changed_again = C.collect(to, chunk_size=CHUNK)
-    assert [c.path for c in changed_again.copied] == [big.path]
+
+    again = C.collect(to, chunk_size=CHUNK)
+    assert [c.path for c in again.copied] == [big.path]
     assert (to / big.path).read_bytes() == changed
 
-    (to / C.INDEX_NAME).unlink()  # without the index, the files already there are compared by hash
-    without_index = C.collect(to, chunk_size=CHUNK)
-    assert without_index.copied == [] and len(without_index.skipped) == len(first.copied)
 
-
-def test_cli_prints_json_and_exits_0(cluster, outputs, tmp_path, capsys):
-    args = argparse.Namespace(to=str(tmp_path / "cli"), address=None, json=True)
-    assert C.run(args) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["ok"] is True and len(data["nodes"]) == 3 and data["failed"] == []
+def test_without_index_files_already_there_are_compared_by_hash(outputs, first):
+    to, result, _ = first
+    (to / C.INDEX_NAME).unlink()
+    again = C.collect(to, chunk_size=CHUNK)
+    assert again.ok and again.copied == []
+    assert len(again.skipped) == len(result.copied)
+    assert_collected(to, outputs)
 
 
 def test_unwritable_destination_is_bad_input(tmp_path, capsys):

@@ -28,6 +28,7 @@ from nrlprof.tools.collect import EXIT_BAD_INPUT, BadInput, FileFailed, NodeInfo
 NSYS_TOOL = "nsys"
 ROCPROF_TOOL = "rocprof-sys-python"
 AGENT_SCRIPT = "runtime_env/agent/main.py"
+AGENT_TITLE = "ray::RuntimeEnvAgent"
 VERSION_TIMEOUT_S = 15.0
 NODE_TIMEOUT_S = 120.0
 FIXED_STATES = ("patched", "upstream-fixed")
@@ -176,19 +177,36 @@ def _read_proc(pid: str, name: str) -> list[str]:
         return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
 
 
+def _parent_pid(pid: str) -> str:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+        return handle.read().rpartition(")")[2].split()[1]
+
+
+def _is_agent(argv: list[str]) -> bool:
+    # The agent renames its process title to "ray::RuntimeEnvAgent", which replaces its argv.
+    return bool(argv) and (argv[0].startswith(AGENT_TITLE) or any(arg.endswith(AGENT_SCRIPT) for arg in argv))
+
+
 def find_agent_pid(node_id: str) -> int | None:
-    """The pid of this node's runtime-env agent (several raylets may share a machine: match the node id)."""
-    wanted = f"--node-id={node_id}"
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
+    """The pid of this node's runtime-env agent: the child of the raylet that runs `node_id`.
+
+    Several raylets may share a machine (other clusters, `ray.cluster_utils.Cluster`), so the node id decides.
+    """
+    raylets, agents = set(), {}
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
             continue
         try:
-            argv = _read_proc(entry, "cmdline")
-        except OSError:
+            argv = _read_proc(pid, "cmdline")
+            if _is_agent(argv):
+                if f"--node-id={node_id}" in argv:
+                    return int(pid)
+                agents[pid] = _parent_pid(pid)
+            elif f"--node_id={node_id}" in argv:
+                raylets.add(pid)
+        except (OSError, IndexError):
             continue
-        if wanted in argv and any(arg.endswith(AGENT_SCRIPT) for arg in argv):
-            return int(entry)
-    return None
+    return next((int(pid) for pid, parent in agents.items() if parent in raylets), None)
 
 
 def agent_check(node_id: str) -> tuple[int | None, bool | None, str]:

@@ -33,7 +33,14 @@ from typing import Any, BinaryIO
 import orjson
 
 from nrlprof.tools.errors import ToolError
-from nrlprof.tools.traces import TraceHeader, find_traces, iter_chrome_events, iter_event_batches, progress_bar
+from nrlprof.tools.traces import (
+    TraceHeader,
+    find_traces,
+    gc_paused,
+    iter_chrome_events,
+    iter_event_batches,
+    progress_bar,
+)
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (bytes read, total bytes) of the inputs on disk."""
@@ -87,9 +94,8 @@ def merge_traces(
         raise ToolError(unreadable[0][1])
     result.skipped.extend(unreadable)
     if not headers:
-        detail = "; ".join(reason for _, reason in unreadable)
         where = ", ".join(str(p) for p in inputs)
-        raise ToolError(f"no readable torch trace found{': ' + detail if detail else ''}", where)
+        raise ToolError(f"no readable torch trace found{_listing(unreadable)}", where)
     if ray_timeline is not None and not Path(ray_timeline).is_file():
         raise ToolError("Ray timeline not found", ray_timeline)
     headers.sort(key=TraceHeader.sort_key)
@@ -107,40 +113,41 @@ def merge_traces(
     processes = _Processes()
     sink = AtomicSink(output, compress_level)
     try:
-        sink.write(_document_head(origin_ns))
-        next_id = 0
-        for index, header in enumerate(headers):
-            point, state = sink.save_point(), processes.snapshot()
-            rewriter = _TraceRewriter(header, index, (header.base_time_ns - origin_ns) / 1000, next_id, processes)
-            try:
-                for batch in iter_event_batches(header.path, advance(header.path)):
-                    rewriter.rewrite(batch)
+        with gc_paused():
+            sink.write(_document_head(origin_ns))
+            next_id = 0
+            for index, header in enumerate(headers):
+                point, state = sink.save_point(), processes.snapshot()
+                rewriter = _TraceRewriter(header, index, (header.base_time_ns - origin_ns) / 1000, next_id, processes)
+                try:
+                    for batch in iter_event_batches(header.path, advance(header.path)):
+                        rewriter.rewrite(batch)
+                        sink.write_events(batch)
+                except ToolError as exc:
+                    if strict:
+                        raise
+                    sink.roll_back(point)
+                    processes.restore(state)
+                    result.skipped.append((header.path, exc.reason))
+                else:
+                    result.merged.append(header.path)
+                    result.events_in += rewriter.count
+                    result.bytes_in += sizes[header.path]
+                    next_id = max(next_id, rewriter.max_id + 1)
+                done += sizes[header.path]
+            if not result.merged:
+                raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
+            if ray_timeline is not None:
+                ray = _RayRewriter(Path(ray_timeline), -origin_ns / 1000, processes)
+                for batch in iter_chrome_events(Path(ray_timeline)):
+                    ray.rewrite(batch)
                     sink.write_events(batch)
-            except ToolError as exc:
-                if strict:
-                    raise
-                sink.roll_back(point)
-                processes.restore(state)
-                result.skipped.append((header.path, exc.reason))
-            else:
-                result.merged.append(header.path)
-                result.events_in += rewriter.count
-                result.bytes_in += sizes[header.path]
-                next_id = max(next_id, rewriter.max_id + 1)
-            done += sizes[header.path]
-        if not result.merged:
-            raise ToolError("no readable torch trace: " + "; ".join(reason for _, reason in result.skipped))
-        if ray_timeline is not None:
-            ray = _RayRewriter(Path(ray_timeline), -origin_ns / 1000, processes)
-            for batch in iter_chrome_events(Path(ray_timeline)):
-                ray.rewrite(batch)
-                sink.write_events(batch)
-            result.events_in += ray.count
-            result.bytes_in += sizes[Path(ray_timeline)]
-        added = processes.name_events()
-        sink.write_events(added)
-        result.events_added = len(added)
-        sink.write(_document_tail(result))
+                result.events_in += ray.count
+                result.bytes_in += sizes[Path(ray_timeline)]
+            added = processes.name_events()
+            sink.write_events(added)
+            result.events_added = len(added)
+            sink.write(_document_tail(result))
         sink.commit()
     except BaseException:
         sink.abort()
@@ -150,6 +157,10 @@ def merge_traces(
     if progress is not None:
         progress(total, total)
     return result
+
+
+def _listing(skipped: list[tuple[Path, str]]) -> str:
+    return "".join(f"; {path}: {reason}" for path, reason in skipped)
 
 
 def _document_head(origin_ns: int) -> bytes:
@@ -211,34 +222,41 @@ class _TraceRewriter:
         self.processes = processes
         self.pid_map: dict[Any, int] = {}
         self.count = 0
-        self.max_id = id_offset - 1
+        self.top_id = -1
+
+    @property
+    def max_id(self) -> int:
+        """The largest id written, after shifting."""
+        return self.top_id + self.id_offset
 
     def _pid(self, original: Any) -> int:
         key = _hashable(original)
         if self.main_pid is None and isinstance(key, int):
             self.main_pid = key
-        name = self.label if key == self.main_pid else f"{self.label} [{key}]"
-        pid = self.pid_map[key] = self.processes.allocate((*self.group, key), name)
+        name = self.label if key == self.main_pid else f"{self.label} [{key if key != '' else 'no pid'}]"
+        pid = self.processes.allocate((*self.group, key), name)
+        if key is original:
+            self.pid_map[key] = pid
         return pid
 
     def _shift(self, value: Any) -> Any:
         if isinstance(value, int):
-            if value > self.max_id - self.id_offset:
-                self.max_id = value + self.id_offset
+            self.top_id = max(self.top_id, value)
             return value + self.id_offset
         if isinstance(value, str):
             return self.id_prefix + value
         return value
 
     def rewrite(self, events: list[dict[str, Any]]) -> None:
-        pid_map, ts_offset, shift = self.pid_map, self.ts_offset, self._shift
+        # The hot loop of a merge: plain ints take the inline path, anything else goes through _shift.
+        pid_map, ts_offset, offset, top = self.pid_map, self.ts_offset, self.id_offset, self.top_id
+        shift = self._shift
         for event in events:
-            pid = event.get("pid", event)
-            if pid is not event:
-                try:
-                    event["pid"] = pid_map[pid]
-                except (KeyError, TypeError):
-                    event["pid"] = self._pid(pid)
+            try:
+                event["pid"] = pid_map[event["pid"]]
+            except (KeyError, TypeError):
+                if "pid" in event:
+                    event["pid"] = self._pid(event["pid"])
             if ts_offset:
                 ts = event.get("ts")
                 if ts.__class__ is float or ts.__class__ is int:
@@ -246,13 +264,27 @@ class _TraceRewriter:
             if "id" in event:
                 event["id"] = shift(event["id"])
             args = event.get("args")
-            if args.__class__ is dict:
-                if "correlation" in args:
-                    args["correlation"] = shift(args["correlation"])
-                if "External id" in args:
-                    args["External id"] = shift(args["External id"])
-                if event.get("ph") == "M":
-                    self._metadata(event, args)
+            if args.__class__ is not dict:
+                continue
+            value = args.get("External id")
+            if value is not None:
+                if value.__class__ is int:
+                    args["External id"] = value + offset
+                    if value > top:
+                        top = value
+                else:
+                    args["External id"] = shift(value)
+            value = args.get("correlation")
+            if value is not None:
+                if value.__class__ is int:
+                    args["correlation"] = value + offset
+                    if value > top:
+                        top = value
+                else:
+                    args["correlation"] = shift(value)
+            if event.get("ph") == "M":
+                self._metadata(event, args)
+        self.top_id = max(self.top_id, top)
         self.count += len(events)
 
     def _metadata(self, event: dict[str, Any], args: dict[str, Any]) -> None:
@@ -328,13 +360,15 @@ class AtomicSink:
         self._file.write(self._deflate.compress(data))
 
     def write_events(self, events: list[dict[str, Any]]) -> None:
-        """Events as one JSON text each, one per line, after those already written."""
+        """Events after those already written, one per line."""
         if not events:
             return
         try:
-            text = b",\n".join([orjson.dumps(event) for event in events])
+            text = orjson.dumps(events)[1:-1]
         except TypeError:  # an integer beyond 64 bits, which orjson refuses
-            text = b",\n".join(json.dumps(event, separators=(",", ":")).encode() for event in events)
+            text = json.dumps(events, separators=(",", ":")).encode()[1:-1]
+        # `},{"` cannot occur inside a JSON string (quotes there are escaped): a newline there is whitespace.
+        text = text.replace(b'},{"', b'},\n{"')
         self.write(b",\n" + text if self._events else text)
         self._events += len(events)
 

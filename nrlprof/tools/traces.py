@@ -10,6 +10,7 @@ file) hands over to ijson, which re-reads the file, skips what was already given
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
 import re
 import sys
@@ -167,6 +168,8 @@ class TraceHeader:
 def read_header(path: Path) -> TraceHeader:
     """The top-level keys before `traceEvents`, without reading the events."""
     header = TraceHeader(path)
+    if path.is_file() and path.stat().st_size == 0:
+        raise ToolError("empty file, not a Chrome trace", path)
     with TraceReader(path) as reader:
         events = _ijson.parse(reader, use_float=True)
         try:
@@ -197,7 +200,7 @@ def read_header(path: Path) -> TraceHeader:
         except StopIteration:
             raise ToolError("empty file, not a Chrome trace", path) from None
         except ijson.JSONError as exc:
-            raise ToolError(f"not valid JSON, or cut short ({exc})", path) from exc
+            raise ToolError(f"not valid JSON, or cut short ({_first_line(exc)})", path) from exc
     return header
 
 
@@ -227,6 +230,10 @@ def iter_chrome_events(path: Path) -> Iterator[list[dict[str, Any]]]:
         yield from iter_event_batches(path)
     else:
         raise ToolError("not a Chrome trace: expected a JSON list or object", path)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class _LayoutMismatch(Exception):
@@ -315,7 +322,7 @@ def _ijson_batches(
                     progress(reader.consumed)
                 yield batch
         except ijson.JSONError as exc:
-            raise ToolError(f"not valid JSON, or cut short, after {count} events ({exc})", path) from exc
+            raise ToolError(f"not valid JSON, or cut short, after {count} events ({_first_line(exc)})", path) from exc
 
 
 Unreadable = list[tuple[Path, str]]
@@ -381,3 +388,19 @@ def progress_bar(description: str) -> Iterator[Callable[[int, int], None] | None
     with Progress(*Progress.get_default_columns()[:1], *columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a while.
+
+    Parsed events hold no reference cycles, yet each batch allocates tens of thousands of dicts, and the
+    collector, triggered every few hundred, would rescan them again and again: half the time of a merge.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,5 @@
+import sys
+
+from nrlprof.cli import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""`nrlprof doctor` on a real local Ray cluster started with a stand-in `nsys` and nrlprof's agent hook."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+import ray
+from rich.console import Console
+
+from nrlprof.agent_env import PLUGINS_VARIABLE, install_agent_hook
+from nrlprof.env_config import SELECTING_VARIABLES
+from nrlprof.tools import doctor as D
+
+NSYS_VERSION = "2025.1.1.103-test"
+STAND_IN_NSYS = f"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version {NSYS_VERSION}"; fi
+exit 0
+"""
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local cluster whose raylet inherited PATH with the stand-in nsys and RAY_RUNTIME_ENV_PLUGINS."""
+    base = Path(tempfile.mkdtemp(prefix="nrld", dir="/tmp"))
+    nsys = base / "bin" / "nsys"
+    nsys.parent.mkdir()
+    nsys.write_text(STAND_IN_NSYS)
+    nsys.chmod(nsys.stat().st_mode | stat.S_IXUSR)
+    saved = {name: os.environ.get(name) for name in ("PATH", PLUGINS_VARIABLE)}
+    os.environ["PATH"] = f"{nsys.parent}{os.pathsep}{os.environ['PATH']}"
+    install_agent_hook(os.environ)
+    try:
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, _temp_dir=str(base / "r"))
+        yield nsys
+    finally:
+        ray.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No NRL_* selection variable; the driver's cwd (where the default torch dir resolves) is a temp dir."""
+    for name in SELECTING_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+@pytest.fixture
+def nsys_planned(clean_env):
+    clean_env.setenv("NRL_NSYS_WORKER_PATTERNS", "*policy*")
+    clean_env.setenv("NRL_NSYS_PROFILE_STEP_RANGE", "3:5")
+    return clean_env
+
+
+def test_everything_in_place_exits_0(local_ray, nsys_planned, tmp_path, capsys):
+    assert D.run(argparse.Namespace(address=None, output_dir=None, json=True)) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and data["configured"] is True
+    assert data["output_dir"] == str(tmp_path / "torch_profiler_trace")
+    [node] = data["nodes"]
+    assert node["nsys"]["path"] == str(local_ray) and node["nsys"]["version"] == NSYS_VERSION
+    assert node["agent_hook"] is True and node["agent_pid"] is not None, (node["agent_pid"], node["agent_detail"])
+    assert node["output_writable"] is True
+    assert node["python_version"] == data["driver_python"]
+    assert not list(tmp_path.iterdir())  # the writability probe left nothing behind
+
+
+def test_table_names_each_node(local_ray, clean_env):
+    report = D.doctor()
+    console = Console(file=io.StringIO(), width=200)
+    D.render(report, console)
+    text = console.file.getvalue()
+    assert report.nodes[0].label in text and NSYS_VERSION in text and "in memory" in text
+
+
+def test_nothing_configured_is_reported_and_exits_0(local_ray, clean_env):
+    report = D.doctor()
+    assert report.exit_code == 0 and not report.configured
+    assert any("nothing is configured" in p.message for p in report.problems)
+
+
+def test_missing_nsys_names_node_and_fix(local_ray, nsys_planned):
+    hidden = local_ray.with_name("nsys.hidden")
+    local_ray.rename(hidden)
+    try:
+        report = D.doctor()
+    finally:
+        hidden.rename(local_ray)
+    [node] = report.nodes
+    assert not node.nsys.found
+    assert report.exit_code == 1
+    [error] = report.errors
+    assert error.node == node.label and "nsys" in error.message and "install" in error.fix
+    assert node.label in error.describe()
+
+
+def test_unwritable_output_dir_is_an_error(local_ray, clean_env, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    report = D.doctor(output_dir=str(blocker / "traces"))
+    [node] = report.nodes
+    assert node.output_writable is False
+    assert report.exit_code == 1
+    assert any(p.node == node.label and "not writable" in p.message for p in report.errors)

@@ -1,0 +1,117 @@
+"""`import nrlprof` with nothing configured is inert; annotate records timings and runs a raising function once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+
+import nrlprof
+from nrlprof import window_state
+from nrlprof.annotate import reset_timings
+
+INERT_CHECK = (
+    "import sys, nrlprof, nrlprof.patches as p, logging\n"
+    "print(sorted(m for m in ('ray', 'torch', 'nvtx') if m in sys.modules), p.installed(), nrlprof.is_active(),"
+    " logging.getLogger('nrlprof').handlers)\n"
+)
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+
+
+def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_no_ray_or_torch():
+    result = subprocess.run([sys.executable, "-c", INERT_CHECK], env=clean_env(), capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[] () False []"
+    assert result.stderr == ""
+
+
+def test_import_with_variables_activates_and_logs_visibly():
+    env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
+    code = "import nrlprof, nrlprof.patches as p; print(p.installed(), nrlprof.is_active())"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "('ray.actor.ActorClass._remote',) True" in result.stdout
+    assert "[nrlprof] INFO nsys profiling planned for workers matching '*policy*', steps 2" in result.stderr
+    assert "RAY_RUNTIME_ENV_PLUGINS" not in result.stderr
+
+
+@pytest.fixture
+def timings():
+    reset_timings()
+    yield nrlprof.timings
+    reset_timings()
+
+
+def test_decorator_context_manager_and_async_record_timings(timings):
+    @nrlprof.annotate("actor/run_training")
+    def train(x):
+        return x + 1
+
+    @nrlprof.annotate()
+    async def rollout():
+        await asyncio.sleep(0)
+        return "done"
+
+    assert train(1) == 2 and train(2) == 3
+    assert asyncio.run(rollout()) == "done"
+    with nrlprof.annotate("ad-hoc"):
+        pass
+    recorded = timings()
+    assert recorded["actor/run_training"]["count"] == 2
+    assert recorded["test_decorator_context_manager_and_async_record_timings.<locals>.rollout"]["count"] == 1
+    assert recorded["ad-hoc"]["count"] == 1
+    assert recorded["ad-hoc"]["mean_s"] >= 0
+
+
+@pytest.mark.parametrize("active", [False, True])
+def test_a_function_that_raises_runs_once(timings, active, monkeypatch):
+    calls = []
+
+    @nrlprof.annotate("fails")
+    def fails():
+        calls.append(1)
+        raise KeyError("boom")
+
+    if active:
+        monkeypatch.setattr(window_state, "any_open", True)
+        monkeypatch.setitem(window_state.open_windows, "nsys", 1)
+    with pytest.raises(KeyError):
+        fails()
+    assert calls == [1]
+    assert timings()["fails"]["count"] == 1
+
+
+def test_active_ranges_carry_the_step_number_and_use_real_nvtx(timings, monkeypatch):
+    import nvtx
+
+    pushed = []
+    monkeypatch.setattr(window_state, "any_open", True)
+    monkeypatch.setattr(window_state, "current_step", 7)
+    monkeypatch.setitem(window_state.open_windows, "nsys", 1)
+    real_push = nvtx.push_range
+    monkeypatch.setattr(nvtx, "push_range", lambda **kw: pushed.append(kw["message"]) or real_push(**kw))
+
+    @nrlprof.annotate("rollout/generate", color="blue")
+    def generate():
+        return 1
+
+    assert generate() == 1
+    assert pushed == ["rollout/generate [step 7]"]
+
+
+def test_torch_record_function_while_torch_profiles(timings, monkeypatch, tmp_path):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    monkeypatch.setattr(window_state, "any_open", True)
+    monkeypatch.setitem(window_state.open_windows, "torch", 1)
+    monkeypatch.setattr(window_state, "current_step", 3)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with nrlprof.annotate("actor/compute_adv"):
+            torch.ones(4) + 1
+    names = {e.name for e in prof.events()}
+    assert "actor/compute_adv [step 3]" in names

@@ -1,0 +1,110 @@
+"""On a real local Ray cluster: matched actors start under the stand-in nsys with the right interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import SYSTEM_PATH, install_stand_ins, tool_records
+
+
+@pytest.fixture
+def calls(stand_in_env):
+    """Records of the stand-in tools made during this test only."""
+    started = time.time()
+
+    def _records(tool: str = "nsys") -> list[dict]:
+        return [r for r in tool_records(stand_in_env["log"], tool) if r["time"] >= started]
+
+    return _records
+
+
+def test_matched_actor_runs_under_nsys_with_driver_interpreter(ray_cluster, activate, calls):
+    from workload import DTensorPolicyWorker, RewardWorker
+
+    activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="3:5")
+    policy = DTensorPolicyWorker.remote()
+    reward = RewardWorker.remote()
+    policy_pid, reward_pid = ray_cluster.get([policy.pid.remote(), reward.pid.remote()], timeout=120)
+    assert ray_cluster.get(policy.executable.remote()) == sys.executable
+
+    records = calls()
+    by_pid = {r["pid"]: r for r in records}
+    assert policy_pid in by_pid, "the policy worker was not launched through nsys"
+    assert reward_pid not in by_pid, "an unmatched worker was wrapped"
+    record = by_pid[policy_pid]
+    assert record["command"][0] == sys.executable
+    options = record["options"]
+    assert "--capture-range=cudaProfilerApi" in options and "--capture-range-end=stop" in options
+    assert options[options.index("-t") + 1] == "cuda,nvtx"
+    output = options[options.index("-o") + 1]
+    assert output.endswith("/logs/nsight/dtensor_policy_worker_3-4_%p")
+
+
+def test_hostile_option_values_are_one_argument_each(ray_cluster, activate, calls, tmp_path):
+    from workload import DTensorPolicyWorker
+
+    marker = tmp_path / "pwned"
+    hostile = f"it's a \"name\"; touch {marker} #"
+    activate(
+        NRL_NSYS_WORKER_PATTERNS="*policy*",
+        NRL_NSYS_PROFILE_STEP_RANGE="2",
+        NRL_NSYS_EXTRA_OPTIONS=json.dumps({"o": str(tmp_path / hostile), "stats": f"false $(touch {marker})"}),
+    )
+    worker = DTensorPolicyWorker.remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=120)
+    record = next(r for r in calls() if r["pid"] == pid)
+    assert str(tmp_path / hostile) in record["options"]
+    assert f"--stats=false $(touch {marker})" in record["options"]
+    assert not marker.exists()
+
+
+def test_ranks_not_selected_are_not_launched_under_nsys(ray_cluster, activate, calls):
+    from workload import DTensorPolicyWorker
+
+    activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2", NRL_NSYS_RANKS="1")
+    workers = [DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in range(3)]
+    pids = ray_cluster.get([w.pid.remote() for w in workers], timeout=120)
+    wrapped = {r["pid"] for r in calls()}
+    assert [pid in wrapped for pid in pids] == [False, True, False]
+
+
+UNFIXED_CLUSTER_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import ray
+    from workload import DTensorPolicyWorker
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    actor = DTensorPolicyWorker.options(runtime_env={"_nsight": {"t": "cuda"}}).remote()
+    try:
+        print("ANSWERED", ray.get(actor.pid.remote(), timeout=float(sys.argv[1])))
+    except ray.exceptions.GetTimeoutError:
+        print("HUNG")
+    ray.shutdown()
+    """
+)
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_upstream_interpreter_bug_reproduced_then_fixed(tmp_path, fixed):
+    """Ray's own plugin runs `nsys ... python`; with no `python` on PATH the actor never starts."""
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_RUNTIME_ENV_PLUGINS"))}
+    env["PATH"] = f"{bin_dir}:{SYSTEM_PATH}"
+    env["PYTHONPATH"] = os.path.dirname(__file__)
+    if fixed:
+        from nrlprof.agent_env import install_agent_hook
+
+        install_agent_hook(env)
+    script = tmp_path / "unfixed.py"
+    script.write_text(UNFIXED_CLUSTER_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script), "20"], env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert ("ANSWERED" if fixed else "HUNG") in result.stdout, shlex.quote(result.stdout + result.stderr[-3000:])

@@ -1,0 +1,404 @@
+"""nrlprof.tools.merge: every event kept, clocks rebased, processes named, ids distinct, bad inputs refused.
+
+Traces come from the real torch profiler on CPU (kineto's own text layout); GPU-shaped traces, which a
+CPU-only machine cannot record, are built by hand with kineto's event shapes. The helpers here are also
+imported by test_tools_summary.py and test_tools_report.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from nrlprof.tools.errors import ToolError
+from nrlprof.tools.merge import add_arguments, merge_traces, run
+from nrlprof.tools.traces import iter_event_batches, read_header
+
+BASE_NS = 1_790_000_000_000_000_000
+
+
+def record_cpu_trace(
+    path: Path,
+    worker: str,
+    rank: int | None,
+    steps: tuple[int, ...] = (3, 4),
+    host: str = "node-a",
+    step_sleep_s: float = 0.05,
+    range_sleep_s: float = 0.02,
+) -> Path:
+    """A real torch profiler trace, with the metadata nrlprof's runtime presets; gzipped for `.gz` paths.
+
+    Each step `n` is a `ProfilerStep#n` range holding `step_sleep_s` of sleep, inside which a
+    `<worker>.train` range holds `range_sleep_s` of it, plus a matmul.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    window = f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
+    prof = profile(activities=[ProfilerActivity.CPU])
+    info = {"rank": rank if rank is not None else 0, "world_size": 2, "backend": "gloo"}
+    block = {"worker": worker, "rank": rank, "steps": list(steps), "window": window, "host": host}
+    prof.preset_metadata_json("distributedInfo", json.dumps(info))
+    prof.preset_metadata_json("nrlprof", json.dumps({**block, "pid": os.getpid(), "backend": "torch"}))
+    with prof:
+        for step in steps:
+            with record_function(f"ProfilerStep#{step}"):
+                started = time.perf_counter()
+                with record_function(f"{worker}.train"):
+                    a = torch.ones(32, 32)
+                    (a @ a).sum()
+                    time.sleep(range_sleep_s)
+                time.sleep(max(0.0, step_sleep_s - (time.perf_counter() - started)))
+    plain = path.with_name(path.name.removesuffix(".gz"))
+    prof.export_chrome_trace(str(plain))
+    if path.name.endswith(".gz"):
+        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        plain.unlink()
+    return path
+
+
+def gpu_trace(
+    rank: int = 0, pid: int = 1000, base_ns: int = BASE_NS, steps: tuple[int, ...] = (3, 4), worker: str = "policy"
+) -> dict:
+    """A small GPU-shaped kineto trace: cpu_op -> cudaLaunchKernel -> kernel, linked by ids and ac2g flows."""
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+    ts, ext = 1_000_000.0, 0
+    for step in steps:
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": pid,
+                       "ts": ts, "dur": 1000.0, "args": {"External id": ext}})  # fmt: skip
+        for i in range(4):
+            ext += 1
+            at = ts + 10 + i * 200
+            op, kernel = ("aten::mm", "ampere_sgemm_128x64_nn") if i % 2 == 0 else ("aten::add", "elementwise_kernel")
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": op, "pid": pid, "tid": pid, "ts": at, "dur": 50.0,
+                 "args": {"External id": ext}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": pid,
+                 "ts": at + 5, "dur": 20.0, "args": {"External id": ext, "cbid": 211, "correlation": ext}},
+                {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": at + 40, "dur": 100.0,
+                 "args": {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": 7,
+                          "correlation": ext, "registers per thread": 32, "shared memory": 0,
+                          "blocks per SM": 1.0, "warps per SM": 4.0, "grid": [64, 1, 1], "block": [128, 1, 1],
+                          "est. achieved occupancy %": 25}},
+                {"ph": "s", "id": ext, "pid": pid, "tid": pid, "ts": at + 5, "cat": "ac2g", "name": "ac2g"},
+                {"ph": "f", "id": ext, "pid": 0, "tid": 7, "ts": at + 40, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+            ]  # fmt: skip
+        ts += 2000
+    window = f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85_000_000_000}],
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
+        "nrlprof": {"worker": worker, "rank": rank, "steps": list(steps), "window": window, "host": "gpu-node",
+                    "pid": pid, "backend": "torch"},  # fmt: skip
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": base_ns,
+        "traceEvents": events,
+        "traceName": "gpu",
+    }
+
+
+def write_json(path: Path, trace: dict | list) -> Path:
+    """json.dump's layout (not kineto's): read through the ijson path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "wt") as handle:
+        json.dump(trace, handle, indent=1)
+    return path
+
+
+def load(path: Path) -> dict:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def shift_clock(source: Path, target: Path, shift_ns: int) -> Path:
+    """The same trace on a clock whose base is `shift_ns` later: same instants, kineto's layout kept."""
+    text = source.read_text()
+    base = int(re.search(r'"baseTimeNanoseconds": (\d+)', text).group(1))
+    text = text.replace(f'"baseTimeNanoseconds": {base}', f'"baseTimeNanoseconds": {base + shift_ns}')
+    text = re.sub(r'"ts": ([0-9.]+)', lambda m: f'"ts": {float(m.group(1)) - shift_ns / 1000:.3f}', text)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
+
+
+def events_of(path: Path) -> list[dict]:
+    return load(path)["traceEvents"]
+
+
+def fingerprint(event: dict) -> tuple:
+    return (event.get("ph"), event.get("cat"), event.get("name"), event.get("dur"), event.get("tid"))
+
+
+@pytest.fixture(scope="session")
+def cpu_run(tmp_path_factory) -> Path:
+    """An nrlprof run directory: two policy ranks, a gzipped generation rank, the controller."""
+    root = tmp_path_factory.mktemp("cpu_run")
+    pid = os.getpid()
+    record_cpu_trace(root / "policy" / "0" / f"policy.rank0.steps3-4.{pid}.pt.trace.json", "policy", 0)
+    record_cpu_trace(root / "policy" / "1" / f"policy.rank1.steps3-4.{pid + 1}.pt.trace.json", "policy", 1)
+    gen = root / "generation" / "0" / f"generation.rank0.steps3.{pid}.pt.trace.json.gz"
+    record_cpu_trace(gen, "generation", 0, steps=(3,), host="node-b")
+    record_cpu_trace(root / f"controller.steps3-4.{pid}.pt.trace.json", "controller", None, step_sleep_s=0.01)
+    (root / "manifest-node-a-1.jsonl").write_text('{"backend": "torch"}\n')
+    return root
+
+
+def trace_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.name.endswith((".pt.trace.json", ".pt.trace.json.gz")))
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def test_merge_keeps_every_event(cpu_run, tmp_path):
+    output = tmp_path / "timeline.json"
+    result = merge_traces([cpu_run], output)
+    inputs = trace_files(cpu_run)
+    assert sorted(result.merged) == inputs and not result.skipped
+    expected = Counter(fingerprint(e) for path in inputs for e in events_of(path))
+    out = events_of(output)
+    assert result.events_in == sum(expected.values())
+    assert len(out) == result.events_out == result.events_in + result.events_added
+    added = [e for e in out if e.get("ph") == "M" and e.get("name") == "process_name" and e.get("tid") == 0]
+    assert Counter(fingerprint(e) for e in out) - Counter(fingerprint(e) for e in added) == expected - Counter(
+        fingerprint(e) for e in added
+    )
+    assert all(isinstance(e["pid"], int) for e in out if "pid" in e)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_merge_names_processes(cpu_run, tmp_path):
+    result = merge_traces([cpu_run], tmp_path / "timeline.json")
+    names = {
+        e["args"]["name"]
+        for e in events_of(tmp_path / "timeline.json")
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    assert {"policy rank 0 (node-a)", "policy rank 1 (node-a)", "generation rank 0 (node-b)",
+            "controller (node-a)"} <= names  # fmt: skip
+    assert set(result.processes.values()) == names
+    # kineto's string pids ("Spans", "Traces") become their own numbered processes of the same worker
+    assert "policy rank 0 (node-a) [Spans]" in names
+    sort_index = [e for e in events_of(tmp_path / "timeline.json") if e.get("name") == "process_sort_index"]
+    assert all(e["args"]["sort_index"] == e["pid"] for e in sort_index)
+
+
+def test_merge_rebases_timestamps_onto_earliest_base(cpu_run, tmp_path):
+    source = trace_files(cpu_run / "policy" / "0")[0]
+    early = tmp_path / "in" / "a" / source.name
+    early.parent.mkdir(parents=True)
+    shutil.copy(source, early)
+    later = shift_clock(source, tmp_path / "in" / "b" / source.name.replace(".pt.", ".1.pt."), 5_000_000_000)
+    header = read_header(later)
+    assert header.base_time_ns == read_header(early).base_time_ns + 5_000_000_000
+    output = tmp_path / "timeline.json"
+    merge_traces([tmp_path / "in"], output)
+    merged = load(output)
+    assert merged["baseTimeNanoseconds"] == read_header(early).base_time_ns
+    steps = [e for e in merged["traceEvents"] if e.get("name") == "ProfilerStep#3"]
+    assert len(steps) == 2
+    assert steps[0]["ts"] == pytest.approx(steps[1]["ts"], abs=0.01)
+    original = next(e for e in events_of(early) if e.get("name") == "ProfilerStep#3")
+    assert steps[0]["ts"] == pytest.approx(original["ts"], abs=0.01)
+
+
+def test_merge_keeps_flow_and_correlation_ids_distinct(tmp_path):
+    for rank in (0, 1):
+        write_json(tmp_path / "in" / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json", gpu_trace(rank, 1000 + rank))
+    output = tmp_path / "timeline.json"
+    merge_traces([tmp_path / "in"], output)
+    events = events_of(output)
+    flows = Counter((e["ph"], e["id"]) for e in events if e.get("ph") in ("s", "f"))
+    assert len(flows) == 2 * 2 * 8 and set(flows.values()) == {1}
+    for rank_pid in {e["pid"] for e in events if e.get("cat") == "cpu_op"}:
+        launches = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime" and e["pid"] == rank_pid}
+        assert len(launches) == 8
+    runtime = Counter(e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime")
+    kernels = Counter(e["args"]["correlation"] for e in events if e.get("cat") == "kernel")
+    assert runtime == kernels and set(runtime.values()) == {1}
+    starts = {e["id"]: e for e in events if e.get("ph") == "s"}
+    for kernel in (e for e in events if e.get("cat") == "kernel"):
+        assert starts[kernel["args"]["correlation"]]["ts"] == kernel["ts"] - 35
+
+
+def test_merge_handles_string_pids_and_string_ids(tmp_path):
+    trace = gpu_trace()
+    for event in trace["traceEvents"]:
+        if event["pid"] == 1000:
+            event["pid"] = "python worker"
+        if "id" in event:
+            event["id"] = f"0x{event['id']:x}"
+    write_json(tmp_path / "in" / "policy.rank0.steps3-4.1000.pt.trace.json", trace)
+    write_json(tmp_path / "in" / "policy.rank1.steps3-4.1001.pt.trace.json", trace | {"nrlprof": {
+        **trace["nrlprof"], "rank": 1, "pid": 1001}})  # fmt: skip
+    output = tmp_path / "timeline.json"
+    result = merge_traces([tmp_path / "in"], output)
+    events = events_of(output)
+    assert all(isinstance(e["pid"], int) for e in events)
+    assert "policy rank 1 (gpu-node) [python worker]" in result.processes.values()
+    ids = Counter(e["id"] for e in events if e.get("ph") == "s")
+    assert len(ids) == 16 and set(ids.values()) == {1}
+
+
+def test_merge_gzip_in_and_out(cpu_run, tmp_path):
+    output = tmp_path / "timeline.json.gz"
+    result = merge_traces([cpu_run / "generation"], output)
+    assert output.read_bytes()[:2] == b"\x1f\x8b"
+    merged = load(output)
+    assert len(merged["traceEvents"]) == result.events_out
+    assert merged["nrlprof"]["merged"] is True
+
+
+def test_merged_output_is_not_an_input(cpu_run, tmp_path):
+    run_dir = copy_run(cpu_run, tmp_path / "run")
+    first = merge_traces([run_dir], run_dir / "timeline.json.gz")
+    second = merge_traces([run_dir], run_dir / "again.json")
+    assert second.events_in == first.events_in
+    assert run_dir / "timeline.json.gz" not in second.merged
+
+
+def test_merge_adds_ray_timeline(cpu_run, tmp_path):
+    header = read_header(trace_files(cpu_run / "policy" / "0")[0])
+    start_us = header.base_time_ns / 1000 + 1_000_000
+    ray_events = [
+        {"cat": "task", "name": "policy.train", "pid": 0, "tid": 1, "ts": start_us, "dur": 500.0, "ph": "X",
+         "cname": "generic_work", "args": {}},
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": None, "args": {"name": "Node 10.0.0.1"}},
+        {"name": "thread_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "worker:abc"}},
+    ]  # fmt: skip
+    timeline = tmp_path / "ray.json"
+    timeline.write_text(json.dumps(ray_events))
+    output = tmp_path / "timeline.json"
+    result = merge_traces([cpu_run / "policy"], output, ray_timeline=timeline)
+    merged = load(output)
+    task = next(e for e in merged["traceEvents"] if e.get("cat") == "task")
+    assert task["ts"] + merged["baseTimeNanoseconds"] / 1000 == pytest.approx(start_us, abs=1)
+    assert "ray: Node 10.0.0.1" in result.processes.values()
+    assert result.events_in == sum(len(events_of(p)) for p in trace_files(cpu_run / "policy")) + 3
+
+
+def test_fast_reader_and_ijson_reader_agree(cpu_run, tmp_path):
+    source = trace_files(cpu_run / "policy" / "0")[0]
+    relaid = write_json(tmp_path / "relaid.pt.trace.json", load(source))
+    fast = [e for batch in iter_event_batches(source) for e in batch]
+    slow = [e for batch in iter_event_batches(relaid) for e in batch]
+    assert fast == slow == load(source)["traceEvents"]
+
+
+def truncate(source: Path, target: Path, keep: float = 0.6) -> Path:
+    data = source.read_bytes()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data[: int(len(data) * keep)])
+    return target
+
+
+@pytest.mark.parametrize("keep", [0.6, 0.999])
+def test_truncated_trace_is_skipped_and_rolled_back(cpu_run, tmp_path, keep):
+    run_dir = copy_run(cpu_run, tmp_path / "run")
+    bad = truncate(trace_files(cpu_run / "policy" / "1")[0], run_dir / "policy" / "1" / "policy.rank1.steps9.7.pt.trace.json", keep)  # fmt: skip
+    output = tmp_path / "timeline.json"
+    result = merge_traces([run_dir], output)
+    assert [p for p, _ in result.skipped] == [bad]
+    assert "cut short" in result.skipped[0][1]
+    good = [p for p in trace_files(run_dir) if p != bad]
+    assert sorted(result.merged) == good
+    assert len(events_of(output)) == result.events_out == sum(len(events_of(p)) for p in good) + result.events_added
+    assert all(isinstance(pid, int) for pid in result.processes)
+
+
+def test_truncated_gzip_trace_is_skipped(cpu_run, tmp_path):
+    run_dir = copy_run(cpu_run / "policy", tmp_path / "run")
+    gz = trace_files(cpu_run / "generation")[0]
+    bad = truncate(gz, run_dir / "2" / gz.name, 0.5)
+    output = tmp_path / "timeline.json.gz"
+    result = merge_traces([run_dir], output)
+    assert [p for p, _ in result.skipped] == [bad]
+    assert len(load(output)["traceEvents"]) == result.events_out
+
+
+def test_strict_merge_fails_on_first_bad_trace_and_writes_nothing(cpu_run, tmp_path):
+    run_dir = copy_run(cpu_run / "policy", tmp_path / "run")
+    bad = truncate(trace_files(cpu_run / "policy" / "1")[0], run_dir / "9" / "policy.rank9.steps3.9.pt.trace.json")
+    output = tmp_path / "timeline.json.gz"
+    with pytest.raises(ToolError, match=re.escape(str(bad))):
+        merge_traces([run_dir], output, strict=True)
+    assert not output.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_non_json_trace_is_skipped_with_its_name(cpu_run, tmp_path):
+    run_dir = copy_run(cpu_run / "policy", tmp_path / "run")
+    bad = run_dir / "0" / "policy.rank0.steps7.1.pt.trace.json"
+    bad.write_text("this is not json\n")
+    (run_dir / "notes.json").write_text("not a trace either, but not named like one: ignored")
+    result = merge_traces([run_dir], tmp_path / "timeline.json")
+    assert result.skipped == [(bad, result.skipped[0][1])]
+    assert "not valid JSON" in result.skipped[0][1]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file or directory"),
+        (b"", "empty file"),
+        (b'{"traceEvents": [{"ph": "X"', "cut short"),
+        (b'{"traceEvents": [{"ph": "X"}', "cut short"),
+        (b"\x1f\x8bnot gzip", "gzip"),
+        (b"[1, 2]", "not a Chrome trace"),
+    ],
+    ids=["missing", "empty-file", "cut-in-event", "cut-after-event", "bad-gzip", "not-an-object"],
+)
+def test_unusable_inputs_raise_and_leave_no_output(tmp_path, content, message):
+    target = tmp_path / "in" / "x.pt.trace.json"
+    if content is not None:
+        target.parent.mkdir()
+        target.write_bytes(content)
+    output = tmp_path / "timeline.json.gz"
+    with pytest.raises(ToolError, match=message) as raised:
+        merge_traces([target.parent if content is not None else target], output)
+    assert str(target) in str(raised.value)
+    assert not output.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_empty_directory_raises(tmp_path):
+    (tmp_path / "in").mkdir()
+    with pytest.raises(ToolError, match="no readable torch trace found"):
+        merge_traces([tmp_path / "in"], tmp_path / "timeline.json")
+    assert not (tmp_path / "timeline.json").exists()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_run_exit_codes(cpu_run, tmp_path, capsys):
+    assert run(parse([str(cpu_run / "policy"), "-o", str(tmp_path / "a.json.gz")])) == 0
+    run_dir = copy_run(cpu_run / "policy", tmp_path / "run")
+    truncate(trace_files(cpu_run / "policy" / "1")[0], run_dir / "9" / "policy.rank9.steps3.9.pt.trace.json")
+    assert run(parse([str(run_dir), "-o", str(tmp_path / "b.json"), "--json"])) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out[out.index("{") :])["skipped"] and "skipped" in err
+    assert run(parse([str(tmp_path / "nothing"), "-o", str(tmp_path / "c.json")])) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()

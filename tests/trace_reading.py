@@ -1,0 +1,24 @@
+"""Reading torch traces in tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+
+def load_trace(path: Path) -> dict:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def marker_steps(trace: dict, prefix: str) -> set[int]:
+    """Step numbers of events named `<prefix><n>`."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)$")
+    return {int(m.group(1)) for e in trace["traceEvents"] if (m := pattern.match(str(e.get("name", ""))))}
+
+
+def traces_under(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*.pt.trace.json*") if not p.name.startswith("."))
