@@ -4,7 +4,8 @@
     python bench/bench_merge.py --ranks 2 --size-mb 5
 
 Generates kineto-shaped traces (the text layout torch's exporter writes: CPU ops, user annotations,
-CUDA runtime calls, kernels with correlation ids, ac2g flow events) into a temporary directory, then runs
+CUDA runtime calls, kernels with correlation ids, ac2g flow events; 4 ranks per node, each node on its own
+clock base, so half the inputs need their timestamps moved) into a temporary directory, then runs
 each merge in its own process, twice over, and reports the faster run's throughput (MB of input per second)
 and each merge's peak RSS, read with getrusage(RUSAGE_CHILDREN) in a fresh parent per measurement.
 Targets: >= 3x the naive merge, >= 150 MB/s, peak RSS < 2x the largest input.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_NS = 1_790_000_000_000_000_000
+RANKS_PER_NODE = 4  # kineto's clock base is shared by the processes of one host, differs across hosts
 
 _CPU_OP = """  {
     "ph": "X",
@@ -123,12 +125,20 @@ def generate(directory: Path, ranks: int, size_mb: float) -> list[Path]:
     paths = []
     for rank in range(ranks):
         pid = 40_000 + rank
-        nrlprof = {"worker": "policy", "rank": rank, "steps": [3, 4], "window": "3-4", "host": "node0", "pid": pid}
+        node = rank // RANKS_PER_NODE
+        nrlprof = {
+            "worker": "policy",
+            "rank": rank,
+            "steps": [3, 4],
+            "window": "3-4",
+            "host": f"node{node}",
+            "pid": pid,
+        }
         head = (
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [],\n'
             f'  "distributedInfo": {{"rank": {rank}, "world_size": {ranks}, "backend": "nccl"}},\n'
             f'  "nrlprof": {json.dumps({**nrlprof, "backend": "torch"})},\n'
-            f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {BASE_NS + rank * 1_000_000},\n'
+            f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {BASE_NS + node * 1_234_567_000},\n'
             '  "traceEvents": [\n'
         )
         path = directory / "policy" / str(rank) / f"policy.rank{rank}.steps3-4.{pid}.pt.trace.json"

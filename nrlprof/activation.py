@@ -13,7 +13,7 @@ from nrlprof.backends.base import ProcessRole
 from nrlprof.env_config import is_configured, load_plan
 from nrlprof.identity import RankCounter, WorkerIdentity
 from nrlprof.log import configure_logging, logger
-from nrlprof.plan import Plan
+from nrlprof.plan import Plan, Target
 from nrlprof.process_profiler import ProcessProfiler
 from nrlprof.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.tracker import Tracker
@@ -25,7 +25,7 @@ class ActiveState:
     tracker: Tracker
     ranks: RankCounter
     identity: WorkerIdentity | None
-    kinds: tuple[str, ...]
+    targets: dict[str, Target | None]
     hook: object = None
     _process: ProcessProfiler | None = None
     _gate: object = None
@@ -36,7 +36,7 @@ class ActiveState:
         if self._process is None:
             session_dir, node_ip = _ray_session()
             role = ProcessRole(self.identity, self.plan, session_dir, node_ip)
-            self._process = ProcessProfiler(role, self.kinds)
+            self._process = ProcessProfiler(role, self.targets)
         return self._process
 
     @property
@@ -116,8 +116,8 @@ def activate_driver(plan: Plan) -> ActiveState | None:
         return _state
     tracker, ranks = Tracker(), RankCounter()
     hook = _install_ray_side(plan, tracker, ranks)
-    kinds = tuple(b.kind for b in plan.backends if b.controller and b.steps is not None)
-    _state = ActiveState(plan, tracker, ranks, None, kinds, hook)
+    targets: dict[str, Target | None] = {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
+    _state = ActiveState(plan, tracker, ranks, None, targets, hook)
     _warn_if_cluster_already_running()
     _log_plan(plan)
     return _state
@@ -132,11 +132,14 @@ def activate_worker() -> ActiveState | None:
     if not plan_text or not worker_text:
         return None
     plan = Plan.from_json(plan_text)
-    identity, kinds = parse_worker_descriptor(worker_text)
+    identity, targets = parse_worker_descriptor(worker_text)
     configure_logging(plan.log_level)
     tracker, ranks = Tracker(), RankCounter()
     hook = _install_ray_side(plan, tracker, ranks)
-    _state = ActiveState(plan, tracker, ranks, identity, kinds, hook)
+    _state = ActiveState(plan, tracker, ranks, identity, targets, hook)
+    from nrlprof import method_ranges
+
+    method_ranges.install(identity.name)
     return _state
 
 

@@ -44,15 +44,17 @@ def range_name(label: str) -> str:
 
 
 class _Ranges:
-    """The profiler ranges of one annotated span while a window is open."""
+    """The profiler ranges (and, in discrete mode, the capture) of one annotated span while a window is open."""
 
-    __slots__ = ("nvtx_id", "pushed", "torch_range")
+    __slots__ = ("discrete", "nvtx_id", "pushed", "torch_range")
 
-    def __init__(self, label: str, color: str | None, cross_thread: bool) -> None:
+    def __init__(self, label: str, color: str | None, cross_thread: bool, method: str | None = None) -> None:
         name = range_name(label)
         self.nvtx_id = None
         self.pushed = False
         self.torch_range = None
+        owner = window_state.discrete_profiler
+        self.discrete = None if owner is None else (owner, owner.begin_call(label, method))
         nvtx = nvtx_module()
         if nvtx is not None and window_state.open_windows.get("nsys"):
             if cross_thread:
@@ -74,6 +76,9 @@ class _Ranges:
             nvtx.pop_range(domain=DOMAIN)
         elif self.nvtx_id is not None:
             nvtx.end_range(self.nvtx_id)
+        if self.discrete is not None:
+            owner, started = self.discrete
+            owner.end_call(started)
 
 
 class annotate:  # noqa: N801 - used like a function: @annotate("x"), with annotate("x"):

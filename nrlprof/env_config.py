@@ -102,7 +102,12 @@ def _selection(environ: Mapping[str, str], prefix: str, step_variable: str, *, s
         return None
     ranks_variable = f"{prefix}_RANKS"
     ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
-    return tuple(Target(p, ranks) for p in patterns), steps
+    methods = parse_patterns(environ.get(f"{prefix}_DISCRETE_METHODS", ""))
+    discrete_variable = f"{prefix}_DISCRETE"
+    discrete = bool(methods) or (
+        parse_bool(environ[discrete_variable], discrete_variable) if environ.get(discrete_variable, "").strip() else False
+    )
+    return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 
 
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
@@ -112,7 +117,10 @@ def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     targets, steps = selected
     extra_text = environ.get("NRL_NSYS_EXTRA_OPTIONS", "")
     extra = parse_json_object(extra_text, "NRL_NSYS_EXTRA_OPTIONS") if extra_text.strip() else {}
-    options = merge_options(nsys_default_options(steps), normalise_options(extra, "NRL_NSYS_EXTRA_OPTIONS"))
+    defaults = nsys_default_options(steps)
+    if any(t.discrete for t in targets) and steps is not None:
+        defaults["capture-range-end"] = "repeat"  # one report per captured call, however many
+    options = merge_options(defaults, normalise_options(extra, "NRL_NSYS_EXTRA_OPTIONS"))
     return BackendPlan(NSYS, targets, steps, options=tuple(options.items()))
 
 

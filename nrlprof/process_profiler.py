@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from nrlprof.backends import backend_class
 from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.log import logger
 from nrlprof.manifest import MANIFEST_DIR_NAME, WindowRecord, append_record
+from nrlprof.plan import Target
 from nrlprof.steps import Window
 
 START, STEP, STOP = "start", "step", "stop"
@@ -37,13 +39,42 @@ def manifest_directory(role: ProcessRole) -> Path:
 
 
 class ProcessProfiler:
-    def __init__(self, role: ProcessRole, kinds: tuple[str, ...]) -> None:
+    def __init__(self, role: ProcessRole, targets: Mapping[str, Target | None]) -> None:
         self.role = role
         self.backends: dict[str, Backend] = {}
-        for kind in kinds:
+        for kind, target in targets.items():
             backend_plan = role.plan.backend(kind)
             if backend_plan is not None:
-                self.backends[kind] = backend_class(kind)(backend_plan, role)
+                self.backends[kind] = backend_class(kind)(backend_plan, role, target)
+        self.call_depth = 0
+
+    def begin_call(self, label: str, method: str | None) -> list[Backend] | None:
+        """A discrete capture around one annotated call or listed method; calls inside it stay in it (None)."""
+        if self.call_depth:
+            self.call_depth += 1
+            return None
+        started = []
+        for backend in self.backends.values():
+            if backend.window is not None and backend.wants_call(method):
+                try:
+                    backend.begin_call(label)
+                    started.append(backend)
+                except Exception as err:
+                    logger.error("discrete %s capture of %s failed to start: %s", backend.kind, label, err)
+        self.call_depth = 1 if started else 0
+        return started
+
+    def end_call(self, started: list[Backend] | None) -> None:
+        if started is None:
+            self.call_depth -= 1
+            return
+        if started:
+            self.call_depth = 0
+        for backend in started:
+            try:
+                backend.end_call()
+            except Exception as err:
+                logger.error("discrete %s capture failed to stop: %s", backend.kind, err)
 
     @property
     def window_open(self) -> bool:
@@ -72,7 +103,7 @@ class ProcessProfiler:
             if backend.window is not None:
                 self._write_manifest(self._stop(backend))
             backend.start_window(action.window, action.step)
-            window_state.window_opened(backend.kind, action.step)
+            window_state.window_opened(backend.kind, action.step, self if backend.discrete else None)
         elif action.op == STEP and backend.window is not None:
             backend.mark_step(action.step)
             window_state.step_marked(action.step)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from nrlprof.backends import backend_class
 from nrlprof.identity import WorkerIdentity
 from nrlprof.matching import Match
-from nrlprof.plan import Plan
+from nrlprof.plan import Plan, Target
 
 PLAN_VARIABLE = "NRLPROF_PLAN"
 WORKER_VARIABLE = "NRLPROF_WORKER"
@@ -18,22 +18,30 @@ SETUP_HOOK = "nrlprof.worker_setup.setup"
 RAY_SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 
 
-def worker_descriptor(identity: WorkerIdentity, kinds: tuple[str, ...]) -> str:
+def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...]) -> str:
     return json.dumps(
         {
             "class_name": identity.class_name,
             "actor_name": identity.actor_name,
             "rank": identity.rank,
             "explicit_name": identity.explicit_name,
-            "kinds": list(kinds),
+            "targets": {
+                m.backend.kind: {"pattern": m.target.pattern, "discrete": m.target.discrete, "methods": list(m.target.methods)}
+                for m in matches
+            },
         }
     )
 
 
-def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, tuple[str, ...]]:
+def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target]]:
+    """Who the worker is, and the target each of its backends matched it through."""
     data = json.loads(text)
     identity = WorkerIdentity(data["class_name"], data["actor_name"], int(data["rank"]), data["explicit_name"])
-    return identity, tuple(data["kinds"])
+    targets = {
+        kind: Target(t["pattern"], None, discrete=t["discrete"], methods=tuple(t["methods"]))
+        for kind, t in data["targets"].items()
+    }
+    return identity, targets
 
 
 def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...]) -> dict:
@@ -43,10 +51,9 @@ def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...
     fragment: dict = {}
     for match in matches:
         fragment.update(backend_class(match.backend.kind).runtime_env_fragment(match.backend, identity))
-    kinds = tuple(m.backend.kind for m in matches)
     fragment["env_vars"] = {
         PLAN_VARIABLE: plan.to_json(),
-        WORKER_VARIABLE: worker_descriptor(identity, kinds),
+        WORKER_VARIABLE: worker_descriptor(identity, matches),
         RAY_SETUP_HOOK_VARIABLE: SETUP_HOOK,
     }
     return fragment

@@ -11,7 +11,7 @@ def setup() -> None:
     from nrlprof import activation
 
     state = activation.activate_worker()
-    if state is not None and "torch" in state.kinds:
+    if state is not None and "torch" in state.targets:
         import torch.profiler  # noqa: F401 - paid at worker start, not when the first window opens
     earlier_hook = os.environ.get(USER_SETUP_HOOK_VARIABLE)
     if earlier_hook:

@@ -165,3 +165,13 @@ def test_validation_survives_python_dash_o():
     )
     result = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
     assert "rejected: ConfigError" in result.stdout
+
+
+def test_discrete_mode_from_env():
+    plan = nsys_plan("2:4", NRL_NSYS_DISCRETE_METHODS="generate, train")
+    target = plan.backend("nsys").targets[0]
+    assert target.discrete and target.methods == ("generate", "train")
+    assert dict(plan.backend("nsys").options)["capture-range-end"] == "repeat"
+    assert nsys_plan("2:4", NRL_NSYS_DISCRETE="1").backend("nsys").targets[0].discrete
+    with pytest.raises(ConfigError, match="NRL_NSYS_DISCRETE"):
+        nsys_plan("2:4", NRL_NSYS_DISCRETE="sometimes")

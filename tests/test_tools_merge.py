@@ -104,8 +104,15 @@ def gpu_trace(
         "schemaVersion": 1,
         "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85_000_000_000}],
         "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
-        "nrlprof": {"worker": worker, "rank": rank, "steps": list(steps), "window": window, "host": "gpu-node",
-                    "pid": pid, "backend": "torch"},  # fmt: skip
+        "nrlprof": {
+            "worker": worker,
+            "rank": rank,
+            "steps": list(steps),
+            "window": window,
+            "host": "gpu-node",
+            "pid": pid,
+            "backend": "torch",
+        },
         "displayTimeUnit": "ms",
         "baseTimeNanoseconds": base_ns,
         "traceEvents": events,
@@ -224,7 +231,9 @@ def test_merge_rebases_timestamps_onto_earliest_base(cpu_run, tmp_path):
 
 def test_merge_keeps_flow_and_correlation_ids_distinct(tmp_path):
     for rank in (0, 1):
-        write_json(tmp_path / "in" / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json", gpu_trace(rank, 1000 + rank))
+        write_json(
+            tmp_path / "in" / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json", gpu_trace(rank, 1000 + rank)
+        )
     output = tmp_path / "timeline.json"
     merge_traces([tmp_path / "in"], output)
     events = events_of(output)
@@ -315,7 +324,8 @@ def truncate(source: Path, target: Path, keep: float = 0.6) -> Path:
 @pytest.mark.parametrize("keep", [0.6, 0.999])
 def test_truncated_trace_is_skipped_and_rolled_back(cpu_run, tmp_path, keep):
     run_dir = copy_run(cpu_run, tmp_path / "run")
-    bad = truncate(trace_files(cpu_run / "policy" / "1")[0], run_dir / "policy" / "1" / "policy.rank1.steps9.7.pt.trace.json", keep)  # fmt: skip
+    target = run_dir / "policy" / "1" / "policy.rank1.steps9.7.pt.trace.json"
+    bad = truncate(trace_files(cpu_run / "policy" / "1")[0], target, keep)
     output = tmp_path / "timeline.json"
     result = merge_traces([run_dir], output)
     assert [p for p, _ in result.skipped] == [bad]

@@ -66,3 +66,31 @@ class RewardWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class ActorRolloutRefWorker:
+    """verl's hybrid worker shape; uses nrlprof.annotate like a framework would."""
+
+    def update_actor(self, step: int) -> int:
+        import torch
+
+        import nrlprof
+
+        with nrlprof.annotate("actor/compute_adv"):
+            torch.ones(8, 8) @ torch.ones(8, 8)
+        with torch.profiler.record_function(f"update.{step}"):
+            torch.ones(8, 8) @ torch.ones(8, 8)
+        return os.getpid()
+
+    def generate_sequences(self, step: int) -> int:
+        return os.getpid()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class CriticWorker:
+    def pid(self) -> int:
+        return os.getpid()

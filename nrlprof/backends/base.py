@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from nrlprof.identity import WorkerIdentity
 from nrlprof.manifest import WindowRecord
-from nrlprof.plan import BackendPlan, Plan
+from nrlprof.plan import BackendPlan, Plan, Target
 from nrlprof.steps import Window
 
 
@@ -37,9 +37,11 @@ class Backend:
 
     kind = ""
 
-    def __init__(self, backend_plan: BackendPlan, role: ProcessRole) -> None:
+    def __init__(self, backend_plan: BackendPlan, role: ProcessRole, target: Target | None = None) -> None:
         self.backend_plan = backend_plan
         self.role = role
+        self.discrete = bool(target and target.discrete)
+        self.discrete_methods = frozenset(target.methods) if target else frozenset()
         self.window: Window | None = None
         self.steps_seen: list[int] = []
         self.started_at = 0.0
@@ -57,6 +59,16 @@ class Backend:
 
     def stop_window(self) -> WindowRecord:
         raise NotImplementedError
+
+    def wants_call(self, method: str | None) -> bool:
+        """In discrete mode: every annotated call (method None), and the listed actor methods."""
+        return self.discrete and (method is None or method in self.discrete_methods)
+
+    def begin_call(self, label: str) -> None:
+        """Discrete mode: one capture around one call."""
+
+    def end_call(self) -> None:
+        """Discrete mode: the capture around the call ends."""
 
     def record(self, files: list[str], status: str = "ok", message: str = "") -> WindowRecord:
         window = self.window

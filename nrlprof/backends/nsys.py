@@ -30,22 +30,43 @@ class NsysBackend(Backend):
             config["flags"] = list(backend_plan.flags)
         return {"_nsight": config}
 
-    def __init__(self, backend_plan, role) -> None:
-        super().__init__(backend_plan, role)
+    def __init__(self, backend_plan, role, target=None) -> None:
+        super().__init__(backend_plan, role, target)
         self.ranges = StepRanges(self.role.worker_name)
         self.capture_problem: str | None = None
+        self.captures = 0
+        self.call_range = None
 
     def start_window(self, window: Window, step: int) -> None:
-        self.window, self.steps_seen, self.started_at = window, [], time.time()
-        self.capture_problem = cuda_profiler_api.start()
-        if self.capture_problem:
-            logger.warning(
-                "nsys window %s for %s: %s; the window is recorded but nsys captures nothing",
-                window.label,
-                self.role.worker_name,
-                self.capture_problem,
-            )
+        self.window, self.steps_seen, self.started_at, self.captures = window, [], time.time(), 0
+        self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
         self.mark_step(step)
+
+    def _start_capture(self, what: str) -> str | None:
+        problem = cuda_profiler_api.start()
+        if problem:
+            log = logger.info if self.role.is_controller else logger.warning
+            log("nsys %s for %s: %s; recorded, but nsys captures nothing", what, self.role.worker_name, problem)
+        else:
+            self.captures += 1
+        return problem
+
+    def begin_call(self, label: str) -> None:
+        from nrlprof.nvtx_api import nvtx_module
+
+        self.capture_problem = self._start_capture(f"capture of {label}") or self.capture_problem
+        nvtx = nvtx_module()
+        if nvtx is not None:
+            self.call_range = nvtx.start_range(message=f"{label} [step {self.steps_seen[-1]}]", domain="nrlprof")
+
+    def end_call(self) -> None:
+        from nrlprof.nvtx_api import nvtx_module
+
+        if self.call_range is not None:
+            nvtx_module().end_range(self.call_range)
+            self.call_range = None
+        if not self.capture_problem:
+            cuda_profiler_api.stop()
 
     def mark_step(self, step: int) -> None:
         self.steps_seen.append(step)
@@ -53,8 +74,11 @@ class NsysBackend(Backend):
 
     def stop_window(self) -> WindowRecord:
         self.ranges.end_step()
-        problem = self.capture_problem or cuda_profiler_api.stop()
-        record = self.record(self._expected_reports(), "no-cuda" if problem else "ok", problem or "")
+        problem = self.capture_problem
+        if not self.discrete and not problem:
+            problem = cuda_profiler_api.stop()
+        message = problem or (f"{self.captures} discrete capture(s)" if self.discrete else "")
+        record = self.record(self._expected_reports(), "no-cuda" if problem else "ok", message)
         self.window = None
         return record
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from nrlprof.backends.base import Backend
+from nrlprof.identity import file_safe
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.plan import TORCH
@@ -25,10 +26,11 @@ def trace_directory(torch_dir: str, worker_file_name: str | None, rank: int | No
     return base / worker_file_name / str(rank if rank is not None else 0)
 
 
-def trace_file_name(worker_file_name: str, rank: int | None, window_label: str, gzip: bool) -> str:
+def trace_file_name(worker_file_name: str, rank: int | None, label: str, gzip: bool) -> str:
+    """`<worker>.rank<r>.<label>.<pid>.pt.trace.json`, label `steps3-4` or (discrete) `step3.<method>`."""
     rank_part = "" if rank is None else f".rank{rank}"
     suffix = ".pt.trace.json.gz" if gzip else ".pt.trace.json"
-    return f"{worker_file_name}{rank_part}.steps{window_label}.{os.getpid()}{suffix}"
+    return f"{worker_file_name}{rank_part}.{label}.{os.getpid()}{suffix}"
 
 
 def unused_path(path: Path) -> Path:
@@ -47,10 +49,12 @@ def unused_path(path: Path) -> Path:
 class TorchBackend(Backend):
     kind = TORCH
 
-    def __init__(self, backend_plan, role) -> None:
-        super().__init__(backend_plan, role)
+    def __init__(self, backend_plan, role, target=None) -> None:
+        super().__init__(backend_plan, role, target)
         self.profiler = None
         self.step_marker = None
+        self.files: list[str] = []
+        self.call_label = ""
 
     def _activities(self) -> list:
         import torch
@@ -80,11 +84,10 @@ class TorchBackend(Backend):
             metadata["distributedInfo"] = json.dumps({"rank": rank, "world_size": world_size, "backend": "none"})
         return metadata
 
-    def start_window(self, window: Window, step: int) -> None:
+    def _start_session(self, window: Window) -> None:
         from torch.profiler import profile
 
         settings = self.role.plan.torch
-        self.window, self.steps_seen, self.started_at = window, [], time.time()
         self.profiler = profile(
             activities=self._activities(),
             record_shapes=settings.record_shapes,
@@ -95,13 +98,34 @@ class TorchBackend(Backend):
         for key, value in self._metadata(window).items():
             self.profiler.preset_metadata_json(key, value)
         self.profiler.start()
+
+    def start_window(self, window: Window, step: int) -> None:
+        self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
+        if not self.discrete:
+            self._start_session(window)
         self.mark_step(step)
+
+    def begin_call(self, label: str) -> None:
+        from torch.profiler import record_function
+
+        step = self.steps_seen[-1]
+        self.call_label = label
+        self._start_session(Window(step, step))
+        self.step_marker = record_function(STEP_MARKER.format(step))
+        self.step_marker.__enter__()
+
+    def end_call(self) -> None:
+        self._close_marker()
+        step = self.steps_seen[-1]
+        self.files.append(self._finish_session(f"step{step}.{file_safe(self.call_label)}"))
 
     def mark_step(self, step: int) -> None:
         from torch.profiler import record_function
 
-        self._close_marker()
         self.steps_seen.append(step)
+        if self.discrete:
+            return
+        self._close_marker()
         self.step_marker = record_function(STEP_MARKER.format(step))
         self.step_marker.__enter__()
 
@@ -110,8 +134,7 @@ class TorchBackend(Backend):
             self.step_marker.__exit__(None, None, None)
             self.step_marker = None
 
-    def stop_window(self) -> WindowRecord:
-        self._close_marker()
+    def _finish_session(self, label: str) -> str:
         profiler, self.profiler = self.profiler, None
         profiler.stop()
         settings = self.role.plan.torch
@@ -119,12 +142,17 @@ class TorchBackend(Backend):
         worker_file = identity.file_name if identity else "controller"
         directory = trace_directory(settings.directory, identity.file_name if identity else None, self.role.rank)
         directory.mkdir(parents=True, exist_ok=True)
-        label = self.window.label if self.window else "none"
         target = unused_path(directory / trace_file_name(worker_file, self.role.rank, label, settings.gzip))
         partial = target.with_name(f".{target.name}.partial{'.gz' if settings.gzip else ''}")
         profiler.export_chrome_trace(str(partial))
         os.replace(partial, target)
-        logger.debug("torch trace for %s steps %s: %s", self.role.worker_name, label, target)
-        record = self.record([str(target.resolve())])
+        logger.debug("torch trace for %s %s: %s", self.role.worker_name, label, target)
+        return str(target.resolve())
+
+    def stop_window(self) -> WindowRecord:
+        self._close_marker()
+        if self.profiler is not None:
+            self.files.append(self._finish_session(f"steps{self.window.label}"))
+        record = self.record(list(self.files))
         self.window = None
         return record

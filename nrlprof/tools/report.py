@@ -145,6 +145,8 @@ def timeline_svg(workers: list[WorkerSummary]) -> str:
     for seg in axis.segments:
         out.append(f'<line x1="{seg.x:.1f}" y1="{AXIS - 4}" x2="{seg.x + seg.width:.1f}" y2="{AXIS - 4}" '
                    'stroke="#6b7280"/>')  # fmt: skip
+        if seg.width < 2 * MIN_SEGMENT:
+            continue
         out.append(f'<text x="{seg.x:.1f}" y="{AXIS - 20}">+{(seg.start - origin) / 1e6:.3f} s</text>')
         out.append(
             f'<text x="{seg.x + seg.width:.1f}" y="{AXIS - 8}" text-anchor="end">'

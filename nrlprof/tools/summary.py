@@ -363,22 +363,21 @@ def nsys_stats(nsys: str, path: Path) -> tuple[list[dict[str, str]], list[dict[s
 def parse_nsys_csv(text: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """Rows of the kernel and NVTX tables in `nsys stats --format csv --output -` output.
 
-    Tables are told apart by their columns: kernels have `Name`, NVTX ranges have `Range`. Lines that are
-    not part of a CSV table (progress messages, "SKIPPED: ..." notices) are ignored.
+    A table starts at a header row with `Instances` and a `Time...` column and runs while rows have as
+    many fields; kernels have a `Name` column, NVTX ranges a `Range` column. Other lines (progress
+    messages, "SKIPPED: ..." notices) are ignored.
     """
     kernels: list[dict[str, str]] = []
     nvtx: list[dict[str, str]] = []
-    for block in re.split(r"\n\s*\n", text):
-        lines = [line for line in block.splitlines() if line.startswith('"') or ("," in line and "Time" in line)]
-        start = next((i for i, line in enumerate(lines) if "Time" in line and "Instances" in line), None)
-        if start is None:
+    header: list[str] | None = None
+    for fields in csv.reader(io.StringIO(text)):
+        fields = [f.strip() for f in fields]
+        if header is not None and len(fields) == len(header):
+            (nvtx if "Range" in header else kernels).append(dict(zip(header, fields, strict=True)))
             continue
-        rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
-        columns = rows[0].keys() if rows else set(next(csv.reader([lines[start]])))
-        if "Range" in columns:
-            nvtx.extend(rows)
-        elif "Name" in columns:
-            kernels.extend(rows)
+        header = None
+        if "Instances" in fields and any(f.startswith("Time") for f in fields) and ({"Name", "Range"} & set(fields)):
+            header = fields
     return kernels, nvtx
 
 

@@ -1,0 +1,74 @@
+"""`nrlprof demo` end to end: the bundled job on a local Ray cluster, in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROFILED = {
+    ("dtensor_policy_worker", "*policy*", (0, 1)),
+    ("vllm_generation_worker", "*generation*", (0,)),
+    ("vllm_tensor_parallel_worker", "*tensor_parallel*", (0, 1)),
+}
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    work = tmp_path_factory.mktemp("demo")
+    out = work / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "nrlprof", "demo", "--steps", "4", "--range", "2:4", "--out", str(out)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return result, out
+
+
+def test_exits_zero(demo_run):
+    result, _ = demo_run
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_traces_for_every_matched_worker_and_rank(demo_run):
+    _, out = demo_run
+    for worker, _, ranks in PROFILED:
+        for rank in ranks:
+            traces = list((out / "torch" / worker / str(rank)).glob("*.steps2-3.*.pt.trace.json"))
+            assert len(traces) == 1, f"{worker} rank {rank}: {traces}"
+    assert sorted(p.name for p in (out / "torch").iterdir() if not p.name.startswith(".") and p.is_dir()) == sorted(
+        worker for worker, _, _ in PROFILED
+    )
+
+
+def test_no_trace_for_the_unmatched_reward_worker(demo_run):
+    _, out = demo_run
+    assert not [p for p in out.rglob("*") if "reward" in p.name]
+
+
+def test_controller_traces_at_the_top(demo_run):
+    _, out = demo_run
+    assert len(list((out / "torch").glob("controller.steps2-3.*.pt.trace.json"))) == 1
+
+
+def test_match_lines_printed(demo_run):
+    result, _ = demo_run
+    output = result.stdout + result.stderr
+    for worker, pattern, ranks in PROFILED:
+        line = f"Torch profiling enabled for worker '{worker}' (matched pattern '{pattern}')"
+        assert output.count(line) == len(ranks), line
+    assert "reward_worker" not in output
+
+
+def test_files_and_step_table_printed(demo_run):
+    result, out = demo_run
+    assert "dtensor_policy_worker/1/dtensor_policy_worker.rank1.steps2-3." in result.stdout
+    assert "step 2" in result.stdout and "step 3" in result.stdout
+    assert "vllm_tensor_parallel_worker rank 1" in result.stdout

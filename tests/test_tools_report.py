@@ -1,0 +1,146 @@
+"""nrlprof.tools.report: one self-contained HTML file that renders in a real browser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
+
+from nrlprof.tools.errors import ToolError
+from nrlprof.tools.report import add_arguments, render_html, run, write_report
+from nrlprof.tools.summary import summarize
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory) -> Path:
+    """Two policy ranks with two windows each (3-4 and 9), the controller, and a GPU-shaped rank."""
+    root = tmp_path_factory.mktemp("report_run")
+    pid = os.getpid()
+    for rank in (0, 1):
+        for steps in ((3, 4), (9,)):
+            label = "-".join(map(str, (steps[0], steps[-1]))) if len(steps) > 1 else str(steps[0])
+            name = f"policy.rank{rank}.steps{label}.{pid + rank}.pt.trace.json"
+            record_cpu_trace(root / "policy" / str(rank) / name, "policy", rank, steps=steps, step_sleep_s=0.03)
+    record_cpu_trace(root / f"controller.steps3-4.{pid}.pt.trace.json", "controller", None, step_sleep_s=0.04)
+    write_json(root / "reference" / "0" / "reference.rank0.steps3-4.77.pt.trace.json", gpu_trace(worker="reference"))
+    (root / "node-b").mkdir()
+    (root / "node-b" / "policy_3-4_4242.nsys-rep").write_bytes(b"fake")
+    return root
+
+
+def test_report_is_one_self_contained_file(run_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-nsys"))
+    output = tmp_path / "report.html"
+    write_report(run_dir, output)
+    page = output.read_text()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "<svg" in page and "<table>" in page
+    # nothing fetched: no external script, stylesheet, image, font or frame
+    assert not re.search(r"<(script|link|img|iframe)\b|@import|url\(", page)
+    assert re.findall(r"https?://[^\"' ]+", page) == ["http://www.w3.org/2000/svg"]
+    for text in ("policy rank 0", "policy rank 1", "controller", "reference rank 0", "policy.train",
+                 "ampere_sgemm_128x64_nn", "nsys not found"):  # fmt: skip
+        assert text in page
+    # step bands carry their step numbers, for both windows
+    bands = re.findall(r"<title>policy rank 0 step (\d+): ([\d.]+) ms</title>", page)
+    assert sorted(int(step) for step, _ in bands) == [3, 4, 9]
+    assert all(29.5 <= float(ms) < 200 for _, ms in bands)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_report_html_escapes_labels(tmp_path):
+    trace = gpu_trace()
+    trace["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "<script>alert(1)</script>",
+                                 "pid": 1000, "tid": 1000, "ts": 1_000_100.0, "dur": 10.0, "args": {}})  # fmt: skip
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", trace)
+    page = render_html(summarize(tmp_path, nsys=""))
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_bad_input_leaves_no_report(tmp_path):
+    with pytest.raises(ToolError, match="no such file"):
+        write_report(tmp_path / "missing", tmp_path / "report.html")
+    assert not (tmp_path / "report.html").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ToolError):
+        write_report(tmp_path / "empty", tmp_path / "report.html")
+    assert not (tmp_path / "report.html").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_run_exit_codes(run_dir, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args([str(run_dir / "policy"), "-o", str(tmp_path / "a.html")])) == 0
+    assert (tmp_path / "a.html").exists()
+    source = next((run_dir / "policy" / "1").glob("*.pt.trace.json"))
+    truncate(source, tmp_path / "t" / "policy.rank1.steps3-4.9.pt.trace.json")
+    write_json(tmp_path / "t" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    assert run(parser.parse_args([str(tmp_path / "t"), "-o", str(tmp_path / "b.html")])) == 1
+    assert "skipped" in capsys.readouterr().err and "skipped" in (tmp_path / "b.html").read_text()
+    assert run(parser.parse_args([str(tmp_path / "missing"), "-o", str(tmp_path / "c.html")])) == 2
+    assert not (tmp_path / "c.html").exists()
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of an 8-bit RGB or RGBA, non-interlaced PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks, idat = 8, {}, b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IDAT":
+            idat += body
+        chunks.setdefault(kind, body)
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
+    assert depth == 8 and color in (2, 6) and interlace == 0, "unexpected PNG format"
+    channels = 3 if color == 2 else 4
+    raw, stride = zlib.decompress(idat), width * channels
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up, corner = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        rows.append(bytes(line))
+        previous = line
+    return width, height, rows
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install -y chromium)")
+def test_report_renders_in_headless_chromium(run_dir, tmp_path):
+    output = tmp_path / "report.html"
+    write_report(run_dir, output)
+    screenshot = tmp_path / "report.png"
+    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={screenshot}", "--window-size=1200,800",
+               f"file://{output}"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    width, height, rows = png_pixels(screenshot.read_bytes())
+    assert (width, height) == (1200, 800)
+    channels = len(rows[0]) // width
+    colours = {row[i : i + 3] for row in rows[::2] for i in range(0, len(row), channels * 2)}
+    assert len(colours) > 50, f"only {len(colours)} colours: blank page?"
+    # the timeline's coloured range bars and step bands are on screen
+    saturated = sum(1 for c in colours if max(c) - min(c) > 80)
+    assert saturated >= 3

@@ -1,0 +1,236 @@
+"""nrlprof.tools.summary (numbers match what was recorded), nsys stats parsing, and HTA on nrlprof's layout."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
+
+from nrlprof.tools.errors import ToolError
+from nrlprof.tools.hta import hta_folder
+from nrlprof.tools.summary import add_arguments, parse_nsys_csv, render, run, summarize
+
+KERNEL_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+61.5,2000,4,500.0,500.0,400,600,81.6,"ampere_sgemm_128x64_nn"
+38.5,1250,5,250.0,250.0,200,300,35.4,"void at::native::elementwise_kernel<128, 4>(int, float*)"
+"""
+NVTX_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Style,Range
+100.0,5000000,2,2500000.0,2500000.0,2000000,3000000,707106.8,PushPop,":policy.train"
+"""
+OLD_KERNEL_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Name
+100.0,2000,4,500.0,400,600,81.6,ampere_sgemm_128x64_nn
+"""
+OLD_NVTX_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Range
+100.0,5000000,2,2500000.0,2000000,3000000,707106.8,policy.train
+"""
+FAKE_NSYS = """#!{python}
+import sys
+args = sys.argv[1:]
+reports = args[args.index("--report") + 1]
+if "{reject}" and "{reject}" in reports:
+    print("ERROR: Report '{reject}' could not be found.", file=sys.stderr)
+    sys.exit(1)
+print("Generating SQLite file report.sqlite from report.nsys-rep")
+print("Processing [report.sqlite] with [{{}}]... ".format(reports.split(",")[0]))
+sys.stdout.write({kernels!r})
+print()
+print("Processing [report.sqlite] with [{{}}]... ".format(reports.split(",")[1]))
+sys.stdout.write({nvtx!r})
+"""
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory) -> Path:
+    """Policy ranks 0 and 1 (steps 3-4 and, for rank 0, a later window 7), the controller."""
+    root = tmp_path_factory.mktemp("summary_run")
+    pid = os.getpid()
+    record_cpu_trace(root / "policy" / "0" / f"policy.rank0.steps3-4.{pid}.pt.trace.json", "policy", 0)
+    record_cpu_trace(root / "policy" / "0" / f"policy.rank0.steps7.{pid}.pt.trace.json.gz", "policy", 0, steps=(7,))
+    record_cpu_trace(root / "policy" / "1" / f"policy.rank1.steps3-4.{pid}.pt.trace.json", "policy", 1)
+    record_cpu_trace(root / f"controller.steps3-4.{pid}.pt.trace.json", "controller", None, step_sleep_s=0.03)
+    return root
+
+
+def worker(summary, name, rank):
+    return next(w for w in summary.workers if w.worker == name and w.rank == rank)
+
+
+def test_step_wall_time_and_ranges_match_what_was_recorded(recorded):
+    summary = summarize(recorded, nsys="")
+    assert summary.steps == [3, 4, 7]
+    policy0 = worker(summary, "policy", 0)
+    assert set(policy0.step_wall_ms) == {3, 4, 7}
+    for step in (3, 4, 7):
+        # a 50 ms sleep inside ProfilerStep#n; a loaded machine oversleeps, never undersleeps
+        assert 49.5 <= policy0.step_wall_ms[step] < 150
+        assert 19.5 <= policy0.ranges_ms["policy.train"][step] < policy0.step_wall_ms[step]
+    assert policy0.range_calls["policy.train"] == 3
+    assert len(policy0.files) == 2
+    controller = worker(summary, "controller", None)
+    assert 29.5 <= controller.step_wall_ms[3] < 130
+    assert controller.label == "controller"
+    names = {op.name for op in policy0.ops}
+    assert "aten::mm" in names or "aten::matmul" in names
+    matmul = next(op for op in policy0.ops if op.name in ("aten::matmul", "aten::mm"))
+    assert matmul.calls == 3 and 0 < matmul.self_us <= matmul.total_us
+    assert not policy0.kernels
+
+
+def test_operator_self_time_excludes_children_and_kernels_are_ranked(tmp_path):
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    trace = gpu_trace(rank=1, pid=1001)
+    trace["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1001, "tid": 1001,
+                                 "ts": 1_000_000.0, "dur": 300.0, "args": {}})  # fmt: skip
+    write_json(tmp_path / "policy.rank1.steps3-4.1001.pt.trace.json", trace)
+    summary = summarize(tmp_path, nsys="")
+    rank0, rank1 = worker(summary, "policy", 0), worker(summary, "policy", 1)
+    assert [(k.name, k.calls, k.total_us) for k in rank0.kernels] == [
+        ("ampere_sgemm_128x64_nn", 4, 400.0),
+        ("elementwise_kernel", 4, 400.0),
+    ]
+    linear = next(op for op in rank1.ops if op.name == "aten::linear")
+    # aten::linear (300 us) holds the first two ops of step 3 (50 us each): 200 us of its own
+    assert (linear.total_us, linear.self_us) == (300.0, 200.0)
+    assert rank0.step_wall_ms == {3: 1.0, 4: 1.0}
+    data = summary.to_json()
+    assert data["workers"][0]["top_kernels"][0]["total_ms"] == 0.4
+    json.dumps(data)
+
+
+def test_json_and_rich_output(recorded, capsys):
+    summary = summarize(recorded, nsys="")
+    data = json.loads(json.dumps(summary.to_json()))
+    policy0 = next(w for w in data["workers"] if w["worker"] == "policy" and w["rank"] == 0)
+    assert policy0["steps"]["3"]["wall_ms"] >= 49.5
+    assert "policy.train" in policy0["steps"]["3"]["ranges_ms"]
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=200)
+    render(summary, console)
+    text = console.file.getvalue()
+    assert "Step wall time" in text and "policy rank 1" in text and "policy.train" in text
+
+
+def test_unreadable_traces_are_listed_and_bad_directories_refused(recorded, tmp_path):
+    source = next((recorded / "policy" / "1").glob("*.pt.trace.json"))
+    truncate(source, tmp_path / "policy.rank1.steps3-4.9.pt.trace.json")
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    summary = summarize(tmp_path, nsys="")
+    assert [p.name for p, _ in summary.skipped] == ["policy.rank1.steps3-4.9.pt.trace.json"]
+    assert len(summary.workers) == 1
+    with pytest.raises(ToolError, match="no such file"):
+        summarize(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ToolError, match="no torch trace or Nsight Systems report"):
+        summarize(tmp_path / "empty")
+
+
+def fake_nsys(directory: Path, reject: str = "", kernels: str = KERNEL_CSV, nvtx: str = NVTX_CSV) -> str:
+    path = directory / "nsys"
+    path.write_text(FAKE_NSYS.format(python=sys.executable, reject=reject, kernels=kernels, nvtx=nvtx))
+    path.chmod(0o755)
+    return str(path)
+
+
+def nsys_run(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    (run_dir / "node-a").mkdir(parents=True)
+    (run_dir / "node-a" / "dtensor_policy_worker_3-4_10_4242.nsys-rep").write_bytes(b"fake report")
+    return run_dir
+
+
+def test_nsys_reports_with_current_report_names(tmp_path):
+    summary = summarize(nsys_run(tmp_path), nsys=fake_nsys(tmp_path))
+    (report,) = summary.nsys_reports
+    assert (report.worker, report.window, report.pid) == ("dtensor_policy_worker", "3-4_10", 4242)
+    assert report.error is None
+    assert report.kernels[0]["Name"] == "ampere_sgemm_128x64_nn"
+    assert report.nvtx[0]["Range"] == ":policy.train" and report.nvtx[0]["Instances"] == "2"
+    assert summary.to_json()["nsys_reports"][0]["kernels"][1]["Instances"] == "5"
+
+
+def test_nsys_falls_back_to_pre_2023_report_names(tmp_path):
+    nsys = fake_nsys(tmp_path, reject="cuda_gpu_kern_sum", kernels=OLD_KERNEL_CSV, nvtx=OLD_NVTX_CSV)
+    (report,) = summarize(nsys_run(tmp_path), nsys=nsys).nsys_reports
+    assert report.error is None
+    assert report.kernels[0]["Name"] == "ampere_sgemm_128x64_nn" and report.nvtx[0]["Range"] == "policy.train"
+
+
+def test_nsys_failure_is_reported_per_report(tmp_path):
+    nsys = tmp_path / "nsys"
+    nsys.write_text("#!/bin/sh\necho 'ERROR: broken report' >&2\nexit 1\n")
+    nsys.chmod(0o755)
+    (report,) = summarize(nsys_run(tmp_path), nsys=str(nsys)).nsys_reports
+    assert "broken report" in report.error
+
+
+def test_missing_nsys_gives_a_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    summary = summarize(nsys_run(tmp_path))
+    assert summary.notes == ["nsys not found: install Nsight Systems to summarise 1 report(s)"]
+    assert summary.nsys_reports[0].kernels == []
+
+
+def test_parse_nsys_csv_ignores_notices():
+    text = "SKIPPED: report.sqlite does not contain CUDA kernel data.\n\n" + NVTX_CSV
+    kernels, nvtx = parse_nsys_csv(text)
+    assert kernels == [] and nvtx[0]["Style"] == "PushPop"
+
+
+def test_run_exit_codes_and_json(recorded, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args([str(recorded / "policy"), "--json"])) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {w["rank"] for w in data["workers"]} == {0, 1}
+    assert run(parser.parse_args([str(tmp_path / "missing")])) == 2
+    source = next((recorded / "policy" / "1").glob("*.pt.trace.json"))
+    truncate(source, tmp_path / "t" / "policy.rank1.steps3-4.9.pt.trace.json")
+    write_json(tmp_path / "t" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    assert run(parser.parse_args([str(tmp_path / "t")])) == 1
+
+
+# Holistic Trace Analysis reads nrlprof's traces: a rank directory as is, a worker directory via hta_folder.
+@pytest.fixture
+def hta_analysis():
+    return pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is not installed")
+
+
+hta_warnings = pytest.mark.filterwarnings("ignore:The inplace keyword", "ignore:Rounding down")
+
+
+@hta_warnings
+def test_hta_loads_a_rank_directory_as_is(recorded, hta_analysis):
+    analysis = hta_analysis.TraceAnalysis(trace_dir=str(recorded / "policy" / "1"))
+    assert analysis.t.get_ranks() == [1]
+
+
+@hta_warnings
+def test_hta_loads_a_worker_directory_through_hta_folder(recorded, tmp_path, hta_analysis):
+    with pytest.raises(ToolError, match="several windows"):
+        hta_folder(recorded / "policy")
+    folder = hta_folder(recorded / "policy", window="3-4", dest=tmp_path / "hta")
+    assert sorted(p.name for p in folder.iterdir()) == ["rank0.pt.trace.json", "rank1.pt.trace.json"]
+    analysis = hta_analysis.TraceAnalysis(trace_dir=str(folder))
+    assert sorted(analysis.t.get_ranks()) == [0, 1]
+    assert len(analysis.t.get_trace(0)) > 10 and len(analysis.t.get_trace(1)) > 10
+
+
+@hta_warnings
+def test_hta_breakdowns_of_gpu_shaped_traces(tmp_path, hta_analysis):
+    for rank in (0, 1):
+        write_json(tmp_path / "policy" / str(rank) / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json",
+                   gpu_trace(rank, 1000 + rank))  # fmt: skip
+    analysis = hta_analysis.TraceAnalysis(trace_dir=str(hta_folder(tmp_path / "policy", dest=tmp_path / "hta")))
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    assert sorted(temporal["rank"].tolist()) == [0, 1]
+    assert (temporal["compute_time(us)"] > 0).all()
+    by_type, by_kernel = analysis.get_gpu_kernel_breakdown(visualize=False)
+    assert "COMPUTATION" in by_type["kernel_type"].tolist()
+    assert {"ampere_sgemm_128x64_nn", "elementwise_kernel"} <= set(by_kernel["name"])
