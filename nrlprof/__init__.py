@@ -116,7 +116,10 @@ def _launched_as_cli() -> bool:
 
 
 def _activate_from_environment() -> None:
-    if _launched_as_cli() or not any(name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_")) for name in os.environ):
+    if _launched_as_cli() or not any(
+        name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_"))
+        for name in os.environ
+    ):
         return
     from nrlprof import activation
 

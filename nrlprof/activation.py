@@ -174,7 +174,9 @@ def _prepare_output_dirs(plan: Plan) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise ConfigError("NRL_TORCH_PROFILE_DIR", str(directory), "a directory this user can write", str(err)) from None
+        raise ConfigError(
+            "NRL_TORCH_PROFILE_DIR", str(directory), "a directory this user can write", str(err)
+        ) from None
 
 
 def _warn_if_cluster_already_running() -> None:

@@ -81,7 +81,7 @@ class _Ranges:
             owner.end_call(started)
 
 
-class annotate:  # noqa: N801 - used like a function: @annotate("x"), with annotate("x"):
+class annotate:
     """Decorator (sync and async) and context manager; reusable and re-entrant."""
 
     __slots__ = ("_stack", "color", "name")

@@ -13,6 +13,10 @@ import shutil
 import sys
 from collections.abc import MutableMapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nrlprof.demo_job import StepResult
 
 DEFAULT_OUT = "nrlprof-demo"
 DEFAULT_RANGE = "3:5"
@@ -62,27 +66,17 @@ def demo_environment(args: argparse.Namespace, environ: MutableMapping[str, str]
     return Path(environ["NRL_TORCH_PROFILE_DIR"]).expanduser().resolve()
 
 
-def activate_from_environment() -> None:
-    """Activate nrlprof from os.environ now, replacing what `import nrlprof` did before the demo set it.
-
-    nrlprof has no public call for this: `configure({})` rejects a config without a profiling section.
-    """
-    import nrlprof
-    from nrlprof import activation
-
-    activation.activate_from_env(os.environ)
-    nrlprof._bind_gate()
-
-
 def run(args: argparse.Namespace) -> int:
     nsys = shutil.which("nsys")
     torch_dir = demo_environment(args, os.environ, nsys)
     if nsys is None:
         print("nrlprof demo: nsys not found on PATH, so only torch profiler traces are taken")
-    activate_from_environment()
+    import nrlprof
+
+    nrlprof.activate_from_env()  # `import nrlprof` ran before the variables above were set
     reports = _run_job(args.steps, torch_dir.parent / "nsys")
     print()
-    _print_files(torch_dir, reports)
+    _print_files(torch_dir, reports, nsys is not None)
     print()
     _print_step_table(torch_dir)
     return 0
@@ -105,7 +99,7 @@ def _run_job(steps: int, nsys_dir: Path) -> list[Path]:
         ray.shutdown()
 
 
-def _print_step(result) -> None:
+def _print_step(result: StepResult) -> None:
     print(f"step {result.step}: mean reward {result.reward:+.3f}, loss {result.loss:+.4f}, {result.seconds:.2f} s")
 
 
@@ -122,7 +116,7 @@ def _copy_nsys_reports(destination: Path) -> list[Path]:
     return copied
 
 
-def _print_files(torch_dir: Path, nsys_reports: list[Path]) -> None:
+def _print_files(torch_dir: Path, nsys_reports: list[Path], nsys_found: bool) -> None:
     files = sorted(p for p in torch_dir.rglob("*") if p.is_file() and not _hidden(p.relative_to(torch_dir)))
     print(f"torch profiler traces ({len(files)}) under {torch_dir}:")
     for path in files:
@@ -131,7 +125,7 @@ def _print_files(torch_dir: Path, nsys_reports: list[Path]) -> None:
         print(f"Nsight Systems reports ({len(nsys_reports)}) under {nsys_reports[0].parent}:")
         for path in nsys_reports:
             print(f"  {path.name}")
-    elif shutil.which("nsys"):
+    elif nsys_found:
         print("no Nsight Systems report: nsys captures only while CUDA is available in the worker")
 
 
@@ -152,7 +146,7 @@ def _print_step_table(torch_dir: Path) -> None:
     except ToolError as err:
         print(f"nrlprof demo: no step times: {err}", file=sys.stderr)
         return
-    table = Table(title="Measured step wall time (ms) per worker, from the traces' ProfilerStep#N ranges")
+    table = Table(title="Step wall time (ms), from each trace's ProfilerStep#N")
     table.add_column("worker")
     for step in summary.steps:
         table.add_column(f"step {step}", justify="right")
@@ -160,7 +154,9 @@ def _print_step_table(torch_dir: Path) -> None:
         cells = [_ms(worker.step_wall_ms.get(step)) for step in summary.steps]
         table.add_row(worker.label, *cells)
     Console().print(table)
-    print(f"Full breakdown: nrlprof summary {torch_dir}; one timeline: nrlprof merge {torch_dir}")
+    print("The first step of a window includes starting the profilers in every worker (logged above).")
+    print(f"Full breakdown: nrlprof summary {torch_dir}")
+    print(f"One timeline:   nrlprof merge {torch_dir} -o {torch_dir.parent / 'timeline.json.gz'}")
 
 
 def _ms(value: float | None) -> str:

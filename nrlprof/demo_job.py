@@ -119,8 +119,9 @@ class StepResult:
 def create_workers(policy_ranks: int = 2, tensor_parallel_size: int = 2) -> DemoWorkers:
     """The job's actors, ready to work (their constructors have run)."""
     policy = [
-        DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(rank), "WORLD_SIZE": str(policy_ranks)}})
-        .remote(seed=0)
+        DTensorPolicyWorker.options(
+            runtime_env={"env_vars": {"RANK": str(rank), "WORLD_SIZE": str(policy_ranks)}}
+        ).remote(seed=0)
         for rank in range(policy_ranks)
     ]
     workers = DemoWorkers(policy, VllmGenerationWorker.remote(tensor_parallel_size), RewardWorker.remote())

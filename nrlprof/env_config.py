@@ -83,9 +83,11 @@ def parse_json_object(text: str, variable: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(variable, text, "a JSON object such as '{\"t\": \"cuda,nvtx,osrt\"}'", f"not JSON ({err.msg})") from None
+        raise ConfigError(
+            variable, text, 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\'', f"not JSON ({err.msg})"
+        ) from None
     if not isinstance(value, dict):
-        raise ConfigError(variable, text, "a JSON object such as '{\"t\": \"cuda,nvtx,osrt\"}'", "not an object")
+        raise ConfigError(variable, text, 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\'', "not an object")
     return value
 
 
@@ -95,9 +97,13 @@ def _selection(environ: Mapping[str, str], prefix: str, step_variable: str, *, s
     step_text = environ.get(step_variable, "")
     steps = parse_step_spec(step_text, step_variable) if step_text.strip() else None
     if patterns and steps is None and steps_required:
-        raise ConfigError(step_variable, step_text, "a step range such as '3:5' because " f"{patterns_variable} is set")
+        raise ConfigError(step_variable, step_text, f"a step range such as '3:5' because {patterns_variable} is set")
     if steps is not None and not patterns:
-        raise ConfigError(patterns_variable, environ.get(patterns_variable, ""), "comma-separated worker patterns such as '*policy*' because " f"{step_variable} is set")
+        raise ConfigError(
+            patterns_variable,
+            environ.get(patterns_variable, ""),
+            f"comma-separated worker patterns such as '*policy*' because {step_variable} is set",
+        )
     if not patterns:
         return None
     ranks_variable = f"{prefix}_RANKS"
@@ -105,7 +111,9 @@ def _selection(environ: Mapping[str, str], prefix: str, step_variable: str, *, s
     methods = parse_patterns(environ.get(f"{prefix}_DISCRETE_METHODS", ""))
     discrete_variable = f"{prefix}_DISCRETE"
     discrete = bool(methods) or (
-        parse_bool(environ[discrete_variable], discrete_variable) if environ.get(discrete_variable, "").strip() else False
+        parse_bool(environ[discrete_variable], discrete_variable)
+        if environ.get(discrete_variable, "").strip()
+        else False
     )
     return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 

@@ -113,20 +113,21 @@ class Gate:
         for record in stopped:
             by_kind.setdefault(record["backend"], []).append(record)
         for kind, kind_records in by_kind.items():
-            places = sorted({(r["host"], _directory_of(r)) for r in kind_records if _directory_of(r)})
-            where = "; ".join(f"{host}:{directory}" for host, directory in places) or "see the manifest"
             logger.info(
                 "%s window stopped in %d process(es)%s; files on %s",
                 kind,
                 len(kind_records),
                 "" if step is None else f" at step {step}",
-                where,
+                _places(kind_records),
             )
 
 
-def _directory_of(record: dict) -> str:
-    files = record.get("files") or []
-    if not files:
-        return ""
-    return os.path.dirname(os.path.dirname(files[0])) if record.get("rank") is not None else os.path.dirname(files[0])
-
+def _places(records: list[dict]) -> str:
+    """`host:common directory` of the files each host wrote."""
+    directories: dict[str, list[str]] = {}
+    for record in records:
+        for path in record.get("files") or ():
+            directories.setdefault(record["host"], []).append(os.path.dirname(path))
+    if not directories:
+        return "no file (see the manifest)"
+    return "; ".join(f"{host}:{os.path.commonpath(dirs)}" for host, dirs in sorted(directories.items()))

@@ -12,7 +12,10 @@ _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def snake_case(class_name: str) -> str:
-    """`DTensorPolicyWorker` -> `dtensor_policy_worker`; `_` only before an upper-case letter after a lower-case letter or digit."""
+    """`DTensorPolicyWorker` -> `dtensor_policy_worker`.
+
+    An `_` goes only before an upper-case letter that follows a lower-case letter or digit.
+    """
     return _CAMEL_BOUNDARY.sub("_", class_name).lower()
 
 

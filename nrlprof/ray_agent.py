@@ -11,7 +11,6 @@ from ray._private.runtime_env.rocprof_sys import RocProfSysPlugin
 
 from nrlprof.ray_plugin_fix import apply_nsight_fix, apply_rocprof_fix
 
-
 apply_nsight_fix(NsightPlugin)
 apply_rocprof_fix(RocProfSysPlugin)
 

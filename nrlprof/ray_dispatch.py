@@ -48,7 +48,9 @@ def dispatch(tracker: Tracker, actions: tuple[Action, ...], timeout_s: float) ->
             )
             tracker.remove(actor)
         except Exception as err:
-            logger.warning("worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err)
+            logger.warning(
+                "worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err
+            )
     for ref in late:
         actor = pending[ref]
         logger.warning(

@@ -28,7 +28,9 @@ def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...]) -> None:
         tool = "Nsight" if match.backend.kind == NSYS else match.backend.kind.capitalize()
         if match.backend.kind == "rocprof":
             tool = "rocprof-sys"
-        logger.info("%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern)
+        logger.info(
+            "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
+        )
 
 
 def job_setup_hook() -> str | None:

@@ -26,7 +26,11 @@ def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...]) -> s
             "rank": identity.rank,
             "explicit_name": identity.explicit_name,
             "targets": {
-                m.backend.kind: {"pattern": m.target.pattern, "discrete": m.target.discrete, "methods": list(m.target.methods)}
+                m.backend.kind: {
+                    "pattern": m.target.pattern,
+                    "discrete": m.target.discrete,
+                    "methods": list(m.target.methods),
+                }
                 for m in matches
             },
         }

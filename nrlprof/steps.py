@@ -92,7 +92,9 @@ def parse_step_spec(spec: str, variable: str) -> StepSelection:
             steps.append(step)
             continue
         if len(parts) != 2:
-            raise ConfigError(variable, spec, STEP_SPEC_FORM, f"Error parsing {variable}: {item.strip()!r} has more than one ':'")
+            raise ConfigError(
+                variable, spec, STEP_SPEC_FORM, f"Error parsing {variable}: {item.strip()!r} has more than one ':'"
+            )
         start = _parse_int(parts[0], variable, spec)
         stop = _parse_int(parts[1], variable, spec)
         if start < 1:

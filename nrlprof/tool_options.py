@@ -35,7 +35,10 @@ def normalise_options(options: Mapping[str, object], source: str) -> dict[str, s
                 text = "stop" if text.lower() == "true" else "none"
         if canonical in normal:
             raise ConfigError(
-                f"{source}.{raw_key}", value, f"only one of '{origin[canonical]}' and '{raw_key}'", "both name the same nsys option"
+                f"{source}.{raw_key}",
+                value,
+                f"only one of '{origin[canonical]}' and '{raw_key}'",
+                "both name the same nsys option",
             )
         normal[canonical] = text
         origin[canonical] = str(raw_key)

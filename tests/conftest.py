@@ -41,7 +41,7 @@ def stand_in_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ray_cluster(stand_in_env, tmp_path_factory):
-    """A local Ray cluster per test module whose runtime-env agent carries nrlprof's plugin fix (the in-memory route)."""
+    """A local Ray cluster per test module; its runtime-env agent carries nrlprof's fix (the in-memory route)."""
     import ray
 
     from nrlprof.agent_env import install_agent_hook

@@ -90,7 +90,8 @@ def test_default_nsys_options_and_extra_options_merge_over_them():
     assert default == {"t": "cuda,nvtx", "capture-range": "cudaProfilerApi", "capture-range-end": "stop"}
     merged = dict(
         nsys_plan(
-            "2:3,5", NRL_NSYS_EXTRA_OPTIONS='{"t": "cuda,nvtx,osrt", "cuda-memory-usage": true, "capture-range-end": null}'
+            "2:3,5",
+            NRL_NSYS_EXTRA_OPTIONS='{"t": "cuda,nvtx,osrt", "cuda-memory-usage": true, "capture-range-end": null}',
         )
         .backend("nsys")
         .options

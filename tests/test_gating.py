@@ -70,7 +70,9 @@ def test_gate_state_machine_outside_windows_does_no_ray_call(ray_cluster, activa
     from workload import DTensorPolicyWorker
 
     nrlprof = activate(
-        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="3", NRL_TORCH_PROFILE_DIR=str(torch_dir)
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="3",
+        NRL_TORCH_PROFILE_DIR=str(torch_dir),
     )
     worker = DTensorPolicyWorker.remote()
     ray_cluster.get(worker.pid.remote())
@@ -91,7 +93,9 @@ def test_dead_worker_is_skipped_and_a_killed_worker_keeps_its_closed_windows(ray
     from workload import DTensorPolicyWorker
 
     nrlprof = activate(
-        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="1,3", NRL_TORCH_PROFILE_DIR=str(torch_dir)
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="1,3",
+        NRL_TORCH_PROFILE_DIR=str(torch_dir),
     )
     survivor, victim = DTensorPolicyWorker.remote(), DTensorPolicyWorker.remote()
     run_steps(ray_cluster, nrlprof, [1, 2], [survivor, victim])

@@ -42,7 +42,9 @@ def test_first_matching_pattern_wins_and_ranks_filter():
     match = match_worker(plan, WorkerIdentity("DTensorPolicyWorker", None, 0))[0]
     assert match.target.pattern == "*policy*"
     assert match_worker(plan, WorkerIdentity("DTensorPolicyWorker", None, 1))[0].target.pattern == "*worker"
-    assert not match_worker(plan_with(Target("*policy*", frozenset({0}))), WorkerIdentity("DTensorPolicyWorker", None, 2))
+    assert not match_worker(
+        plan_with(Target("*policy*", frozenset({0}))), WorkerIdentity("DTensorPolicyWorker", None, 2)
+    )
 
 
 def test_reported_name_and_file_name():

@@ -25,7 +25,9 @@ def clean_env() -> dict[str, str]:
 
 
 def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_no_ray_or_torch():
-    result = subprocess.run([sys.executable, "-c", INERT_CHECK], env=clean_env(), capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", INERT_CHECK], env=clean_env(), capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[] () False []"
     assert result.stderr == ""
 
@@ -110,8 +112,7 @@ def test_torch_record_function_while_torch_profiles(timings, monkeypatch, tmp_pa
     monkeypatch.setattr(window_state, "any_open", True)
     monkeypatch.setitem(window_state.open_windows, "torch", 1)
     monkeypatch.setattr(window_state, "current_step", 3)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        with nrlprof.annotate("actor/compute_adv"):
-            torch.ones(4) + 1
+    with profile(activities=[ProfilerActivity.CPU]) as prof, nrlprof.annotate("actor/compute_adv"):
+        torch.ones(4) + 1
     names = {e.name for e in prof.events()}
     assert "actor/compute_adv [step 3]" in names

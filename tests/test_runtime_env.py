@@ -42,7 +42,11 @@ def test_unmatched_worker_gets_nothing():
 
 
 def test_user_keys_win_and_their_env_vars_and_interpreter_are_kept():
-    user = {"env_vars": {"RANK": "1", "NRLPROF_WORKER": "mine"}, "py_executable": "/venv/bin/python", "_nsight": {"t": "osrt"}}
+    user = {
+        "env_vars": {"RANK": "1", "NRLPROF_WORKER": "mine"},
+        "py_executable": "/venv/bin/python",
+        "_nsight": {"t": "osrt"},
+    }
     merged = merge_runtime_env(user, fragment(WorkerIdentity("DTensorPolicyWorker", None, 1)))
     assert merged["py_executable"] == "/venv/bin/python"
     assert merged["_nsight"] == {"t": "osrt"}

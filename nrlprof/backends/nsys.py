@@ -88,4 +88,3 @@ class NsysBackend(Backend):
         name = self.runtime_env_fragment(self.backend_plan, self.role.identity)["_nsight"]["o"]
         name = name.replace("%p", str(os.getpid())) + ".nsys-rep"
         return [str(Path(self.role.session_dir) / "logs" / "nsight" / name)]
-

@@ -87,7 +87,9 @@ def describe(plan: Plan, interpreter: str = sys.executable) -> list[BackendView]
         if backend.kind == TORCH:
             view.notes.append(f"torch traces go to {Path(plan.torch.directory).resolve()} on each node")
         if backend.kind == NSYS and backend.output_dir is None:
-            view.notes.append("nsys reports stay on the node that ran the worker: `nrlprof collect --to DIR` gathers them")
+            view.notes.append(
+                "nsys reports stay on the node that ran the worker: `nrlprof collect --to DIR` gathers them"
+            )
         views.append(view)
     return views
 
@@ -107,14 +109,24 @@ def live_matches(plan: Plan, address: str | None) -> list[dict]:
         counters[probe.name] = rank + 1
         identity = WorkerIdentity(actor.class_name, actor.name or None, rank)
         for match in match_worker(plan, identity):
-            rows.append({"actor_id": actor.actor_id, "worker": identity.name, "rank": rank, "backend": match.backend.kind,
-                         "pattern": match.target.pattern, "node_id": actor.node_id})
+            rows.append(
+                {
+                    "actor_id": actor.actor_id,
+                    "worker": identity.name,
+                    "rank": rank,
+                    "backend": match.backend.kind,
+                    "pattern": match.target.pattern,
+                    "node_id": actor.node_id,
+                }
+            )
     return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    parser.add_argument("--address", help="also match the live actors of this running cluster ('auto' for the local one)")
+    parser.add_argument(
+        "--address", help="also match the live actors of this running cluster ('auto' for the local one)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,8 +41,18 @@ def main():
     log_dir = os.environ.get("NRLPROF_FAKE_TOOL_LOG")
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)
-        record = {"tool": tool, "options": options, "command": command, "pid": os.getpid(), "time": time.time(),
-                  "env": {k: v for k, v in os.environ.items() if k.startswith(("ROCPROFSYS_", "NRLPROF_WORKER", "PYTHON_EXECUTABLE"))}}
+        record = {
+            "tool": tool,
+            "options": options,
+            "command": command,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "env": {
+                k: v
+                for k, v in os.environ.items()
+                if k.startswith(("ROCPROFSYS_", "NRLPROF_WORKER", "PYTHON_EXECUTABLE"))
+            },
+        }
         with open(os.path.join(log_dir, f"{tool}-{os.getpid()}.json"), "w") as handle:
             json.dump(record, handle)
     if not command:
