@@ -91,10 +91,10 @@ def _resolved(plan: Plan) -> Plan:
     return replace(plan, torch=torch_settings, backends=backends)
 
 
-def _install_ray_side(plan: Plan, tracker: Tracker, ranks: RankCounter):
+def _install_ray_side(plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool = False):
     from nrlprof import ray_hooks
 
-    return ray_hooks.install(plan, tracker, ranks)
+    return ray_hooks.install(plan, tracker, ranks, inside_profiled_worker)
 
 
 def activate_driver(plan: Plan) -> ActiveState | None:
@@ -135,7 +135,7 @@ def activate_worker() -> ActiveState | None:
     identity, targets = parse_worker_descriptor(worker_text)
     configure_logging(plan.log_level)
     tracker, ranks = Tracker(), RankCounter()
-    hook = _install_ray_side(plan, tracker, ranks)
+    hook = _install_ray_side(plan, tracker, ranks, inside_profiled_worker=True)
     _state = ActiveState(plan, tracker, ranks, identity, targets, hook)
     from nrlprof import method_ranges
 

@@ -9,7 +9,7 @@ from nrlprof.identity import RankCounter, WorkerIdentity, rank_from_env_vars
 from nrlprof.log import logger
 from nrlprof.matching import Match, match_worker
 from nrlprof.plan import NSYS, Plan
-from nrlprof.runtime_env import fragment_for, merge_runtime_env
+from nrlprof.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env
 from nrlprof.tracker import TrackedActor, Tracker
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
@@ -61,10 +61,11 @@ def parse_runtime_env(runtime_env: dict):
 
 
 class ActorCreationHook:
-    def __init__(self, plan: Plan, tracker: Tracker, ranks: RankCounter) -> None:
+    def __init__(self, plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool) -> None:
         self.plan = plan
         self.tracker = tracker
         self.ranks = ranks
+        self.inside_profiled_worker = inside_profiled_worker
 
     def identity_for(self, actor_class: Any, actor_options: dict) -> WorkerIdentity:
         class_name = class_name_of(actor_class)
@@ -81,10 +82,13 @@ class ActorCreationHook:
         def _remote(actor_class, args=None, kwargs=None, **actor_options):
             identity = hook.identity_for(actor_class, actor_options)
             matches = match_worker(hook.plan, identity)
-            if not matches:
-                return original_remote(actor_class, args, kwargs, **actor_options)
-            log_matches(identity, matches)
+            if matches:
+                log_matches(identity, matches)
             fragment = fragment_for(hook.plan, identity, matches)
+            if hook.inside_profiled_worker:
+                fragment = {**isolation_from_parent(matches, job_setup_hook()), **fragment}
+            if not fragment:
+                return original_remote(actor_class, args, kwargs, **actor_options)
             merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
             actor_options["runtime_env"] = parse_runtime_env(merged)
             handle = original_remote(actor_class, args, kwargs, **actor_options)
@@ -96,10 +100,10 @@ class ActorCreationHook:
         return _remote
 
 
-def install(plan: Plan, tracker: Tracker, ranks: RankCounter) -> ActorCreationHook:
+def install(plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool) -> ActorCreationHook:
     from ray.actor import ActorClass
 
-    hook = ActorCreationHook(plan, tracker, ranks)
+    hook = ActorCreationHook(plan, tracker, ranks, inside_profiled_worker)
     patches.install(PATCH_NAME, ActorClass, "_remote", hook.wrap)
     return hook
 

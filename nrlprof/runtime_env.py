@@ -63,6 +63,27 @@ def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...
     return fragment
 
 
+def isolation_from_parent(matches: tuple[Match, ...], earlier_setup_hook: str | None) -> dict:
+    """For an actor created inside a profiled worker: drop what Ray would inherit from the parent.
+
+    Ray merges a parent actor's runtime_env into its children's, so without this a child would run
+    under the parent's nsys options and believe it is the parent.
+    """
+    kinds = {m.backend.kind for m in matches}
+    overrides: dict = {}
+    if "nsys" not in kinds:
+        overrides["_nsight"] = None
+    if "rocprof" not in kinds:
+        overrides["_rocprof_sys"] = None
+    if not matches:
+        overrides["env_vars"] = {
+            PLAN_VARIABLE: "",
+            WORKER_VARIABLE: "",
+            RAY_SETUP_HOOK_VARIABLE: earlier_setup_hook or "",
+        }
+    return overrides
+
+
 def merge_runtime_env(user_env: Mapping | None, fragment: Mapping, inherited_setup_hook: str | None = None) -> dict:
     """The user's runtime_env with the fragment added; every key the user set wins.
 

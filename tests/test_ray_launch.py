@@ -108,3 +108,26 @@ def test_upstream_interpreter_bug_reproduced_then_fixed(tmp_path, fixed):
         [sys.executable, str(script), "20"], env=env, capture_output=True, text=True, timeout=240, check=False
     )
     assert ("ANSWERED" if fixed else "HUNG") in result.stdout, shlex.quote(result.stdout + result.stderr[-3000:])
+
+
+def _child_profiling_env(actor_instance) -> list[dict]:
+    import ray as ray_in_worker
+
+    def read(_child) -> dict:
+        return {k: os.environ.get(k, "") for k in ("NRLPROF_WORKER", "NRLPROF_PLAN")} | {"pid": os.getpid()}
+
+    return ray_in_worker.get([c.__ray_call__.remote(read) for c in actor_instance.children])
+
+
+def test_unmatched_children_of_a_profiled_worker_inherit_nothing(ray_cluster, activate, calls):
+    """Ray merges a parent's runtime_env into its children's; an unmatched child must not run under nsys."""
+    from workload import VllmGenerationWorker
+
+    activate(NRL_NSYS_WORKER_PATTERNS="*generation*", NRL_NSYS_PROFILE_STEP_RANGE="2")
+    generator = VllmGenerationWorker.remote(2)
+    parent_pid = ray_cluster.get(generator.pid.remote(), timeout=120)
+    children = ray_cluster.get(generator.__ray_call__.remote(_child_profiling_env), timeout=120)
+    wrapped = {r["pid"] for r in calls()}
+    assert parent_pid in wrapped
+    assert all(child["pid"] not in wrapped for child in children)
+    assert all(child["NRLPROF_WORKER"] == "" and child["NRLPROF_PLAN"] == "" for child in children)
