@@ -1,20 +1,22 @@
 """Benchmark the cost of `import nrlprof`, unconfigured and configured, against a baseline in the same run.
 
-    python bench/bench_import.py               # 40 interleaved runs of each case
-    python bench/bench_import.py --runs 10
+    python bench/bench_import.py                            # 40 interleaved runs (15 of those importing ray)
+    python bench/bench_import.py --runs 10 --ray-runs 5
 
 Unconfigured (no NRL_* variable): `import nrlprof` against `python -c pass`; target < 5 ms extra, and
 neither ray nor torch imported. Configured (NRL_NSYS_* and NRL_TORCH_*): `import ray; import nrlprof`
-against `import ray`, so Ray's own import is not counted. Each case is timed two ways: the wall time of
-the whole interpreter run, and the import alone measured inside the process; the figure is the median
-over runs, the cases interleaved so that machine load hits them alike. `python -X importtime` then
-lists the slowest modules that `import nrlprof` loads.
+against `import ray`, so Ray's own import is not counted. Each case is timed for the whole interpreter
+run and for the import alone (inside the process), each as wall time and as CPU time; CPU time hardly
+moves with the load of other processes, so the verdict uses it. Figures are medians over runs, the cases
+interleaved so that machine load hits them alike. `python -X importtime` then lists the slowest modules
+that `import nrlprof` loads.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,11 +30,12 @@ TARGET_MS = 5.0
 TIMED_IMPORT = (
     "import time, sys\n"
     "{pre}\n"
-    "began = time.perf_counter()\n"
+    "began, began_cpu = time.perf_counter(), time.process_time()\n"
     "{body}\n"
-    "elapsed = time.perf_counter() - began\n"
-    "print(elapsed, 'ray' in sys.modules, 'torch' in sys.modules)\n"
+    "elapsed, cpu = time.perf_counter() - began, time.process_time() - began_cpu\n"
+    "print(elapsed, cpu, 'ray' in sys.modules, 'torch' in sys.modules)\n"
 )
+RAY_CASES = ("ray", "configured")
 CONFIGURED_ENV = {
     "NRL_NSYS_WORKER_PATTERNS": "*policy*",
     "NRL_NSYS_PROFILE_STEP_RANGE": "3:5",
@@ -47,29 +50,38 @@ class Case:
     pre: str
     body: str
     env: dict[str, str]
-    wall_s: list[float] = field(default_factory=list)
-    import_s: list[float] = field(default_factory=list)
+    # seconds per run: the whole interpreter (wall, CPU) and the timed import alone (wall, CPU)
+    samples: dict[str, list[float]] = field(
+        default_factory=lambda: {"wall": [], "cpu": [], "import": [], "import_cpu": []}
+    )
     imported_ray: bool = False
     imported_torch: bool = False
 
     def run_once(self, cwd: str) -> None:
         code = TIMED_IMPORT.format(pre=self.pre, body=self.body)
+        cpu_before = _children_cpu()
         began = time.perf_counter()
         result = subprocess.run([sys.executable, "-c", code], env=self.env, cwd=cwd, capture_output=True, text=True)
-        self.wall_s.append(time.perf_counter() - began)
+        self.samples["wall"].append(time.perf_counter() - began)
+        self.samples["cpu"].append(_children_cpu() - cpu_before)
         if result.returncode != 0:
             raise RuntimeError(f"{self.name} failed:\n{result.stderr}")
-        elapsed, ray_seen, torch_seen = result.stdout.split()[-3:]
-        self.import_s.append(float(elapsed))
+        elapsed, cpu, ray_seen, torch_seen = result.stdout.split()[-4:]
+        self.samples["import"].append(float(elapsed))
+        self.samples["import_cpu"].append(float(cpu))
         self.imported_ray, self.imported_torch = ray_seen == "True", torch_seen == "True"
 
-    @property
-    def wall_ms(self) -> float:
-        return statistics.median(self.wall_s) * 1000
+    def clear(self) -> None:
+        for values in self.samples.values():
+            values.clear()
 
-    @property
-    def import_ms(self) -> float:
-        return statistics.median(self.import_s) * 1000
+    def ms(self, kind: str) -> float:
+        return statistics.median(self.samples[kind]) * 1000
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def clean_env(trace_dir: str, configured: bool) -> dict[str, str]:
@@ -90,14 +102,15 @@ def make_cases(trace_dir: str) -> dict[str, Case]:
     }
 
 
-def measure(cases: dict[str, Case], runs: int, cwd: str) -> None:
+def measure(cases: dict[str, Case], runs: int, ray_runs: int, cwd: str) -> None:
+    """Interleaved runs; the two cases that import ray (about a second each) run `ray_runs` times."""
     for case in cases.values():  # warm the file cache
         case.run_once(cwd)
-        case.wall_s.clear()
-        case.import_s.clear()
-    for _ in range(runs):
-        for case in cases.values():
-            case.run_once(cwd)
+        case.clear()
+    for index in range(max(runs, ray_runs)):
+        for key, case in cases.items():
+            if index < (ray_runs if key in RAY_CASES else runs):
+                case.run_once(cwd)
 
 
 def importtime(env: dict[str, str], pre: str, cwd: str) -> list[tuple[int, int, str]]:
@@ -140,40 +153,62 @@ def print_importtime(title: str, rows: list[tuple[int, int, str]], top: int) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40, help="interpreter runs per case (default 40)")
+    parser.add_argument("--ray-runs", type=int, default=15, help="runs of the two cases importing ray (default 15)")
     parser.add_argument("--top", type=int, default=8, help="modules listed from -X importtime (default 8)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="nrlprof-bench-import-") as work:
         trace_dir = str(Path(work) / "traces")
         cases = make_cases(trace_dir)
         began = time.perf_counter()
-        measure(cases, args.runs, work)
+        measure(cases, args.runs, args.ray_runs, work)
         seconds = time.perf_counter() - began
         print_importtime("Nothing set", importtime(cases["unconfigured"].env, "", work), args.top)
-        print_importtime("Variables set, ray imported first", importtime(cases["configured"].env, "import ray", work), args.top)
-    unconfigured_extra = cases["unconfigured"].wall_ms - cases["bare"].wall_ms
-    configured_extra = cases["configured"].wall_ms - cases["ray"].wall_ms
-    print(f"\nMedians of {args.runs} interleaved runs per case ({seconds:.0f} s), Python {sys.version.split()[0]}")
-    print(f"{'case':46} {'process wall ms':>16} {'import ms':>10}")
-    for case in cases.values():
-        print(f"{case.name:46} {case.wall_ms:16.1f} {case.import_ms:10.2f}")
+        print_importtime(
+            "Variables set, ray imported first", importtime(cases["configured"].env, "import ray", work), args.top
+        )
+    print(
+        f"\nMedians of {args.runs} interleaved runs ({args.ray_runs} for those importing ray; {seconds:.0f} s), "
+        f"Python {sys.version.split()[0]}, "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+    print_table(
+        ("case", "process wall", "process CPU", "import wall", "import CPU"),
+        [
+            (case.name, *(f"{case.ms(kind):.1f} ms" for kind in ("wall", "cpu", "import", "import_cpu")))
+            for case in cases.values()
+        ],
+    )
     print()
-    print(f"{'figure':56} {'value':>10} {'target':>10}")
-    print(f"{'import nrlprof, nothing set: extra wall time vs pass':56} {unconfigured_extra:8.1f}ms {'< 5 ms':>10}")
-    print(f"{'import nrlprof, nothing set: in-process import time':56} {cases['unconfigured'].import_ms:8.2f}ms {'< 5 ms':>10}")
-    print(
-        f"{'  ratio of wall time to python -c pass':56} {cases['unconfigured'].wall_ms / cases['bare'].wall_ms:9.3f}x"
-    )
-    print(
-        f"{'  ray / torch imported with nothing set':56} "
-        f"{str(cases['unconfigured'].imported_ray) + ' / ' + str(cases['unconfigured'].imported_torch):>10} {'no / no':>10}"
-    )
-    print(f"{'import nrlprof, variables set: extra wall vs import ray':56} {configured_extra:8.1f}ms")
-    print(f"{'import nrlprof, variables set: in-process (after ray)':56} {cases['configured'].import_ms:8.2f}ms")
-    print(f"{'  ratio of wall time to import ray':56} {cases['configured'].wall_ms / cases['ray'].wall_ms:9.3f}x")
-    print(f"{'  torch imported with variables set':56} {cases['configured'].imported_torch!s:>10} {'no':>10}")
-    ok = unconfigured_extra < TARGET_MS and not cases["unconfigured"].imported_ray
-    print(f"\nunconfigured import target (< {TARGET_MS:.0f} ms extra, no ray): {'met' if ok else 'MISSED'}")
+    print_table(("figure", "value", "target"), figures(cases))
     return 0
+
+
+def figures(cases: dict[str, Case]) -> list[tuple[str, str, str]]:
+    bare, unconfigured, ray, configured = (cases[k] for k in ("bare", "unconfigured", "ray", "configured"))
+    extra_cpu = unconfigured.ms("cpu") - bare.ms("cpu")
+    verdict = "met" if extra_cpu < TARGET_MS and not unconfigured.imported_ray else "MISSED"
+    return [
+        ("nothing set: extra CPU time vs python -c pass", f"{extra_cpu:+.1f} ms", f"< {TARGET_MS:.0f} ms: {verdict}"),
+        ("nothing set: extra wall time vs python -c pass", f"{unconfigured.ms('wall') - bare.ms('wall'):+.1f} ms", ""),
+        ("nothing set: import nrlprof alone, CPU / wall", _pair(unconfigured), ""),
+        ("nothing set: wall time ratio to python -c pass", f"{unconfigured.ms('wall') / bare.ms('wall'):.3f}x", ""),
+        ("nothing set: ray / torch imported", f"{unconfigured.imported_ray} / {unconfigured.imported_torch}", "no/no"),
+        ("variables set: extra CPU time vs import ray", f"{configured.ms('cpu') - ray.ms('cpu'):+.1f} ms", ""),
+        ("variables set: extra wall time vs import ray", f"{configured.ms('wall') - ray.ms('wall'):+.1f} ms", ""),
+        ("variables set: import nrlprof after ray, CPU / wall", _pair(configured), ""),
+        ("variables set: CPU time ratio to import ray", f"{configured.ms('cpu') / ray.ms('cpu'):.3f}x", ""),
+        ("variables set: torch imported", str(configured.imported_torch), "no"),
+    ]
+
+
+def _pair(case: Case) -> str:
+    return f"{case.ms('import_cpu'):.1f} / {case.ms('import'):.1f} ms"
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from nrlprof.annotate import annotate, timings
 from nrlprof.errors import ConfigError
@@ -31,11 +30,22 @@ _gate_step = None
 
 
 def _bind_gate() -> None:
+    """`step` calls the gate; the gate itself is built at the first step, after `ray.init()`."""
     global _gate_step
     from nrlprof import activation
 
     state = activation.state()
-    _gate_step = None if state is None or state.identity is not None else state.gate.step
+    _gate_step = None if state is None or state.identity is not None else _first_step
+
+
+def _first_step(n: int) -> None:
+    global _gate_step
+    from nrlprof import activation
+
+    state = activation.state()
+    _gate_step = None if state is None else state.gate.step
+    if _gate_step is not None:
+        _gate_step(n)
 
 
 def step(n: int) -> None:
@@ -59,7 +69,7 @@ def is_active() -> bool:
     return activation.state() is not None
 
 
-def configure(config: Mapping[str, Any] | Any) -> None:
+def configure(config: Mapping[str, object] | object) -> None:
     """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it."""
     from nrlprof import activation
     from nrlprof.env_config import plan_from_env
@@ -115,10 +125,21 @@ def _launched_as_cli() -> bool:
     return launcher == "-m" or os.path.basename(launcher) == "nrlprof"
 
 
+def _in_ray_runtime_env_agent() -> bool:
+    """The agent imports nrlprof.ray_agent for the plugin fix; it is no driver."""
+    import sys
+
+    return bool(sys.argv) and sys.argv[0].endswith(os.path.join("runtime_env", "agent", "main.py"))
+
+
 def _activate_from_environment() -> None:
-    if _launched_as_cli() or not any(
-        name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_"))
-        for name in os.environ
+    if (
+        _launched_as_cli()
+        or _in_ray_runtime_env_agent()
+        or not any(
+            name.startswith(("NRL_NSYS_", "NRL_TORCH_PROFILE_", "NRL_ROCPROF_", "NRL_PROFILE_", "NRLPROF_"))
+            for name in os.environ
+        )
     ):
         return
     from nrlprof import activation

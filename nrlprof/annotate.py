@@ -5,12 +5,10 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 from nrlprof import window_state
 from nrlprof.nvtx_api import nvtx_module
 
-F = TypeVar("F", bound=Callable[..., Any])
 DOMAIN = "nrlprof"
 CO_COROUTINE = 0x80
 
@@ -102,13 +100,13 @@ class annotate:
         if ranges is not None:
             ranges.close()
 
-    def __call__(self, function: F) -> F:
+    def __call__(self, function: Callable) -> Callable:
         label = self.name or function.__qualname__
         color = self.color
         if getattr(getattr(function, "__code__", None), "co_flags", 0) & CO_COROUTINE:
 
             @functools.wraps(function)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            async def async_wrapper(*args: object, **kwargs: object) -> object:
                 ranges = _Ranges(label, color, True) if window_state.any_open else None
                 began = time.perf_counter()
                 try:
@@ -118,10 +116,10 @@ class annotate:
                     if ranges is not None:
                         ranges.close()
 
-            return async_wrapper  # type: ignore[return-value]
+            return async_wrapper
 
         @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             if not window_state.any_open:
                 began = time.perf_counter()
                 try:
@@ -136,4 +134,4 @@ class annotate:
                 _record(label, time.perf_counter() - began)
                 ranges.close()
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from nrlprof.runtime_env import USER_SETUP_HOOK_VARIABLE
@@ -12,7 +13,10 @@ def setup() -> None:
 
     state = activation.activate_worker()
     if state is not None and "torch" in state.targets:
-        import torch.profiler  # noqa: F401 - paid at worker start, not when the first window opens
+        # Paid at worker start, not when the first window opens: torch's trace preparation
+        # imports inductor, over a second on the first profile.
+        with contextlib.suppress(ImportError):
+            pass
     earlier_hook = os.environ.get(USER_SETUP_HOOK_VARIABLE)
     if earlier_hook:
         from ray._private.runtime_env.setup_hook import load_and_execute_setup_hook

@@ -17,7 +17,6 @@ import pytest
 import ray
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nrlprof.manifest import WindowRecord, append_record
 from nrlprof.tools import collect as C
@@ -63,7 +62,8 @@ def expected_destination(source: str, temp_dir: str) -> str:
 def cluster():
     os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
     base = tempfile.mkdtemp(prefix="nrlc", dir="/tmp")  # short: raylet socket paths are length-limited
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
+    head = {"num_cpus": 1, "temp_dir": f"{base}/h", "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
     try:
         ray.init(address=cluster.address, log_to_driver=False)
@@ -81,12 +81,7 @@ def outputs(cluster):
     writer = ray.remote(num_cpus=0)(write_node_outputs)
     nodes = C.alive_nodes()
     assert len({n.label for n in nodes}) == 3
-    results = ray.get(
-        [
-            writer.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(base, i)
-            for i, n in enumerate(nodes)
-        ]
-    )
+    results = ray.get([writer.options(**C.pinned(n.node_id)).remote(base, i) for i, n in enumerate(nodes)])
     labels = {n.node_id: n.label for n in nodes}
     expected = {}
     for result in results:
@@ -193,8 +188,38 @@ def test_node_dying_during_collect_is_reported_and_others_collected(cluster, out
 
     assert result.exit_code == 1
     assert [e.node for e in result.node_errors] == [victim_label]
-    assert victim_label in result.node_errors[0].reason
+    assert victim_label in result.node_errors[0].reason and "died or left the cluster" in result.node_errors[0].reason
     assert {f.node for f in result.failed} == {victim_label}
     survivors = [label for label in outputs if label != victim_label]
     assert_collected(tmp_path / "out", outputs, survivors)
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and victim_label in p.parts]
+
+
+def write_big_report(size: int) -> str:
+    path = Path(ray._private.worker._global_node.get_session_dir_path(), "logs", "nsight", "late.nsys-rep")
+    path.write_bytes(os.urandom(size))
+    return str(path)
+
+
+def test_node_dying_mid_file_leaves_no_partial_file(cluster, first):
+    """After the test above: the other worker node dies while its new report is streaming."""
+    cluster_, workers, _ = cluster
+    victim = workers[0]
+    to, _, _ = first
+    writer = ray.remote(num_cpus=0)(write_big_report)
+    source = ray.get(writer.options(**C.pinned(victim.node_id)).remote(40 * CHUNK))
+    killed = []
+
+    def kill_after_first_chunk(done: int, total: int) -> None:
+        if not killed:
+            killed.append(done)
+            cluster_.remove_node(victim)
+
+    result = C.collect(to, chunk_size=CHUNK, depth=2, read_timeout_s=60, progress=kill_after_first_chunk)
+
+    assert result.exit_code == 1 and killed
+    [error] = result.node_errors
+    assert source in error.reason and "died or left the cluster" in error.reason
+    assert [f.path.rsplit("/", 1)[-1] for f in result.failed] == ["late.nsys-rep"]
+    assert not [p for p in to.rglob("late.nsys-rep*")]
+    assert result.copied == [] and result.skipped

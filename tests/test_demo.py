@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from nrlprof.demo import add_arguments, demo_environment
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PROFILED = {
     ("dtensor_policy_worker", "*policy*", (0, 1)),
@@ -21,6 +26,7 @@ def demo_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     work = tmp_path_factory.mktemp("demo")
     out = work / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", "nrlprof", "demo", "--steps", "4", "--range", "2:4", "--out", str(out)],
         cwd=work,
@@ -68,7 +74,31 @@ def test_match_lines_printed(demo_run):
 
 
 def test_files_and_step_table_printed(demo_run):
-    result, out = demo_run
+    result, _ = demo_run
     assert "dtensor_policy_worker/1/dtensor_policy_worker.rank1.steps2-3." in result.stdout
     assert "step 2" in result.stdout and "step 3" in result.stdout
     assert "vllm_tensor_parallel_worker rank 1" in result.stdout
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_settings_flags_then_variables_then_defaults(tmp_path):
+    environ = {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": "1:2"}
+    torch_dir = demo_environment(parse("--range", "2:3", "--out", str(tmp_path)), environ, nsys=None)
+    assert environ["NRL_TORCH_PROFILE_WORKER_PATTERNS"] == "*policy*"
+    assert environ["NRL_TORCH_PROFILE_STEP_RANGE"] == "2:3"
+    assert torch_dir == tmp_path / "torch"
+    assert not any(name.startswith("NRL_NSYS_") for name in environ)
+
+
+def test_settings_defaults_and_nsys_when_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    environ = {"NRL_TORCH_PROFILE_DIR": str(tmp_path / "mine")}
+    torch_dir = demo_environment(parse(), environ, nsys="/usr/bin/nsys")
+    assert environ["NRL_TORCH_PROFILE_STEP_RANGE"] == environ["NRL_NSYS_PROFILE_STEP_RANGE"] == "3:5"
+    assert environ["NRL_NSYS_WORKER_PATTERNS"] == "*policy*"
+    assert torch_dir == tmp_path / "mine"

@@ -73,7 +73,7 @@ def test_everything_in_place_exits_0(local_ray, nsys_planned, tmp_path, capsys):
     assert data["output_dir"] == str(tmp_path / "torch_profiler_trace")
     [node] = data["nodes"]
     assert node["nsys"]["path"] == str(local_ray) and node["nsys"]["version"] == NSYS_VERSION
-    assert node["agent_hook"] is True and node["agent_pid"] is not None, (node["agent_pid"], node["agent_detail"])
+    assert node["agent_hook"] is True and node["raylet_pid"] is not None, (node["raylet_pid"], node["agent_detail"])
     assert node["output_writable"] is True
     assert node["python_version"] == data["driver_python"]
     assert not list(tmp_path.iterdir())  # the writability probe left nothing behind

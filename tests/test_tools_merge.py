@@ -14,13 +14,14 @@ import os
 import re
 import shutil
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from nrlprof.tools.errors import ToolError
-from nrlprof.tools.merge import add_arguments, merge_traces, run
+from nrlprof.tools.merge import add_arguments, crc32_combine, merge_traces, run
 from nrlprof.tools.traces import iter_event_batches, read_header
 
 BASE_NS = 1_790_000_000_000_000_000
@@ -177,9 +178,11 @@ def copy_run(source: Path, target: Path) -> Path:
     return target
 
 
-def test_merge_keeps_every_event(cpu_run, tmp_path):
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_merge_keeps_every_event(cpu_run, tmp_path, jobs):
     output = tmp_path / "timeline.json"
-    result = merge_traces([cpu_run], output)
+    result = merge_traces([cpu_run], output, jobs=jobs)
+    assert result.jobs == jobs
     inputs = trace_files(cpu_run)
     assert sorted(result.merged) == inputs and not result.skipped
     expected = Counter(fingerprint(e) for path in inputs for e in events_of(path))
@@ -269,13 +272,36 @@ def test_merge_handles_string_pids_and_string_ids(tmp_path):
     assert len(ids) == 16 and set(ids.values()) == {1}
 
 
-def test_merge_gzip_in_and_out(cpu_run, tmp_path):
+def test_ids_outside_the_stride_become_prefixed_strings(tmp_path):
+    trace = gpu_trace()
+    trace["traceEvents"] += [
+        {"ph": "X", "cat": "cpu_op", "name": "big", "pid": 1000, "tid": 1, "ts": 1.0, "dur": 1.0,
+         "args": {"External id": 2**50, "correlation": -3}},
+    ]  # fmt: skip
+    for rank in (0, 1):
+        write_json(tmp_path / "in" / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json", trace)
+    events = events_of(merge_traces([tmp_path / "in"], tmp_path / "timeline.json").output)
+    big = sorted((e["args"]["External id"], e["args"]["correlation"]) for e in events if e.get("name") == "big")
+    assert big == [(f"0:{2**50}", "0:-3"), (f"1:{2**50}", "1:-3")]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_merge_gzip_in_and_out(cpu_run, tmp_path, jobs):
     output = tmp_path / "timeline.json.gz"
-    result = merge_traces([cpu_run / "generation"], output)
+    result = merge_traces([cpu_run], output, jobs=jobs)
     assert output.read_bytes()[:2] == b"\x1f\x8b"
-    merged = load(output)
+    merged = load(output)  # gzip checks the CRC and length of the spliced stream
     assert len(merged["traceEvents"]) == result.events_out
     assert merged["nrlprof"]["merged"] is True
+    plain = load(merge_traces([cpu_run], tmp_path / "timeline.json", jobs=1).output)
+    assert merged["traceEvents"] == plain["traceEvents"]
+
+
+def test_crc32_combine_matches_zlib():
+    first, second = b"x" * 1000 + b"first part", bytes(range(256)) * 300
+    combined = crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
+    assert combined == zlib.crc32(first + second)
+    assert crc32_combine(zlib.crc32(first), zlib.crc32(b""), 0) == zlib.crc32(first)
 
 
 def test_merged_output_is_not_an_input(cpu_run, tmp_path):
@@ -321,13 +347,13 @@ def truncate(source: Path, target: Path, keep: float = 0.6) -> Path:
     return target
 
 
-@pytest.mark.parametrize("keep", [0.6, 0.999])
-def test_truncated_trace_is_skipped_and_rolled_back(cpu_run, tmp_path, keep):
+@pytest.mark.parametrize("keep, jobs", [(0.6, 1), (0.999, 1), (0.6, 2)])
+def test_truncated_trace_is_skipped_and_its_events_dropped(cpu_run, tmp_path, keep, jobs):
     run_dir = copy_run(cpu_run, tmp_path / "run")
     target = run_dir / "policy" / "1" / "policy.rank1.steps9.7.pt.trace.json"
     bad = truncate(trace_files(cpu_run / "policy" / "1")[0], target, keep)
-    output = tmp_path / "timeline.json"
-    result = merge_traces([run_dir], output)
+    output = tmp_path / "timeline.json.gz"
+    result = merge_traces([run_dir], output, jobs=jobs)
     assert [p for p, _ in result.skipped] == [bad]
     assert "cut short" in result.skipped[0][1]
     good = [p for p in trace_files(run_dir) if p != bad]
@@ -412,3 +438,47 @@ def test_run_exit_codes(cpu_run, tmp_path, capsys):
     assert run(parse([str(tmp_path / "nothing"), "-o", str(tmp_path / "c.json")])) == 2
     assert "no such file or directory" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+
+
+def test_progress_reaches_the_total(cpu_run, tmp_path):
+    seen: list[tuple[int, int]] = []
+    merge_traces([cpu_run], tmp_path / "timeline.json", progress=lambda done, total: seen.append((done, total)))
+    total = sum(p.stat().st_size for p in trace_files(cpu_run))
+    assert seen and seen[-1] == (total, total)
+    assert all(t == total and 0 <= d <= total for d, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+@pytest.mark.parametrize(
+    "name, worker, rank, window, pid",
+    [
+        ("dtensor_policy_worker.rank0.steps3-4_10.1234.pt.trace.json.gz", "dtensor_policy_worker", 0, "3-4_10", 1234),
+        ("policy.rank2.step3.train.77.1.pt.trace.json", "policy", 2, "3", 77),
+        ("controller.steps3-4.99.2.pt.trace.json", "controller", None, "3-4", 99),
+    ],
+)
+def test_identity_from_the_file_name_when_the_trace_has_no_nrlprof_block(tmp_path, name, worker, rank, window, pid):
+    trace = gpu_trace()
+    del trace["nrlprof"], trace["distributedInfo"]
+    header = read_header(write_json(tmp_path / name, trace))
+    assert (header.worker, header.rank, header.window, header.pid) == (worker, rank, window, pid)
+    assert header.is_controller == (worker == "controller")
+
+
+@pytest.mark.parametrize("chunk", [64, 97, 4096])
+def test_fast_reader_splits_at_any_chunk_boundary(cpu_run, monkeypatch, chunk):
+    from nrlprof.tools import traces
+
+    source = trace_files(cpu_run / "policy" / "0")[0]
+    monkeypatch.setattr(traces, "_CHUNK", chunk)
+    monkeypatch.setattr(traces, "_ijson_batches", lambda *a, **k: pytest.fail("fell back to ijson"))
+    events = [e for batch in iter_event_batches(source) for e in batch]
+    assert events == load(source)["traceEvents"]
+
+
+def test_strict_parallel_merge_cleans_up(cpu_run, tmp_path):
+    run_dir = copy_run(cpu_run, tmp_path / "run")
+    truncate(trace_files(cpu_run / "policy" / "1")[0], run_dir / "policy" / "1" / "policy.rank1.steps9.7.pt.trace.json")
+    with pytest.raises(ToolError, match="cut short"):
+        merge_traces([run_dir], tmp_path / "timeline.json.gz", strict=True, jobs=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

@@ -144,3 +144,12 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     # the timeline's coloured range bars and step bands are on screen
     saturated = sum(1 for c in colours if max(c) - min(c) > 80)
     assert saturated >= 3
+
+
+def test_report_shows_nsys_tables(tmp_path):
+    from test_tools_summary import fake_nsys, nsys_run
+
+    page = render_html(summarize(nsys_run(tmp_path), nsys=fake_nsys(tmp_path)))
+    assert "Nsight Systems reports" in page and "dtensor_policy_worker_3-4_10_4242.nsys-rep" in page
+    assert "ampere_sgemm_128x64_nn" in page and ":policy.train" in page
+    assert "<svg" not in page  # no torch trace: no timeline

@@ -234,3 +234,31 @@ def test_hta_breakdowns_of_gpu_shaped_traces(tmp_path, hta_analysis):
     by_type, by_kernel = analysis.get_gpu_kernel_breakdown(visualize=False)
     assert "COMPUTATION" in by_type["kernel_type"].tolist()
     assert {"ampere_sgemm_128x64_nn", "elementwise_kernel"} <= set(by_kernel["name"])
+
+
+def test_manifest_windows_not_ok_or_missing_become_notes(tmp_path):
+    write_json(tmp_path / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    records = [
+        {"backend": "torch", "worker": "policy", "rank": 0, "window": "3-4", "status": "ok", "host": "h", "pid": 1000,
+         "files": ["/remote/policy/0/policy.rank0.steps3-4.1000.pt.trace.json"]},
+        {"backend": "torch", "worker": "policy", "rank": 1, "window": "3-4", "status": "error", "host": "h",
+         "pid": 1001, "message": "export failed",
+         "files": ["/remote/policy/1/policy.rank1.steps3-4.1001.pt.trace.json"]},
+    ]  # fmt: skip
+    manifest = tmp_path / ".nrlprof" / "manifest-h-1.jsonl"
+    manifest.parent.mkdir()
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn')
+    records += [
+        {"backend": "torch", "worker": "policy", "rank": 2, "window": "3-4", "status": "ok", "host": "h", "pid": 1002,
+         "files": ["/remote/policy/2/policy.rank2.steps3-4.1002.pt.trace.json"]},
+        {"backend": "nsys", "worker": "policy", "rank": 0, "window": "3-4", "status": "ok", "host": "h", "pid": 1000,
+         "files": ["/tmp/ray/session_1/logs/nsight/policy_3-4_1000.nsys-rep"]},
+    ]  # fmt: skip
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn')
+    notes = summarize(tmp_path, nsys="").notes
+    # the nsys report was never meant to be in a directory of torch traces: not reported missing
+    assert notes == [
+        "policy rank 1 window 3-4 (torch, h pid 1001): error: export failed",
+        "policy rank 2 window 3-4 (torch, h pid 1002): listed in manifest-h-1.jsonl but not found here: "
+        "policy.rank2.steps3-4.1002.pt.trace.json",
+    ]

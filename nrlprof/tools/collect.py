@@ -1,10 +1,11 @@
 """`nrlprof collect`: copy every nrlprof output from every node of a running Ray cluster into one directory.
 
-On each alive node an agent actor (pinned to it, `num_cpus=0`) lists the outputs: nsys and rocprof-sys reports
-in every `session_*` dir under the node's Ray temp dir (not only `session_latest`, which can be stale), nrlprof
-manifests, and the files the manifests list, each with size, mtime and sha256. The driver then pulls the files
-from the agents in chunks (a few in flight per node, the nodes in parallel), so a multi-GB report is never whole
-in memory, verifies the sha256 and renames the finished file into place.
+On each alive node a task (pinned to it, `num_cpus=0`) lists the outputs: nsys and rocprof-sys reports in every
+`session_*` dir under the node's Ray temp dir (not only `session_latest`, which can be stale), nrlprof manifests,
+and the files the manifests list, each with size, mtime and sha256. The driver then pulls each file through a
+streaming task pinned to its node that yields 8 MiB chunks, at most a few ahead of the driver (the nodes in
+parallel), so a multi-GB report is never whole in memory on either side; it verifies the sha256 and renames the
+finished file into place. Tasks, not actors: a task reuses a pooled worker, an actor starts a process.
 
 Layout of `DIR`:
 
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -110,7 +111,6 @@ class NodeListing:
     files: list[RemoteFile] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     error: str | None = None
-    agent: Any = None  # the node's NodeAgent actor
 
 
 @dataclass(frozen=True)
@@ -333,22 +333,28 @@ def list_node_outputs(known: dict[str, list]) -> dict[str, Any]:
     return {"temp_dir": temp_dir, "files": [asdict(f) for f in files], "missing": missing}
 
 
-class NodeAgent:
-    """Pinned to one node (one worker process): lists its outputs, then serves byte ranges of them."""
-
-    def list_outputs(self, known: dict[str, list]) -> dict[str, Any]:
-        return list_node_outputs(known)
-
-    def read(self, path: str, offset: int, length: int) -> bytes:
-        with open(path, "rb") as handle:
-            return os.pread(handle.fileno(), length, offset)
+def stream_chunks(path: str, size: int, chunk_size: int) -> Iterator[bytes]:
+    """Runs on a node as a streaming task: the file's first `size` bytes, `chunk_size` at a time."""
+    with open(path, "rb") as handle:
+        for offset in range(0, size, chunk_size):
+            data = os.pread(handle.fileno(), min(chunk_size, size - offset), offset)
+            yield data
+            if not data:
+                return
 
 
 @functools.cache
-def _remote_agent():
+def _remote_lister():
     import ray
 
-    return ray.remote(max_restarts=0, max_task_retries=0)(NodeAgent)
+    return ray.remote(max_retries=0)(list_node_outputs)
+
+
+@functools.cache
+def _remote_streamer():
+    import ray
+
+    return ray.remote(max_retries=0)(stream_chunks)
 
 
 # --------------------------------------------------------------------------- the index
@@ -453,38 +459,50 @@ def _cause(err: Exception) -> str:
     return f"{type(cause).__name__}: {cause}" if cause is not None else str(err).splitlines()[0]
 
 
-def pull_file(agent: Any, node: NodeInfo, file: RemoteFile, local: Path, transfer: Transfer, meter: _Meter) -> None:
-    """Copy one file in chunks (up to `depth` in flight), verify its sha256, then rename it into place."""
+def pull_file(node: NodeInfo, file: RemoteFile, local: Path, transfer: Transfer, meter: _Meter) -> None:
+    """Stream one file from its node (at most `depth` chunks ahead), verify its sha256, rename it into place."""
+    import ray
+
     local.parent.mkdir(parents=True, exist_ok=True)
     part = local.with_name(local.name + PART_SUFFIX)
     digest = hashlib.sha256()
-    chunk_size, depth = transfer.chunk_size, transfer.depth
-    offsets = iter(range(0, file.size, chunk_size))
-    pending: deque = deque()
+    chunks = (
+        _remote_streamer()
+        .options(**pinned(node.node_id), num_returns="streaming", _generator_backpressure_num_objects=transfer.depth)
+        .remote(file.source, file.size, transfer.chunk_size)
+    )
+    what, timeout_s = f"reading {file.source}", transfer.read_timeout_s
     try:
         with open(part, "wb") as out:
-            while True:
-                for offset in offsets:
-                    length = min(chunk_size, file.size - offset)
-                    pending.append((agent.read.remote(file.source, offset, length), length))
-                    if len(pending) >= depth:
-                        break
-                if not pending:
-                    break
-                ref, length = pending.popleft()
-                data = get_from_node(ref, transfer.read_timeout_s, node, f"reading {file.source}")
-                del ref
-                if len(data) != length:
+            for offset in range(0, file.size, transfer.chunk_size):
+                data = get_from_node(_next_chunk(chunks, node, what, timeout_s), timeout_s, node, what)
+                if len(data) != min(transfer.chunk_size, file.size - offset):
                     raise FileFailed(f"{file.source} shrank on the node while copying; run collect again")
                 out.write(data)
                 digest.update(data)
-                meter.add(length)
+                meter.add(len(data))
         if digest.hexdigest() != file.sha256:
             raise FileFailed(f"{file.source} changed on the node while copying (sha256 differs); run collect again")
         os.utime(part, ns=(file.mtime_ns, file.mtime_ns))
         os.replace(part, local)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            ray.cancel(chunks)
+        raise
     finally:
         part.unlink(missing_ok=True)
+
+
+def _next_chunk(chunks: Any, node: NodeInfo, what: str, timeout_s: float) -> Any:
+    import ray
+
+    ready, _ = ray.wait([chunks], timeout=timeout_s)
+    if not ready:
+        raise NodeLost(f"{node.describe()} did not answer within {timeout_s:.0f}s while {what}")
+    try:
+        return next(chunks)
+    except StopIteration:
+        raise FileFailed(f"{what}: the node sent fewer bytes than listed") from None
 
 
 @dataclass
@@ -501,7 +519,7 @@ def pull_node(to: Path, listing: NodeListing, files: list[RemoteFile], transfer:
     for position, file in enumerate(files):
         key = f"{node.label}/{file.dest}"
         try:
-            pull_file(listing.agent, node, file, to / key, transfer, meter)
+            pull_file(node, file, to / key, transfer, meter)
         except FileFailed as err:
             result.failed.append(FileOutcome(node.label, key, file.size, str(err)))
             continue
@@ -523,11 +541,12 @@ def pull_node(to: Path, listing: NodeListing, files: list[RemoteFile], transfer:
 
 
 def list_nodes(nodes: list[NodeInfo], index: dict[str, dict[str, Any]], timeout_s: float) -> list[NodeListing]:
-    """One agent per node, all listing at once; a node that fails gets its error, not an exception."""
+    """One listing task per node, all at once; a node that fails gets its error, not an exception."""
     import ray
 
-    listings = [NodeListing(n, agent=_remote_agent().options(**pinned(n.node_id)).remote()) for n in nodes]
-    refs = [listing.agent.list_outputs.remote(known_sources(index, listing.node)) for listing in listings]
+    lister = _remote_lister()
+    listings = [NodeListing(n) for n in nodes]
+    refs = [lister.options(**pinned(n.node_id)).remote(known_sources(index, n)) for n in nodes]
     deadline = time.monotonic() + timeout_s
     for listing, ref in zip(listings, refs, strict=True):
         node = listing.node
@@ -536,7 +555,7 @@ def list_nodes(nodes: list[NodeInfo], index: dict[str, dict[str, Any]], timeout_
         except (NodeLost, FileFailed) as err:
             listing.error = str(err) if isinstance(err, NodeLost) else f"{node.describe()}: {err}"
             with contextlib.suppress(Exception):
-                ray.kill(listing.agent)
+                ray.cancel(ref, force=True)
         else:
             listing.temp_dir = data["temp_dir"]
             listing.files = [RemoteFile(**f) for f in data["files"]]
@@ -601,14 +620,9 @@ def collect(
         result = CollectResult(to=str(to))
         index = load_index(to)
         listings = list_nodes(alive_nodes(), index, transfer.list_timeout_s)
-        try:
-            if after_listing is not None:
-                after_listing(listings)
-            pull_all(to, listings, index, result, transfer, progress)
-        finally:
-            for listing in listings:
-                with contextlib.suppress(Exception):
-                    ray.kill(listing.agent)
+        if after_listing is not None:
+            after_listing(listings)
+        pull_all(to, listings, index, result, transfer, progress)
         save_index(to, index)
     finally:
         if initialised:

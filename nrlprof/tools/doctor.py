@@ -27,8 +27,6 @@ from nrlprof.tools.collect import EXIT_BAD_INPUT, BadInput, FileFailed, NodeInfo
 
 NSYS_TOOL = "nsys"
 ROCPROF_TOOL = "rocprof-sys-python"
-AGENT_SCRIPT = "runtime_env/agent/main.py"
-AGENT_TITLE = "ray::RuntimeEnvAgent"
 VERSION_TIMEOUT_S = 15.0
 NODE_TIMEOUT_S = 120.0
 FIXED_STATES = ("patched", "upstream-fixed")
@@ -64,8 +62,8 @@ class NodeCheck:
     rocprof: ToolCheck = field(default_factory=lambda: ToolCheck(ROCPROF_TOOL))
     cuda: bool = False
     cuda_detail: str = ""
-    agent_pid: int | None = None
-    agent_hook: bool | None = None  # None: the agent's environment could not be read
+    raylet_pid: int | None = None
+    agent_hook: bool | None = None  # None: the environment could not be read
     agent_detail: str = ""
     plugin_files: dict[str, Any] = field(default_factory=dict)
     plugin_files_detail: str = ""
@@ -177,52 +175,36 @@ def _read_proc(pid: str, name: str) -> list[str]:
         return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
 
 
-def _parent_pid(pid: str) -> str:
-    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-        return handle.read().rpartition(")")[2].split()[1]
-
-
-def _is_agent(argv: list[str]) -> bool:
-    # The agent renames its process title to "ray::RuntimeEnvAgent", which replaces its argv.
-    return bool(argv) and (argv[0].startswith(AGENT_TITLE) or any(arg.endswith(AGENT_SCRIPT) for arg in argv))
-
-
-def find_agent_pid(node_id: str) -> int | None:
-    """The pid of this node's runtime-env agent: the child of the raylet that runs `node_id`.
-
-    Several raylets may share a machine (other clusters, `ray.cluster_utils.Cluster`), so the node id decides.
-    """
-    raylets, agents = set(), {}
+def find_raylet_pid(node_id: str) -> int | None:
+    """The pid of the raylet running `node_id` (several raylets may share a machine, so the node id decides)."""
+    wanted = f"--node_id={node_id}"
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not pid.isdigit():
             continue
-        try:
+        with contextlib.suppress(OSError):
             argv = _read_proc(pid, "cmdline")
-            if _is_agent(argv):
-                if f"--node-id={node_id}" in argv:
-                    return int(pid)
-                agents[pid] = _parent_pid(pid)
-            elif f"--node_id={node_id}" in argv:
-                raylets.add(pid)
-        except (OSError, IndexError):
-            continue
-    return next((int(pid) for pid, parent in agents.items() if parent in raylets), None)
+            if argv and argv[0].endswith("raylet") and wanted in argv:
+                return int(pid)
+    return None
 
 
 def agent_check(node_id: str) -> tuple[int | None, bool | None, str]:
-    """(agent pid, whether its RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, how that was found out)."""
+    """(raylet pid, whether the runtime-env agent's RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, the source).
+
+    The raylet starts the agent with its own environment. The agent's `/proc/<pid>/environ` is not read: the
+    agent renames its process title, which overwrites part of that area.
+    """
     from nrlprof.agent_env import PLUGINS_VARIABLE, agent_hook_listed
 
-    pid = find_agent_pid(node_id)
+    pid = find_raylet_pid(node_id)
     if pid is None:
         value = os.environ.get(PLUGINS_VARIABLE)
-        return None, agent_hook_listed(value), "agent process not found; judged from the worker's environment"
+        return None, agent_hook_listed(value), "raylet not found; judged from a worker's environment"
     try:
         environ = dict(item.partition("=")[::2] for item in _read_proc(str(pid), "environ"))
     except OSError as err:
-        return pid, None, f"cannot read the environment of agent pid {pid}: {err.strerror or err}"
-    listed = agent_hook_listed(environ.get(PLUGINS_VARIABLE))
-    return pid, listed, f"agent pid {pid}"
+        return pid, None, f"cannot read the environment of raylet pid {pid}: {err.strerror or err}"
+    return pid, agent_hook_listed(environ.get(PLUGINS_VARIABLE)), f"environment of raylet pid {pid}"
 
 
 def plugin_files_check() -> tuple[dict[str, Any], str]:
@@ -256,7 +238,7 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     """Runs on the node: every check, as plain data."""
     nsys, rocprof = tool_check(NSYS_TOOL), tool_check(ROCPROF_TOOL)
     cuda, cuda_detail = cuda_check()
-    agent_pid, agent_hook, agent_detail = agent_check(node_id)
+    raylet_pid, agent_hook, agent_detail = agent_check(node_id)
     files, files_detail = plugin_files_check()
     writable, writable_detail = writable_check(output_dir)
     return {
@@ -264,7 +246,7 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
         "rocprof": asdict(rocprof),
         "cuda": cuda,
         "cuda_detail": cuda_detail,
-        "agent_pid": agent_pid,
+        "raylet_pid": raylet_pid,
         "agent_hook": agent_hook,
         "agent_detail": agent_detail,
         "plugin_files": files,
@@ -436,10 +418,22 @@ def _fix_cell(check: NodeCheck) -> str:
 
 
 def _output_cell(check: NodeCheck) -> str:
-    return f"[green]{check.output_detail}[/]" if check.output_writable else f"[red]{check.output_detail}[/]"
+    from rich.markup import escape
+
+    return f"[{'green' if check.output_writable else 'red'}]{escape(check.output_detail)}[/]"
+
+
+def _plan_text(plan: list[dict[str, Any]]) -> str:
+    def steps(windows: list[list[int]] | None) -> str:
+        if not windows:
+            return ""
+        return " steps " + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in windows)
+
+    return "; ".join(f"{p['backend']}: {','.join(p['patterns'])}{steps(p['steps'])}" for p in plan) or "none"
 
 
 def render(report: DoctorReport, console: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="nrlprof doctor")
@@ -447,18 +441,21 @@ def render(report: DoctorReport, console: Any) -> None:
         table.add_column(column)
     for check in report.nodes:
         if check.error:
-            table.add_row(check.label, f"[red]{check.error}[/]", "", "", "", "", "")
+            table.add_row(check.label, f"[red]{escape(check.error)}[/]", "", "", "", "", "")
             continue
         python = check.python_version + ("" if check.python_version == report.driver_python else " [red](≠ driver)[/]")
         cuda = f"yes ({check.cuda_detail})" if check.cuda else "no"
         table.add_row(check.label, _tool_cell(check.nsys), _tool_cell(check.rocprof), cuda, _fix_cell(check),
                       _output_cell(check), python)  # fmt: skip
     console.print(table)
-    plan = "; ".join(f"{p['backend']}: {','.join(p['patterns'])}" for p in report.plan) or "none"
-    console.print(f"plan: {plan}; output dir: {report.output_dir}; driver Python {report.driver_python}")
+    console.print(
+        f"plan: {_plan_text(report.plan)}; output dir: {report.output_dir}; driver Python {report.driver_python}",
+        markup=False,
+        highlight=False,
+    )
     for problem in report.problems:
         style = {ERROR: "red", WARNING: "yellow"}.get(problem.severity, "cyan")
-        console.print(f"[{style}]{problem.describe()}[/]", highlight=False)
+        console.print(f"[{style}]{escape(problem.describe())}[/]", highlight=False)
     if not report.errors:
         console.print("[green]no problem found[/]")
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import bisect
 import html
+import os
 import sys
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from nrlprof.tools.errors import ToolError
-from nrlprof.tools.merge import AtomicSink
 from nrlprof.tools.summary import TOP, Span, Summary, WorkerSummary, summarize
 from nrlprof.tools.traces import progress_bar
 
@@ -51,13 +52,16 @@ svg text { font: 11px system-ui, sans-serif; }
 def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
     """Summarise `directory` (unless `summary` is given) into the HTML file `output`, written atomically."""
     summary = summary if summary is not None else summarize(Path(directory))
-    page = render_html(summary).encode()
-    sink = AtomicSink(Path(output))
+    output = Path(output)
+    if not output.parent.is_dir():
+        raise ToolError("output directory does not exist", output.parent)
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
-        sink.write(page)
-        sink.commit()
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(render_html(summary).encode())
+        os.replace(tmp, output)
     except BaseException:
-        sink.abort()
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 

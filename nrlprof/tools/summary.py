@@ -206,7 +206,40 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None) ->
     summary.workers = combine(stats)
     summary.nsys_reports, notes = summarize_nsys(reports, nsys if nsys is not None else shutil.which("nsys"))
     summary.notes.extend(notes)
+    summary.notes.extend(manifest_notes(directory))
     return summary
+
+
+def manifest_notes(directory: Path) -> list[str]:
+    """Windows the manifests under `directory` record as not ok, and listed files missing from it.
+
+    A backend none of whose listed files is here (say nsys reports, when `directory` holds only the torch
+    traces) is not reported as missing: those files were never meant to be here.
+    """
+    from nrlprof.manifest import MANIFEST_GLOB, read_records
+
+    present = {p.name for p in directory.rglob("*") if not p.is_dir()}
+    records = [
+        (manifest, record)
+        for manifest in sorted(directory.rglob(MANIFEST_GLOB))
+        for record in read_records(manifest)
+        if isinstance(record, dict)
+    ]
+    found_backends = {
+        r.get("backend") for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
+    }
+    notes = []
+    for manifest, record in records:
+        where = f"{record.get('worker', '?')} rank {record.get('rank')} window {record.get('window', '?')}"
+        where += f" ({record.get('backend', '?')}, {record.get('host', '?')} pid {record.get('pid', '?')})"
+        if record.get("status", "ok") != "ok":
+            message = f": {record['message']}" if record.get("message") else ""
+            notes.append(f"{where}: {record.get('status')}{message}")
+            continue
+        missing = [Path(f).name for f in record.get("files") or [] if Path(f).name not in present]
+        if missing and record.get("backend") in found_backends:
+            notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
+    return notes
 
 
 def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
@@ -396,12 +429,13 @@ def render(summary: Summary, console: Any = None) -> None:
         for w in summary.workers:
             table.add_row(w.label, *[_ms(w.step_wall_ms.get(step)) for step in steps])
         console.print(table)
-        table = Table(title="Annotated ranges (ms per step; '-' = outside any profiled step)")
+        outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
+        columns: list[int | None] = [*steps, None] if outside else list(steps)
+        title = "Annotated ranges (ms per step" + ("; '-' = outside any profiled step)" if outside else ")")
+        table = Table(title=title)
         table.add_column("worker")
         table.add_column("range")
         table.add_column("calls", justify="right")
-        outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
-        columns: list[int | None] = [*steps, None] if outside else list(steps)
         for step in columns:
             table.add_column(str(step) if step is not None else "-", justify="right")
         for w in summary.workers:

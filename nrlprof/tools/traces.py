@@ -1,7 +1,7 @@
 """Finding Chrome trace files and reading them in bounded memory: header metadata, then events in batches.
 
 Torch (kineto) writes every top-level key except `traceName` before `traceEvents`, so the header is the
-keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 1 MiB of
+keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 64 KiB of
 text: kineto puts each event's closing brace alone on a line, at the events' indentation, so the text
 splits there and orjson parses each slice. A slice that does not parse (another writer's layout, a cut
 file) hands over to ijson, which re-reads the file, skips what was already given and names the problem.
@@ -30,11 +30,15 @@ TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 JSON_SUFFIXES = (".json", ".json.gz")
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # small batches stay in the CPU caches: faster than large ones, and less memory
 _HEADER_LIMIT = 64 << 20
 _IJSON_BATCH = 2000
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_FILE_NAME = re.compile(r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.steps(?P<window>[\d_-]+)\.(?P<pid>\d+)\.pt\.trace")
+# <worker>.rank<r>.steps3-4.<pid>[.<n>].pt.trace.json; discrete mode: <worker>.rank<r>.step3.<method>.<pid>...
+_FILE_NAME = re.compile(
+    r"^(?P<worker>[^.]+)(?:\.rank(?P<rank>\d+))?\.steps?(?P<window>[\d_-]+)(?:\.[^.]+?)??"
+    r"\.(?P<pid>\d+)(?:\.\d+)?\.pt\.trace"
+)
 
 try:
     _ijson = ijson.get_backend("yajl2_c")
@@ -180,6 +184,8 @@ def read_header(path: Path) -> TraceHeader:
             builder: ijson.ObjectBuilder | None = None
             depth = 0
             for _, event, value in events:
+                if reader.consumed > _HEADER_LIMIT:
+                    raise ToolError(f"not a Chrome trace: no traceEvents in the first {_HEADER_LIMIT >> 20} MiB", path)
                 if key is None:
                     if event == "end_map":
                         break
@@ -218,6 +224,12 @@ def iter_event_batches(path: Path, progress: Progress | None = None) -> Iterator
         except _LayoutMismatch:
             pass
     yield from _ijson_batches(path, "traceEvents.item", skip=given, progress=progress)
+
+
+def iter_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The items of `traceEvents`, one at a time."""
+    for batch in iter_event_batches(path):
+        yield from batch
 
 
 def iter_chrome_events(path: Path) -> Iterator[list[dict[str, Any]]]:
@@ -267,18 +279,23 @@ def _split_batches(reader: TraceReader) -> Iterator[list[dict[str, Any]]]:
 
 def _split_body(reader: TraceReader, buf: bytes, marker: bytes) -> Iterator[list[dict[str, Any]]]:
     eof = False
+    separated = False  # whether a comma must come before the next event: not before the first one
     while True:
         if len(buf) >= _CHUNK or eof:
             cut = buf.rfind(marker)
             if cut >= 0:
                 end = cut + len(marker)
+                text = buf[:end]
+                if separated:
+                    text = text.lstrip()
+                    if text[:1] != b",":
+                        raise _LayoutMismatch
+                    text = text[1:]
                 try:
-                    events = orjson.loads(b"[" + buf[:end] + b"]")
+                    events = orjson.loads(b"[" + text + b"]")
                 except orjson.JSONDecodeError:
                     raise _LayoutMismatch from None
-                buf = buf[end:].lstrip()
-                if buf[:1] == b",":
-                    buf = buf[1:].lstrip()
+                buf, separated = buf[end:], True
                 yield events
                 continue
             if eof:
@@ -288,9 +305,9 @@ def _split_body(reader: TraceReader, buf: bytes, marker: bytes) -> Iterator[list
             buf += chunk
         else:
             eof = True
-            if buf[:1] == b"]":
+            if buf.lstrip()[:1] == b"]":
                 break
-    _check_trailer(reader, buf)
+    _check_trailer(reader, buf.lstrip())
 
 
 def _check_trailer(reader: TraceReader, buf: bytes) -> None:
