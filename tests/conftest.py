@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,14 @@ def activate(fresh_nrlprof, monkeypatch):
         return fresh_nrlprof
 
     return _activate
+
+
+@pytest.fixture
+def calls(stand_in_env):
+    """Records of the stand-in tools made during this test only."""
+    started = time.time()
+
+    def _records(tool: str = "nsys") -> list[dict]:
+        return [r for r in tool_records(stand_in_env["log"], tool) if r["time"] >= started]
+
+    return _records

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import sys
-import time
 
-import pytest
 import yaml
-from conftest import tool_records
 from trace_reading import load_trace, marker_steps, traces_under
-
-
-@pytest.fixture
-def calls(stand_in_env):
-    started = time.time()
-    return lambda tool="nsys": [r for r in tool_records(stand_in_env["log"], tool) if r["time"] >= started]
 
 
 def ranked(actor_class, ranks, **options):

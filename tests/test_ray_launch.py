@@ -8,21 +8,9 @@ import shlex
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-from conftest import SYSTEM_PATH, install_stand_ins, tool_records
-
-
-@pytest.fixture
-def calls(stand_in_env):
-    """Records of the stand-in tools made during this test only."""
-    started = time.time()
-
-    def _records(tool: str = "nsys") -> list[dict]:
-        return [r for r in tool_records(stand_in_env["log"], tool) if r["time"] >= started]
-
-    return _records
+from conftest import SYSTEM_PATH, install_stand_ins
 
 
 def test_matched_actor_runs_under_nsys_with_driver_interpreter(ray_cluster, activate, calls):
