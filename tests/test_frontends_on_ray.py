@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import yaml
+from test_yaml_config import VERL_EN_SHARED  # seed 000's example, verbatim
 from trace_reading import load_trace, marker_steps, traces_under
 
 
@@ -12,31 +13,12 @@ def ranked(actor_class, ranks, **options):
     return [actor_class.options(runtime_env={"env_vars": {"RANK": str(r)}}, **options).remote() for r in ranks]
 
 
-VERL_SEED_000 = """
-trainer:
-    profile_steps: [1, 2, 5]  # Profile steps 1, 2, and 5
-
-actor_rollout_ref:
-    actor:
-        profile_discrete: False
-        profile_ranks: [0, 1]  # Only profile ranks 0 and 1 for actor
-    rollout:
-        profile_discrete: False
-        profile_ranks: null    # Profile all ranks for rollout
-    ref:
-        profile_discrete: False  # Disable profiling for ref policy
-critic:
-    profile_discrete: False
-    profile_ranks: [0]      # Only profile rank 0 for critic
-"""
-
-
 def test_verl_seed_config_launches_exactly_the_named_ranks_and_roles(ray_cluster, fresh_nrlprof, calls, monkeypatch):
     from workload import ActorRolloutRefWorker, CriticWorker
 
     for name in [n for n in __import__("os").environ if n.startswith("NRL_")]:
         monkeypatch.delenv(name)
-    fresh_nrlprof.configure(yaml.safe_load(VERL_SEED_000))
+    fresh_nrlprof.configure(yaml.safe_load(VERL_EN_SHARED))
     hybrid = ranked(ActorRolloutRefWorker, range(3))
     critics = ranked(CriticWorker, range(2))
     pids = ray_cluster.get([w.pid.remote() for w in hybrid + critics], timeout=180)
