@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import nvtx
 
 import nrlprof
-from nrlprof import window_state
+from nrlprof.runtime import window_state
 
 WORK_TARGET_US = 20.0
 

@@ -12,7 +12,7 @@ Each part runs in its own interpreter, with the NRL_* variables it needs set bef
   `nrlprof.step(n)` when it opens a window (the first one separately: it pays torch profiler start-up)
   and when it closes one (the traces are written then), against one `__ray_call__` round trip to the 8
   actors, the least any dispatch can cost.
-- job: the demo job (nrlprof.demo_job) on one cluster, twice: workers created while nrlprof is active
+- job: the demo job (nrlprof.demo.job) on one cluster, twice: workers created while nrlprof is active
   (matched, but steps 1000:1002 are never reached) with `nrlprof.step` as the step hook, and workers
   created before nrlprof was activated with a no-op hook. Rounds alternate; target: within 1%.
 """
@@ -122,13 +122,13 @@ def part_window(args: argparse.Namespace, work: Path) -> dict:
 
 
 def part_job(args: argparse.Namespace, work: Path) -> dict:
-    from nrlprof.agent_env import install_agent_hook
+    from nrlprof.rayfix.plugins_env import install_agent_hook
 
     install_agent_hook(os.environ)  # what activation does; here nrlprof activates after ray.init
     import ray
 
     import nrlprof
-    from nrlprof.demo_job import create_workers, run_steps
+    from nrlprof.demo.job import create_workers, run_steps
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     try:

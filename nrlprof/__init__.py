@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from nrlprof.annotate import annotate, timings
 from nrlprof.errors import ConfigError
+from nrlprof.ranges.annotate import annotate, timings
 
 __all__ = [
     "ConfigError",
@@ -32,16 +32,14 @@ _gate_step = None
 def _bind_gate() -> None:
     """`step` calls the gate; the gate itself is built at the first step, after `ray.init()`."""
     global _gate_step
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.state()
     _gate_step = None if state is None or state.identity is not None else _first_step
 
 
 def _first_step(n: int) -> None:
     global _gate_step
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.state()
     _gate_step = None if state is None else state.gate.step
     if _gate_step is not None:
@@ -56,24 +54,22 @@ def step(n: int) -> None:
 
 def finish() -> None:
     """Close open windows and flush their files (also done at interpreter exit)."""
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.state()
     if state is not None and state._gate is not None:
         state._gate.finish()
 
 
 def is_active() -> bool:
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     return activation.state() is not None
 
 
 def configure(config: Mapping[str, object] | object) -> None:
     """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it."""
-    from nrlprof import activation
-    from nrlprof.env_config import plan_from_env
-    from nrlprof.yaml_config import plan_from_mapping
+    from nrlprof.config.env import plan_from_env
+    from nrlprof.config.yaml_config import plan_from_mapping
+    from nrlprof.runtime import session as activation
 
     activation.activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)))
     _bind_gate()
@@ -81,8 +77,8 @@ def configure(config: Mapping[str, object] | object) -> None:
 
 def activate_from_env() -> bool:
     """(Re)read the NRL_* variables of `os.environ` now, e.g. after a launcher set them in-process."""
-    from nrlprof import activation
-    from nrlprof.env_config import load_plan
+    from nrlprof.config.env import load_plan
+    from nrlprof.runtime import session as activation
 
     activation.activate_driver(load_plan(os.environ))
     _bind_gate()
@@ -91,23 +87,21 @@ def activate_from_env() -> bool:
 
 def disable() -> None:
     """Close windows and remove every patch nrlprof installed."""
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     activation.deactivate()
     _bind_gate()
 
 
 def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
     """The runtime_env fragment for a worker, for frameworks that build runtime envs themselves."""
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.state()
     if state is None:
         return {}
-    from nrlprof.identity import WorkerIdentity
-    from nrlprof.matching import match_worker
-    from nrlprof.ray_hooks import log_matches
-    from nrlprof.runtime_env import fragment_for
+    from nrlprof.workers.creation_hook import log_matches
+    from nrlprof.workers.identity import WorkerIdentity
+    from nrlprof.workers.matching import match_worker
+    from nrlprof.workers.runtime_env import fragment_for
 
     identity = WorkerIdentity(worker_name, None, 0 if rank is None else rank, explicit_name=worker_name)
     if rank is None:
@@ -126,7 +120,7 @@ def _launched_as_cli() -> bool:
 
 
 def _in_ray_runtime_env_agent() -> bool:
-    """The agent imports nrlprof.ray_agent for the plugin fix; it is no driver."""
+    """The agent imports nrlprof.rayfix.agent_hook for the plugin fix; it is no driver."""
     import sys
 
     return bool(sys.argv) and sys.argv[0].endswith(os.path.join("runtime_env", "agent", "main.py"))
@@ -142,8 +136,7 @@ def _activate_from_environment() -> None:
         )
     ):
         return
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     activation.activate_from_env(os.environ)
     _bind_gate()
 

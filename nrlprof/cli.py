@@ -11,12 +11,12 @@ from collections.abc import Sequence
 SUBCOMMANDS = {
     "doctor": ("nrlprof.tools.doctor", "check every node of a running cluster for what profiling needs"),
     "plan": ("nrlprof.tools.plan", "show what the current variables/config would profile, and where files go"),
-    "patch-ray": ("nrlprof.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
+    "patch-ray": ("nrlprof.rayfix.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
     "collect": ("nrlprof.tools.collect", "copy every report, trace and manifest from every node into one directory"),
     "merge": ("nrlprof.tools.merge", "merge torch traces into one Chrome/Perfetto timeline"),
     "summary": ("nrlprof.tools.summary", "worker x step table of times, ranges, operators and kernels"),
     "report": ("nrlprof.tools.report", "one self-contained HTML report: timeline picture and tables"),
-    "demo": ("nrlprof.demo", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
+    "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
 
 
@@ -27,10 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(module_name=module_name)
-        if name == "patch-ray":
-            sub.add_argument("patch_args", nargs=argparse.REMAINDER, help="--check | --revert | --ray-dir DIR")
-        else:
-            importlib.import_module(module_name).add_arguments(sub)
+        importlib.import_module(module_name).add_arguments(sub)
     return parser
 
 
@@ -46,8 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module = importlib.import_module(args.module_name)
     try:
-        if args.command == "patch-ray":
-            return module.main(list(args.patch_args))
         return int(module.run(args) or 0)
     except ConfigError as err:
         print(f"nrlprof {args.command}: {err}", file=sys.stderr)

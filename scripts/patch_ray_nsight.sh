@@ -5,7 +5,7 @@
 #   scripts/patch_ray_nsight.sh [PYTHON] [--check|--revert] [--ray-dir DIR]
 #
 # PYTHON (default python3) is the interpreter whose Ray gets fixed. When it can import nrlprof, the installed
-# `nrlprof.patch_ray` runs; otherwise the patch_ray.py of this checkout runs by path (standard library only).
+# `nrlprof.rayfix.patch_ray` runs; otherwise the patch_ray.py of this checkout runs by path (standard library only).
 # Exit codes: 0 ok, 1 --check found an unfixed plugin, 2 could not patch / Ray not found.
 set -euo pipefail
 
@@ -20,11 +20,11 @@ if ! command -v "$py" >/dev/null 2>&1; then
     exit 2
 fi
 
-if "$py" -c 'import nrlprof.patch_ray' >/dev/null 2>&1; then
-    exec "$py" -m nrlprof.patch_ray "$@"
+if "$py" -c 'import nrlprof.rayfix.patch_ray' >/dev/null 2>&1; then
+    exec "$py" -m nrlprof.rayfix.patch_ray "$@"
 fi
 
-script="$(dirname -- "${BASH_SOURCE[0]}")/../nrlprof/patch_ray.py"
+script="$(dirname -- "${BASH_SOURCE[0]}")/../nrlprof/rayfix/patch_ray.py"
 if [[ ! -f "$script" ]]; then
     echo "patch_ray_nsight.sh: '$py' cannot import nrlprof and $script does not exist" >&2
     exit 2

@@ -45,7 +45,7 @@ def ray_cluster(stand_in_env, tmp_path_factory):
     """A local Ray cluster per test module; its runtime-env agent carries nrlprof's fix (the in-memory route)."""
     import ray
 
-    from nrlprof.agent_env import install_agent_hook
+    from nrlprof.rayfix.plugins_env import install_agent_hook
 
     saved = dict(os.environ)
     os.environ["PATH"] = stand_in_env["PATH"]

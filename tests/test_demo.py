@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nrlprof.demo import add_arguments, demo_environment
+from nrlprof.demo.cli import add_arguments, demo_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 

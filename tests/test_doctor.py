@@ -15,8 +15,8 @@ import pytest
 import ray
 from rich.console import Console
 
-from nrlprof.agent_env import PLUGINS_VARIABLE, install_agent_hook
-from nrlprof.env_config import SELECTING_VARIABLES
+from nrlprof.config.env import SELECTING_VARIABLES
+from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, install_agent_hook
 from nrlprof.tools import doctor as D
 
 NSYS_VERSION = "2025.1.1.103-test"

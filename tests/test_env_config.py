@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from nrlprof.env_config import plan_from_env
+from nrlprof.config.env import plan_from_env
+from nrlprof.config.plan import Plan
+from nrlprof.config.steps import Window
 from nrlprof.errors import ConfigError
-from nrlprof.plan import Plan
-from nrlprof.steps import Window
 
 NSYS = {"NRL_NSYS_WORKER_PATTERNS": "*policy*"}
 

@@ -76,8 +76,7 @@ def test_gate_state_machine_outside_windows_does_no_ray_call(ray_cluster, activa
     )
     worker = DTensorPolicyWorker.remote()
     ray_cluster.get(worker.pid.remote())
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     gate = activation.state().gate
     dispatched = []
     real_dispatch = gate.dispatch

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nrlprof.identity import RankCounter, WorkerIdentity, file_safe, rank_from_env_vars, snake_case
-from nrlprof.matching import match_worker
-from nrlprof.plan import BackendPlan, Plan, Target
-from nrlprof.steps import StepSelection
+from nrlprof.config.plan import BackendPlan, Plan, Target
+from nrlprof.config.steps import StepSelection
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, file_safe, rank_from_env_vars, snake_case
+from nrlprof.workers.matching import match_worker
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 import nrlprof
-from nrlprof import window_state
-from nrlprof.annotate import reset_timings
+from nrlprof.ranges.annotate import reset_timings
+from nrlprof.runtime import window_state
 
 INERT_CHECK = (
-    "import sys, nrlprof, nrlprof.patches as p, logging\n"
+    "import sys, nrlprof, nrlprof.runtime.patches as p, logging\n"
     "print(sorted(m for m in ('ray', 'torch', 'nvtx') if m in sys.modules), p.installed(), nrlprof.is_active(),"
     " logging.getLogger('nrlprof').handlers)\n"
 )
@@ -34,7 +34,7 @@ def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_n
 
 def test_import_with_variables_activates_and_logs_visibly():
     env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
-    code = "import nrlprof, nrlprof.patches as p; print(p.installed(), nrlprof.is_active())"
+    code = "import nrlprof, nrlprof.runtime.patches as p; print(p.installed(), nrlprof.is_active())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "('ray.actor.ActorClass._remote',) True" in result.stdout
     assert "[nrlprof] INFO nsys profiling planned for workers matching '*policy*', steps 2" in result.stderr

@@ -19,10 +19,10 @@ from ray._private.runtime_env.context import RuntimeEnvContext
 from ray.exceptions import RuntimeEnvSetupError
 from ray.runtime_env import RuntimeEnv
 
-from nrlprof import patch_ray
+from nrlprof.rayfix import patch_ray
 
 REPO = Path(__file__).resolve().parents[1]
-PATCH_SCRIPT = REPO / "nrlprof" / "patch_ray.py"
+PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
 SHELL_SCRIPT = REPO / "scripts" / "patch_ray_nsight.sh"
 RAY_RUNTIME_ENV = Path(ray.__file__).parent / "_private" / "runtime_env"
 NSIGHT = "_private/runtime_env/nsight.py"
@@ -355,7 +355,7 @@ def test_read_only_install_is_one_clear_message(
     err = capsys.readouterr().err
     assert err.count("nrlprof patch-ray:") == 1
     assert str(ray_dir / NSIGHT) in err and error.strerror in err
-    assert 'RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.ray_agent.AgentHook"}]\'' in err
+    assert 'RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.rayfix.agent_hook.AgentHook"}]\'' in err
     assert sha256(ray_dir / NSIGHT) == original
     assert sorted(path.name for path in (ray_dir / NSIGHT).parent.iterdir()) == before
 
@@ -411,7 +411,7 @@ def test_runs_by_path_and_as_module(ray_dir: Path, tmp_path: Path) -> None:
     by_path = run_patch("--check", "--ray-dir", str(ray_dir), cwd=tmp_path)
     assert by_path.returncode == 1, by_path.stderr
     as_module = subprocess.run(
-        [sys.executable, "-m", "nrlprof.patch_ray", "--ray-dir", str(ray_dir)],
+        [sys.executable, "-m", "nrlprof.rayfix.patch_ray", "--ray-dir", str(ray_dir)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -489,3 +489,23 @@ def test_shell_script_with_no_such_interpreter(tmp_path: Path) -> None:
     result = subprocess.run(["bash", str(SHELL_SCRIPT), str(tmp_path / "python")], capture_output=True, text=True)
     assert result.returncode == 2
     assert "no Python interpreter" in result.stderr
+
+
+def test_nrlprof_command_takes_every_patch_ray_option(ray_dir: Path) -> None:
+    """The README's `nrlprof patch-ray --check|--revert --ray-dir DIR`, through the installed command."""
+    nrlprof_cli = str(Path(sys.executable).with_name("nrlprof"))
+    original = sha256(ray_dir / NSIGHT)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([nrlprof_cli, "patch-ray", *args], capture_output=True, text=True, timeout=60)
+
+    unfixed = cli("--check", "--ray-dir", str(ray_dir))
+    assert unfixed.returncode == 1, unfixed.stderr
+    assert f"{NSIGHT}: unpatched" in unfixed.stdout
+    assert cli("--ray-dir", str(ray_dir)).returncode == 0
+    assert begin_markers(ray_dir / NSIGHT) == 1
+    assert cli("--check", "--ray-dir", str(ray_dir)).returncode == 0
+    reverted = cli("--revert", "--ray-dir", str(ray_dir))
+    assert reverted.returncode == 0, reverted.stderr
+    assert sha256(ray_dir / NSIGHT) == original
+    assert cli("--check", "--revert", "--ray-dir", str(ray_dir)).returncode == 2

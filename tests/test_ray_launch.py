@@ -87,7 +87,7 @@ def test_upstream_interpreter_bug_reproduced_then_fixed(tmp_path, fixed):
     env["PATH"] = f"{bin_dir}:{SYSTEM_PATH}"
     env["PYTHONPATH"] = os.path.dirname(__file__)
     if fixed:
-        from nrlprof.agent_env import install_agent_hook
+        from nrlprof.rayfix.plugins_env import install_agent_hook
 
         install_agent_hook(env)
     script = tmp_path / "unfixed.py"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from nrlprof.env_config import plan_from_env
-from nrlprof.identity import WorkerIdentity
-from nrlprof.matching import match_worker
-from nrlprof.plan import Plan
-from nrlprof.runtime_env import (
+from nrlprof.config.env import plan_from_env
+from nrlprof.config.plan import Plan
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.matching import match_worker
+from nrlprof.workers.runtime_env import (
     PLAN_VARIABLE,
     RAY_SETUP_HOOK_VARIABLE,
     SETUP_HOOK,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.merge import add_arguments, crc32_combine, merge_traces, run
 from nrlprof.tools.traces import iter_event_batches, read_header
 

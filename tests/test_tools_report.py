@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.report import add_arguments, render_html, run, write_report
 from nrlprof.tools.summary import summarize
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.hta import hta_folder
 from nrlprof.tools.summary import add_arguments, parse_nsys_csv, render, run, summarize
 

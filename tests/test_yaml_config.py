@@ -10,14 +10,14 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from nrlprof import yaml_config
-from nrlprof.env_config import load_plan, plan_from_env
+from nrlprof.config import yaml_config
+from nrlprof.config.env import load_plan, plan_from_env
+from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target, TorchSettings
+from nrlprof.config.steps import StepSelection, Window
+from nrlprof.config.yaml_config import ROLE_PATTERNS, controller_nsys_options, plan_from_file, plan_from_mapping
 from nrlprof.errors import ConfigError
-from nrlprof.identity import WorkerIdentity
-from nrlprof.matching import match_backend
-from nrlprof.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target, TorchSettings
-from nrlprof.steps import StepSelection, Window
-from nrlprof.yaml_config import ROLE_PATTERNS, controller_nsys_options, plan_from_file, plan_from_mapping
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.matching import match_backend
 
 # ---- seed 000: verl nsight guide (EN) ----
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nrlprof.backends.base import Backend
-from nrlprof.plan import NSYS, ROCPROF, TORCH
+from nrlprof.config.plan import NSYS, ROCPROF, TORCH
 
 
 def backend_class(kind: str) -> type[Backend]:

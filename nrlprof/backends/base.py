@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nrlprof.identity import WorkerIdentity
+from nrlprof.config.plan import BackendPlan, Plan, Target
+from nrlprof.config.steps import Window
 from nrlprof.manifest import WindowRecord
-from nrlprof.plan import BackendPlan, Plan, Target
-from nrlprof.steps import Window
+from nrlprof.workers.identity import WorkerIdentity
 
 
 @dataclass(frozen=True)

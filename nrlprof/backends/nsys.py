@@ -8,13 +8,13 @@ from pathlib import Path
 
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
-from nrlprof.identity import WorkerIdentity
+from nrlprof.config.nsys_options import nsys_output_name
+from nrlprof.config.plan import NSYS, BackendPlan
+from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.plan import NSYS, BackendPlan
-from nrlprof.step_ranges import StepRanges
-from nrlprof.steps import Window
-from nrlprof.tool_options import nsys_output_name
+from nrlprof.ranges.step_ranges import StepRanges
+from nrlprof.workers.identity import WorkerIdentity
 
 
 class NsysBackend(Backend):
@@ -52,7 +52,7 @@ class NsysBackend(Backend):
         return problem
 
     def begin_call(self, label: str) -> None:
-        from nrlprof.nvtx_api import nvtx_module
+        from nrlprof.ranges.nvtx import nvtx_module
 
         self.capture_problem = self._start_capture(f"capture of {label}") or self.capture_problem
         nvtx = nvtx_module()
@@ -60,7 +60,7 @@ class NsysBackend(Backend):
             self.call_range = nvtx.start_range(message=f"{label} [step {self.steps_seen[-1]}]", domain="nrlprof")
 
     def end_call(self) -> None:
-        from nrlprof.nvtx_api import nvtx_module
+        from nrlprof.ranges.nvtx import nvtx_module
 
         if self.call_range is not None:
             nvtx_module().end_range(self.call_range)

@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 from nrlprof.backends.base import Backend
-from nrlprof.identity import WorkerIdentity
+from nrlprof.config.plan import ROCPROF, BackendPlan
+from nrlprof.config.steps import Window
 from nrlprof.manifest import WindowRecord
-from nrlprof.plan import ROCPROF, BackendPlan
-from nrlprof.steps import Window
+from nrlprof.workers.identity import WorkerIdentity
 
 
 class RocprofBackend(Backend):

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 from nrlprof.backends.base import Backend
-from nrlprof.identity import file_safe
+from nrlprof.config.plan import TORCH
+from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.plan import TORCH
-from nrlprof.steps import Window
+from nrlprof.workers.identity import file_safe
 
 STEP_MARKER = "ProfilerStep#{}"
 

@@ -30,7 +30,7 @@ ROCPROF_TOOL = "rocprof-sys-python"
 VERSION_TIMEOUT_S = 15.0
 NODE_TIMEOUT_S = 120.0
 FIXED_STATES = ("patched", "upstream-fixed")
-HOOK_SETTING = 'RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.ray_agent.AgentHook"}]\''
+HOOK_SETTING = 'RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.rayfix.agent_hook.AgentHook"}]\''
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -194,7 +194,7 @@ def agent_check(node_id: str) -> tuple[int | None, bool | None, str]:
     The raylet starts the agent with its own environment. The agent's `/proc/<pid>/environ` is not read: the
     agent renames its process title, which overwrites part of that area.
     """
-    from nrlprof.agent_env import PLUGINS_VARIABLE, agent_hook_listed
+    from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, agent_hook_listed
 
     pid = find_raylet_pid(node_id)
     if pid is None:
@@ -209,9 +209,9 @@ def agent_check(node_id: str) -> tuple[int | None, bool | None, str]:
 
 def plugin_files_check() -> tuple[dict[str, Any], str]:
     try:
-        from nrlprof.patch_ray import inspect_ray
+        from nrlprof.rayfix.patch_ray import inspect_ray
     except ImportError as err:
-        return {}, f"nrlprof.patch_ray unavailable: {err}"
+        return {}, f"nrlprof.rayfix.patch_ray unavailable: {err}"
     try:
         return inspect_ray(), ""
     except Exception as err:  # a broken Ray install must not hide the other checks
@@ -375,7 +375,7 @@ def doctor(
     """Check every alive node; raises BadInput when no cluster is reachable, ConfigError for bad variables."""
     import ray
 
-    from nrlprof.env_config import is_configured, load_plan
+    from nrlprof.config.env import is_configured, load_plan
 
     environ = os.environ if environ is None else environ
     plan = load_plan(environ)

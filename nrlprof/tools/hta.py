@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.traces import TraceHeader, find_traces
 
 

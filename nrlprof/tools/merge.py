@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.traces import (
     TraceHeader,
     find_traces,

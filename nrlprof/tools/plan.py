@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.backends import backend_class
-from nrlprof.env_config import load_plan
-from nrlprof.identity import WorkerIdentity
-from nrlprof.matching import match_worker
-from nrlprof.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan
-from nrlprof.ray_plugin_fix import render_tool_options
-from nrlprof.tool_options import steps_label
+from nrlprof.config.env import load_plan
+from nrlprof.config.nsys_options import steps_label
+from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan
+from nrlprof.rayfix.fix import render_tool_options
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.matching import match_worker
 
 NSIGHT_DIR = "<ray session dir>/logs/nsight"
 ROCPROF_DIR = "<ray session dir>/logs/rocprof_sys"

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 from nrlprof.tools.summary import TOP, Span, Summary, WorkerSummary, summarize
 from nrlprof.tools.traces import progress_bar
 

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 import ijson
 import orjson
 
-from nrlprof.tools.errors import ToolError
+from nrlprof.errors import ToolError
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 JSON_SUFFIXES = (".json", ".json.gz")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 
-from nrlprof.runtime_env import USER_SETUP_HOOK_VARIABLE
+from nrlprof.workers.runtime_env import USER_SETUP_HOOK_VARIABLE
 
 
 def setup() -> None:
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.activate_worker()
     if state is not None and "torch" in state.targets:
         # Paid at worker start, not when the first window opens: torch's trace preparation

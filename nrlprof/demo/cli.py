@@ -1,4 +1,4 @@
-"""`nrlprof demo`: run the bundled RL-shaped Ray job (nrlprof.demo_job) profiled, then show what was written.
+"""`nrlprof demo`: run the bundled RL-shaped Ray job (nrlprof.demo.job) profiled, then show what was written.
 
 Settings come, in this order of precedence, from the command line, from NRL_* variables already set, and
 from the demo's defaults: steps 3:5 of 6 with the torch profiler for the policy, generation and
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nrlprof.demo_job import StepResult
+    from nrlprof.demo.job import StepResult
 
 DEFAULT_OUT = "nrlprof-demo"
 DEFAULT_RANGE = "3:5"
@@ -87,7 +87,7 @@ def _run_job(steps: int, nsys_dir: Path) -> list[Path]:
     import ray
 
     import nrlprof
-    from nrlprof.demo_job import create_workers, run_steps
+    from nrlprof.demo.job import create_workers, run_steps
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
@@ -138,7 +138,7 @@ def _print_step_table(torch_dir: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from nrlprof.tools.errors import ToolError
+    from nrlprof.errors import ToolError
     from nrlprof.tools.summary import summarize
 
     try:

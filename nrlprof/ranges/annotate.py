@@ -6,8 +6,8 @@ import functools
 import time
 from collections.abc import Callable
 
-from nrlprof import window_state
-from nrlprof.nvtx_api import nvtx_module
+from nrlprof.ranges.nvtx import nvtx_module
+from nrlprof.runtime import window_state
 
 DOMAIN = "nrlprof"
 CO_COROUTINE = 0x80

@@ -15,11 +15,11 @@ import socket
 import time
 from collections.abc import Callable
 
+from nrlprof.config.plan import BackendPlan, Plan
+from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.plan import BackendPlan, Plan
-from nrlprof.process_profiler import START, STEP, STOP, Action, ProcessProfiler
-from nrlprof.steps import Window
-from nrlprof.tracker import Tracker
+from nrlprof.runtime.process import START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.workers.tracker import Tracker
 
 Dispatch = Callable[[Tracker, tuple[Action, ...], float], list[dict]]
 

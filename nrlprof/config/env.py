@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from nrlprof.errors import ConfigError
-from nrlprof.plan import (
+from nrlprof.config.nsys_options import merge_options, normalise_options, nsys_default_options
+from nrlprof.config.plan import (
     DEFAULT_TIMEOUT_S,
     NSYS,
     ROCPROF,
@@ -16,8 +16,8 @@ from nrlprof.plan import (
     Target,
     TorchSettings,
 )
-from nrlprof.steps import StepSelection, parse_step_spec
-from nrlprof.tool_options import merge_options, normalise_options, nsys_default_options
+from nrlprof.config.steps import StepSelection, parse_step_spec
+from nrlprof.errors import ConfigError
 
 CONFIG_FILE_VARIABLE = "NRL_PROFILE_CONFIG"
 LOG_LEVEL_VARIABLE = "NRL_PROFILE_LOG_LEVEL"
@@ -212,7 +212,7 @@ def load_plan(environ: Mapping[str, str]) -> Plan:
     """The file named by NRL_PROFILE_CONFIG (if any), with the variables over it."""
     base = None
     if environ.get(CONFIG_FILE_VARIABLE, "").strip():
-        from nrlprof.yaml_config import plan_from_file
+        from nrlprof.config.yaml_config import plan_from_file
 
         base = plan_from_file(environ[CONFIG_FILE_VARIABLE].strip())
     return plan_from_env(environ, base)

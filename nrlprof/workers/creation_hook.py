@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from nrlprof import patches
-from nrlprof.identity import RankCounter, WorkerIdentity, rank_from_env_vars
+from nrlprof.config.plan import NSYS, Plan
 from nrlprof.log import logger
-from nrlprof.matching import Match, match_worker
-from nrlprof.plan import NSYS, Plan
-from nrlprof.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env
-from nrlprof.tracker import TrackedActor, Tracker
+from nrlprof.runtime import patches
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars
+from nrlprof.workers.matching import Match, match_worker
+from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
 
@@ -37,7 +37,7 @@ def job_setup_hook() -> str | None:
     """The setup hook this job (or this worker's own runtime env) already runs, if any."""
     import os
 
-    from nrlprof.runtime_env import RAY_SETUP_HOOK_VARIABLE, SETUP_HOOK, USER_SETUP_HOOK_VARIABLE
+    from nrlprof.workers.runtime_env import RAY_SETUP_HOOK_VARIABLE, SETUP_HOOK, USER_SETUP_HOOK_VARIABLE
 
     current = os.environ.get(RAY_SETUP_HOOK_VARIABLE)
     if current == SETUP_HOOK:

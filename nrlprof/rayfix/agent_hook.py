@@ -9,7 +9,7 @@ from ray._private.runtime_env.nsight import NsightPlugin
 from ray._private.runtime_env.plugin import RuntimeEnvPlugin
 from ray._private.runtime_env.rocprof_sys import RocProfSysPlugin
 
-from nrlprof.ray_plugin_fix import apply_nsight_fix, apply_rocprof_fix
+from nrlprof.rayfix.fix import apply_nsight_fix, apply_rocprof_fix
 
 apply_nsight_fix(NsightPlugin)
 apply_rocprof_fix(RocProfSysPlugin)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from nrlprof.log import logger
-from nrlprof.process_profiler import Action
-from nrlprof.tracker import Tracker
+from nrlprof.runtime.process import Action
+from nrlprof.workers.tracker import Tracker
 
 
 def apply_in_actor(_actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
     """Runs inside a worker: its own backends, then its tracked children."""
-    from nrlprof import activation
-
+    from nrlprof.runtime import session as activation
     state = activation.worker_state()
     if state is None:
         return []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nrlprof.config.steps import StepSelection
 from nrlprof.errors import ConfigError
-from nrlprof.steps import StepSelection
 
 NSYS_DEFAULT_TRACE = "cuda,nvtx"
 OPTION_ALIASES = {"output": "o", "trace": "t"}

@@ -8,7 +8,7 @@ from collections.abc import MutableMapping
 from nrlprof.errors import ConfigError
 
 PLUGINS_VARIABLE = "RAY_RUNTIME_ENV_PLUGINS"
-HOOK_CLASS_PATH = "nrlprof.ray_agent.AgentHook"
+HOOK_CLASS_PATH = "nrlprof.rayfix.agent_hook.AgentHook"
 
 
 def with_agent_hook(current: str | None) -> str:

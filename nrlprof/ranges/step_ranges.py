@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nrlprof.nvtx_api import nvtx_module
+from nrlprof.ranges.nvtx import nvtx_module
 
 DOMAIN = "nrlprof"
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nrlprof.backends.base import ProcessRole
-from nrlprof.env_config import is_configured, load_plan
-from nrlprof.identity import RankCounter, WorkerIdentity
+from nrlprof.config.env import is_configured, load_plan
+from nrlprof.config.plan import Plan, Target
 from nrlprof.log import configure_logging, logger
-from nrlprof.plan import Plan, Target
-from nrlprof.process_profiler import ProcessProfiler
-from nrlprof.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
-from nrlprof.tracker import Tracker
+from nrlprof.runtime.process import ProcessProfiler
+from nrlprof.workers.identity import RankCounter, WorkerIdentity
+from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
+from nrlprof.workers.tracker import Tracker
 
 
 @dataclass
@@ -42,8 +42,8 @@ class ActiveState:
     @property
     def gate(self):
         if self._gate is None:
-            from nrlprof.gate import Gate
-            from nrlprof.ray_dispatch import dispatch
+            from nrlprof.runtime.dispatch import dispatch
+            from nrlprof.runtime.gate import Gate
 
             self._gate = Gate(self.plan, self.tracker, self.process, dispatch)
         return self._gate
@@ -92,8 +92,7 @@ def _resolved(plan: Plan) -> Plan:
 
 
 def _install_ray_side(plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool = False):
-    from nrlprof import ray_hooks
-
+    from nrlprof.workers import creation_hook as ray_hooks
     return ray_hooks.install(plan, tracker, ranks, inside_profiled_worker)
 
 
@@ -105,7 +104,7 @@ def activate_driver(plan: Plan) -> ActiveState | None:
         return _state
     plan = _resolved(plan)
     _prepare_output_dirs(plan)
-    from nrlprof.agent_env import install_agent_hook
+    from nrlprof.rayfix.plugins_env import install_agent_hook
 
     install_agent_hook(os.environ)
     if _state is not None:
@@ -137,8 +136,7 @@ def activate_worker() -> ActiveState | None:
     tracker, ranks = Tracker(), RankCounter()
     hook = _install_ray_side(plan, tracker, ranks, inside_profiled_worker=True)
     _state = ActiveState(plan, tracker, ranks, identity, targets, hook)
-    from nrlprof import method_ranges
-
+    from nrlprof.ranges import method_ranges
     method_ranges.install(identity.name)
     return _state
 
@@ -154,8 +152,7 @@ def activate_from_env(environ: Mapping[str, str]) -> ActiveState | None:
 def deactivate() -> None:
     """Close windows and remove every patch (tests, and `nrlprof.disable()`)."""
     global _state
-    from nrlprof import patches
-
+    from nrlprof.runtime import patches
     if _state is not None and _state._gate is not None:
         _state._gate.finish()
     patches.uninstall_all()

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from nrlprof.identity import WorkerIdentity
+from nrlprof.workers.identity import WorkerIdentity
 
 
 @dataclass(frozen=True)

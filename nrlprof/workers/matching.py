@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from nrlprof.identity import WorkerIdentity
-from nrlprof.plan import BackendPlan, Plan, Target
+from nrlprof.config.plan import BackendPlan, Plan, Target
+from nrlprof.workers.identity import WorkerIdentity
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nrlprof import window_state
 from nrlprof.backends import backend_class
 from nrlprof.backends.base import Backend, ProcessRole
+from nrlprof.config.plan import Target
+from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import MANIFEST_DIR_NAME, WindowRecord, append_record
-from nrlprof.plan import Target
-from nrlprof.steps import Window
+from nrlprof.runtime import window_state
 
 START, STEP, STOP = "start", "step", "stop"
 

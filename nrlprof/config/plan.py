@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from nrlprof.steps import StepSelection
+from nrlprof.config.steps import StepSelection
 
 NSYS = "nsys"
 TORCH = "torch"

@@ -3,11 +3,11 @@
 Ray's plugins drop the interpreter chosen by earlier plugins and do not quote the
 profiler command.  The plugins run in the runtime-env agent, which a patch in the
 driver's memory does not reach, so this appends the fixed methods (the source of
-`ray_plugin_fix.py`, beside this file) to the installed plugin modules, between
+`fix.py`, beside this file) to the installed plugin modules, between
 two marker lines.  `--revert` removes that block and restores the original bytes.
 
 Standard library only: SLURM scripts run it by path on nodes where nrlprof is not
-installed (`python nrlprof/patch_ray.py [--check|--revert] [--ray-dir DIR]`).
+installed (`python nrlprof/rayfix/patch_ray.py [--check|--revert] [--ray-dir DIR]`).
 """
 
 import os
@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-FIX_SOURCE = Path(__file__).with_name("ray_plugin_fix.py")
+FIX_SOURCE = Path(__file__).with_name("fix.py")
 
 PATCHED = "patched"
 UNPATCHED = "unpatched"
@@ -48,7 +48,8 @@ EXIT_FAILED = 2
 _BEGIN = re.compile(rb"\n# >>> nrlprof ray-plugin-fix v(\d+) ([0-9a-f]{12}) >>>[^\n]*\n")
 _END = re.compile(rb"# <<< nrlprof ray-plugin-fix v\d+ <<<\n")
 _IN_MEMORY_ROUTE = (
-    'set RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.ray_agent.AgentHook"}]\' before `ray start` on every node '
+    'set RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.rayfix.agent_hook.AgentHook"}]\' '
+    "before `ray start` on every node "
     "(nrlprof sets it itself for clusters that the driver starts)"
 )
 
@@ -349,23 +350,22 @@ def revert_file(current: FileState) -> str:
     return f"{plugin.relpath}: reverted to Ray's original [{path}]"
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="nrlprof patch-ray",
-        description="Fix Ray's nsight / rocprof-sys runtime-env plugins on disk: keep the worker's interpreter and "
-        "shell-quote the profiler command. Run before `ray start` on every node.",
-    )
+DESCRIPTION = (
+    "Fix Ray's nsight / rocprof-sys runtime-env plugins on disk: keep the worker's interpreter and "
+    "shell-quote the profiler command. Run before `ray start` on every node."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     check_help = "change nothing; exit 0 if every plugin file present is fixed, else 1"
     mode.add_argument("--check", action="store_true", help=check_help)
     mode.add_argument("--revert", action="store_true", help="remove the fix and restore Ray's original files")
     parser.add_argument("--ray-dir", help="the Ray package directory (default: where `import ray` finds it)")
-    return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; exit codes: 0 ok, 1 `--check` found an unfixed plugin, 2 could not patch / Ray not found."""
-    args = _parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Exit codes: 0 ok, 1 `--check` found an unfixed plugin, 2 could not patch / Ray not found."""
     root = find_ray_dir(args.ray_dir)
     states = [inspect_file(root, plugin) for plugin in PLUGINS]
     if root is None or all(state.state == MISSING for state in states):
@@ -386,6 +386,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nrlprof patch-ray: {err}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point when run by path or with `python -m nrlprof.rayfix.patch_ray`."""
+    parser = argparse.ArgumentParser(prog="nrlprof patch-ray", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 def _check(states: list[FileState]) -> int:

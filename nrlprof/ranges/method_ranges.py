@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nrlprof import patches, window_state
+from nrlprof.runtime import patches, window_state
 
 PATCH_NAME = "ray.FunctionActorManager._make_actor_method_executor"
 
 
 def _traced(executor: Callable, label: str, method_name: str) -> Callable:
-    from nrlprof.annotate import _Ranges
+    from nrlprof.ranges.annotate import _Ranges
 
     def traced(__ray_actor: Any, *args: Any, **kwargs: Any) -> Any:
         if not window_state.any_open:

@@ -49,16 +49,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nrlprof.errors import ConfigError
-from nrlprof.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target
-from nrlprof.steps import StepSelection, Window, steps_from_list
-from nrlprof.tool_options import (
+from nrlprof.config.nsys_options import (
     OPTION_ALIASES,
     merge_options,
     normalise_options,
     nsys_default_options,
     option_text,
 )
+from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target
+from nrlprof.config.steps import StepSelection, Window, steps_from_list
+from nrlprof.errors import ConfigError
 
 CONFIG_FILE_VARIABLE = "NRL_PROFILE_CONFIG"
 FILE_FORM = (

@@ -6,14 +6,14 @@ import json
 from collections.abc import Mapping
 
 from nrlprof.backends import backend_class
-from nrlprof.identity import WorkerIdentity
-from nrlprof.matching import Match
-from nrlprof.plan import Plan, Target
+from nrlprof.config.plan import Plan, Target
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.matching import Match
 
 PLAN_VARIABLE = "NRLPROF_PLAN"
 WORKER_VARIABLE = "NRLPROF_WORKER"
 USER_SETUP_HOOK_VARIABLE = "NRLPROF_USER_SETUP_HOOK"
-SETUP_HOOK = "nrlprof.worker_setup.setup"
+SETUP_HOOK = "nrlprof.runtime.worker_setup.setup"
 # Ray runs the hook named here at worker start; it honours `worker_process_setup_hook` only per job.
 RAY_SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 
