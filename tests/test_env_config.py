@@ -25,13 +25,16 @@ def nsys_plan(step_range: str, **extra: str) -> Plan:
         ("0:10", "start 0 is below 1"),
         ("5:5", "range 5:5 is empty"),
         ("10:5", "range 10:5 is empty"),
-        ("abc:10", "Error parsing NRL_NSYS_PROFILE_STEP_RANGE"),
-        ("1:xyz", "Error parsing NRL_NSYS_PROFILE_STEP_RANGE"),
+        ("abc:10", "is not an integer"),
+        ("1:xyz", "is not an integer"),
         ("1:2:3", "more than one ':'"),
         ("-1:3", "start -1 is below 1"),
-        ("3:", "Error parsing NRL_NSYS_PROFILE_STEP_RANGE"),
+        ("3:", "is not an integer"),
         ("0", "step 0 is below 1"),
         (",", "no steps given"),
+        ("99999999999", "above 2147483647"),
+        ("1:" + "9" * 5000, "above 2147483647"),
+        ("\u00b2", "is not an integer"),
     ],
 )
 def test_bad_step_ranges_name_variable_value_and_form(spec, fragment):
@@ -46,8 +49,10 @@ def test_bad_step_ranges_name_variable_value_and_form(spec, fragment):
 
 
 def test_torch_range_errors_name_the_torch_variable():
-    with pytest.raises(ConfigError, match="Error parsing NRL_TORCH_PROFILE_STEP_RANGE"):
+    with pytest.raises(ConfigError) as caught:
         plan_from_env({"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*", "NRL_TORCH_PROFILE_STEP_RANGE": "a:b"})
+    assert str(caught.value).startswith("NRL_TORCH_PROFILE_STEP_RANGE='a:b' is invalid: 'a' is not an integer.")
+    assert str(caught.value).count("NRL_TORCH_PROFILE_STEP_RANGE") == 1
 
 
 @pytest.mark.parametrize(
@@ -96,7 +101,13 @@ def test_default_nsys_options_and_extra_options_merge_over_them():
         .backend("nsys")
         .options
     )
-    assert merged == {"t": "cuda,nvtx,osrt", "capture-range": "cudaProfilerApi", "cuda-memory-usage": "true"}
+    # null capture-range-end: nrlprof's end (nsys's own default, stop-shutdown, would end the worker)
+    assert merged == {
+        "t": "cuda,nvtx,osrt",
+        "capture-range": "cudaProfilerApi",
+        "capture-range-end": "repeat:2",
+        "cuda-memory-usage": "true",
+    }
 
 
 def test_two_windows_get_repeat_so_each_report_is_finalised_at_its_window():

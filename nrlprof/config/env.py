@@ -3,72 +3,69 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
-from nrlprof.config.nsys_options import merge_options, normalise_options, nsys_default_options
-from nrlprof.config.plan import (
-    DEFAULT_TIMEOUT_S,
-    NSYS,
-    ROCPROF,
-    TORCH,
-    BackendPlan,
-    Plan,
-    Target,
-    TorchSettings,
+from nrlprof.config.nsys_options import build_nsys_options, normalise_options
+from nrlprof.config.plan import DEFAULT_TIMEOUT_S, NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target, TorchSettings
+from nrlprof.config.steps import MAX_STEP, StepSelection, parse_step_spec
+from nrlprof.config.tool_env import environment_items
+from nrlprof.config.variables import (
+    CONFIG_FILE_VARIABLE,
+    LOG_LEVEL_VARIABLE,
+    NSYS_EXTRA_OPTIONS_VARIABLE,
+    NSYS_PREFIX,
+    NSYS_STEP_VARIABLE,
+    ROCPROF_ARGS_VARIABLE,
+    ROCPROF_ENV_VARIABLE,
+    ROCPROF_OUTPUT_DIR_VARIABLE,
+    ROCPROF_PREFIX,
+    ROCPROF_STEP_VARIABLE,
+    SELECTING_VARIABLES,
+    TIMEOUT_VARIABLE,
+    TORCH_DIR_VARIABLE,
+    TORCH_FLAG_VARIABLES,
+    TORCH_PREFIX,
+    TORCH_STEP_VARIABLE,
+    is_configured,
 )
-from nrlprof.config.steps import StepSelection, parse_step_spec
 from nrlprof.errors import ConfigError
 
-CONFIG_FILE_VARIABLE = "NRL_PROFILE_CONFIG"
-LOG_LEVEL_VARIABLE = "NRL_PROFILE_LOG_LEVEL"
-TIMEOUT_VARIABLE = "NRL_PROFILE_TIMEOUT_S"
-TORCH_DIR_VARIABLE = "NRL_TORCH_PROFILE_DIR"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-RANKS_FORM = "'all' or a comma list of ranks >= 0 such as '0,1'"
+MAX_RANK = MAX_STEP
+RANK_TEXT_FORM = f"'all' or a comma list of ranks from 0 to {MAX_RANK} such as '0,1'"
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
-
-# Variables that select workers; any of them (or the config file) activates nrlprof.
-SELECTING_VARIABLES = (
-    "NRL_NSYS_WORKER_PATTERNS",
-    "NRL_NSYS_PROFILE_STEP_RANGE",
-    "NRL_TORCH_PROFILE_WORKER_PATTERNS",
-    "NRL_TORCH_PROFILE_STEP_RANGE",
-    "NRL_ROCPROF_WORKER_PATTERNS",
-    "NRL_ROCPROF_PROFILE_STEP_RANGE",
-    CONFIG_FILE_VARIABLE,
-)
-
-TORCH_FLAG_VARIABLES = {
-    "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
-    "profile_memory": "NRL_TORCH_PROFILE_MEMORY",
-    "with_stack": "NRL_TORCH_PROFILE_WITH_STACK",
-    "with_flops": "NRL_TORCH_PROFILE_WITH_FLOPS",
-    "gzip": "NRL_TORCH_PROFILE_GZIP",
-}
+BOOL_FORM = "one of 1/0, true/false, yes/no, on/off"
+JSON_OBJECT_FORM = 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\''
+MAX_TIMEOUT_S = 1e6
+TIMEOUT_FORM = f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:.0f}, such as 120"
+SHOWN_CHARS = 200
 
 
-def is_configured(environ: Mapping[str, str]) -> bool:
-    return any(environ.get(name, "").strip() for name in SELECTING_VARIABLES)
+def shown(text: str) -> str:
+    """The value as an error shows it: long inputs cut, their length said."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def parse_patterns(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+def _rank(item: str, variable: str, text: str) -> int:
+    if not (item.isascii() and item.isdigit()):
+        raise ConfigError(variable, shown(text), RANK_TEXT_FORM, f"{shown(item)!r} is not a rank")
+    if len(item.lstrip("0")) > len(str(MAX_RANK)) or int(item) > MAX_RANK:
+        raise ConfigError(variable, shown(text), RANK_TEXT_FORM, f"{shown(item)} is above {MAX_RANK}")
+    return int(item)
+
+
 def parse_ranks(text: str, variable: str) -> frozenset[int] | None:
     value = text.strip()
     if value.lower() == "all":
         return None
-    ranks = set()
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if not item.isdigit():
-            raise ConfigError(variable, text, RANKS_FORM, f"{item!r} is not a rank")
-        ranks.add(int(item))
+    ranks = {_rank(item.strip(), variable, text) for item in value.split(",") if item.strip()}
     if not ranks:
-        raise ConfigError(variable, text, RANKS_FORM, "no rank given")
+        raise ConfigError(variable, text, RANK_TEXT_FORM, "no rank given")
     return frozenset(ranks)
 
 
@@ -76,22 +73,30 @@ def parse_bool(text: str, variable: str) -> bool:
     try:
         return BOOL_WORDS[text.strip().lower()]
     except KeyError:
-        raise ConfigError(variable, text, "one of 1/0, true/false, yes/no, on/off") from None
+        raise ConfigError(variable, shown(text), BOOL_FORM) from None
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a finite number")
 
 
 def parse_json_object(text: str, variable: str) -> dict:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
-        raise ConfigError(
-            variable, text, 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\'', f"not JSON ({err.msg})"
-        ) from None
+        raise ConfigError(variable, shown(text), JSON_OBJECT_FORM, f"not JSON ({err.msg})") from None
+    except RecursionError:
+        raise ConfigError(variable, shown(text), JSON_OBJECT_FORM, "nested too deeply") from None
+    except ValueError as err:
+        raise ConfigError(variable, shown(text), JSON_OBJECT_FORM, f"not usable JSON ({err})") from None
     if not isinstance(value, dict):
-        raise ConfigError(variable, text, 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\'', "not an object")
+        raise ConfigError(variable, shown(text), JSON_OBJECT_FORM, "not an object")
     return value
 
 
-def _selection(environ: Mapping[str, str], prefix: str, step_variable: str, *, steps_required: bool):
+def _selection(
+    environ: Mapping[str, str], prefix: str, step_variable: str, *, steps_required: bool
+) -> tuple[tuple[Target, ...], StepSelection | None] | None:
     patterns_variable = f"{prefix}_WORKER_PATTERNS"
     patterns = parse_patterns(environ.get(patterns_variable, ""))
     step_text = environ.get(step_variable, "")
@@ -118,22 +123,24 @@ def _selection(environ: Mapping[str, str], prefix: str, step_variable: str, *, s
     return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 
 
+def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
+    text = environ.get(variable, "")
+    return parse_json_object(text, variable) if text.strip() else {}
+
+
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, "NRL_NSYS", "NRL_NSYS_PROFILE_STEP_RANGE", steps_required=True)
+    selected = _selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
     targets, steps = selected
-    extra_text = environ.get("NRL_NSYS_EXTRA_OPTIONS", "")
-    extra = parse_json_object(extra_text, "NRL_NSYS_EXTRA_OPTIONS") if extra_text.strip() else {}
-    defaults = nsys_default_options(steps)
-    if any(t.discrete for t in targets) and steps is not None:
-        defaults["capture-range-end"] = "repeat"  # one report per captured call, however many
-    options = merge_options(defaults, normalise_options(extra, "NRL_NSYS_EXTRA_OPTIONS"))
-    return BackendPlan(NSYS, targets, steps, options=tuple(options.items()))
+    extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
+    discrete = any(t.discrete for t in targets)
+    options = build_nsys_options(extra, steps, NSYS_EXTRA_OPTIONS_VARIABLE, discrete=discrete)
+    return BackendPlan(NSYS, targets, steps, options=options)
 
 
 def torch_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, "NRL_TORCH_PROFILE", "NRL_TORCH_PROFILE_STEP_RANGE", steps_required=True)
+    selected = _selection(environ, TORCH_PREFIX, TORCH_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
     targets, steps = selected
@@ -141,23 +148,15 @@ def torch_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 
 
 def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, "NRL_ROCPROF", "NRL_ROCPROF_PROFILE_STEP_RANGE", steps_required=False)
+    selected = _selection(environ, ROCPROF_PREFIX, ROCPROF_STEP_VARIABLE, steps_required=False)
     if selected is None:
         return None
     targets, steps = selected
-    args_text = environ.get("NRL_ROCPROF_ARGS", "")
-    args = parse_json_object(args_text, "NRL_ROCPROF_ARGS") if args_text.strip() else {}
-    env_text = environ.get("NRL_ROCPROF_ENV", "")
-    env = parse_json_object(env_text, "NRL_ROCPROF_ENV") if env_text.strip() else {}
-    output_dir = environ.get("NRL_ROCPROF_OUTPUT_DIR", "").strip() or None
-    return BackendPlan(
-        ROCPROF,
-        targets,
-        steps,
-        options=tuple((k, v) for k, v in normalise_options(args, "NRL_ROCPROF_ARGS").items() if v is not None),
-        env=tuple((str(k), str(v)) for k, v in env.items()),
-        output_dir=output_dir,
-    )
+    args = normalise_options(_json_variable(environ, ROCPROF_ARGS_VARIABLE), ROCPROF_ARGS_VARIABLE)
+    env = environment_items(_json_variable(environ, ROCPROF_ENV_VARIABLE), ROCPROF_ENV_VARIABLE)
+    output_dir = environ.get(ROCPROF_OUTPUT_DIR_VARIABLE, "").strip() or None
+    options = tuple((k, v) for k, v in args.items() if v is not None)
+    return BackendPlan(ROCPROF, targets, steps, options=options, env=env, output_dir=output_dir)
 
 
 def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> TorchSettings:
@@ -174,21 +173,24 @@ def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> 
 def _log_level(environ: Mapping[str, str], default: str) -> str:
     level = environ.get(LOG_LEVEL_VARIABLE, "").strip().upper() or default
     if level not in LOG_LEVELS:
-        raise ConfigError(LOG_LEVEL_VARIABLE, environ[LOG_LEVEL_VARIABLE], "one of " + ", ".join(LOG_LEVELS))
+        raise ConfigError(LOG_LEVEL_VARIABLE, shown(environ[LOG_LEVEL_VARIABLE]), "one of " + ", ".join(LOG_LEVELS))
     return level
+
+
+def parse_timeout(text: str, variable: str = TIMEOUT_VARIABLE) -> float:
+    """Seconds: finite, above 0 and at most MAX_TIMEOUT_S (a bigger wait overflows the clocks it is added to)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(variable, shown(text), TIMEOUT_FORM, "not a number") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(variable, shown(text), TIMEOUT_FORM)
+    return value
 
 
 def _timeout(environ: Mapping[str, str], default: float) -> float:
     text = environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(TIMEOUT_VARIABLE, text, "a number of seconds > 0")
-    return value
+    return parse_timeout(text) if text else default
 
 
 def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
@@ -212,10 +214,10 @@ def load_plan(environ: Mapping[str, str]) -> Plan:
     """The file named by NRL_PROFILE_CONFIG (if any), with the variables over it."""
     base = None
     if environ.get(CONFIG_FILE_VARIABLE, "").strip():
-        from nrlprof.config.yaml_config import plan_from_file
+        from nrlprof.config.files import plan_from_file
 
         base = plan_from_file(environ[CONFIG_FILE_VARIABLE].strip())
     return plan_from_env(environ, base)
 
 
-__all__ = ["StepSelection", "is_configured", "load_plan", "plan_from_env"]
+__all__ = ["SELECTING_VARIABLES", "StepSelection", "is_configured", "load_plan", "plan_from_env"]

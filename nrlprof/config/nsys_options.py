@@ -1,15 +1,27 @@
-"""nsys and rocprof-sys options: defaults, aliases, the capture-range end, output names."""
+"""Tool options: one builder of nsys options for the NRL_* and YAML routes, and option checks shared with rocprof."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
+from nrlprof.config.readers import key, names
 from nrlprof.config.steps import StepSelection
 from nrlprof.errors import ConfigError
 
 NSYS_DEFAULT_TRACE = "cuda,nvtx"
 OPTION_ALIASES = {"output": "o", "trace": "t"}
-OPTION_VALUE_FORM = "a string, number or boolean (null removes a default)"
+STOP_ON_RANGE_END = "stop-on-range-end"
+OPTION_VALUE_FORM = "a string, finite number or boolean (null removes a default)"
+OPTION_NAME_FORM = "a non-empty option name without spaces, '=' or NUL, such as 'trace' or 'cuda-memory-usage'"
+CAPTURE_END_FORM = (
+    "null (nrlprof computes it), 'none', 'stop', 'stop-shutdown', 'repeat', 'repeat:N' or 'repeat-shutdown:N'"
+)
+FLAGS_FORM = "a list of bare nsys flags such as [python-backtrace]"
+MAX_OPTION_INT = 2**63 - 1
+# nsys --capture-range-end values and how many capture ranges each lets through (None: no limit).
+CAPTURE_ENDS_WITHOUT_COUNT = {"none": None, "stop": 1, "stop-shutdown": 1, "repeat": None}
+CAPTURE_ENDS_WITH_COUNT = ("repeat", "repeat-shutdown")
 
 
 def option_text(value: object) -> str:
@@ -19,30 +31,62 @@ def option_text(value: object) -> str:
     return str(value)
 
 
-def normalise_options(options: Mapping[str, object], source: str) -> dict[str, str | None]:
+def _check_option_value(value: object, where: str) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ConfigError(where, value, OPTION_VALUE_FORM, "contains a NUL character")
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_OPTION_INT:
+            raise ConfigError(
+                where, f"a {value.bit_length()}-bit integer", OPTION_VALUE_FORM, "the number is too large"
+            )
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(where, value, OPTION_VALUE_FORM, "not a finite number")
+        return
+    raise ConfigError(where, value, OPTION_VALUE_FORM)
+
+
+def _option_name(raw_key: object, source: str) -> str:
+    name = str(raw_key).lstrip("-")
+    if not name or any(c.isspace() or c in "=\0" for c in name):
+        raise ConfigError(key(source, str(raw_key)), raw_key, OPTION_NAME_FORM)
+    return name
+
+
+def normalise_options(options: Mapping[object, object], source: str) -> dict[str, str | None]:
     """Canonical keys (`output` -> `o`, `stop-on-range-end` -> `capture-range-end`); conflicts are errors."""
     normal: dict[str, str | None] = {}
     origin: dict[str, str] = {}
     for raw_key, value in options.items():
-        key = str(raw_key).lstrip("-")
-        if value is not None and not isinstance(value, (str, int, float, bool)):
-            raise ConfigError(f"{source}.{raw_key}", value, OPTION_VALUE_FORM)
-        canonical = OPTION_ALIASES.get(key, key)
+        name = _option_name(raw_key, source)
+        where = key(source, str(raw_key))
+        _check_option_value(value, where)
+        canonical = OPTION_ALIASES.get(name, name)
         text = None if value is None else option_text(value)
-        if key == "stop-on-range-end":
+        if name == STOP_ON_RANGE_END:
             canonical = "capture-range-end"
             if text is not None:
                 text = "stop" if text.lower() == "true" else "none"
         if canonical in normal:
             raise ConfigError(
-                f"{source}.{raw_key}",
-                value,
-                f"only one of '{origin[canonical]}' and '{raw_key}'",
-                "both name the same nsys option",
+                where, value, f"only one of '{origin[canonical]}' and '{raw_key}'", "both name the same nsys option"
             )
         normal[canonical] = text
         origin[canonical] = str(raw_key)
     return normal
+
+
+def nsys_flags(value: object, path: str) -> tuple[str, ...]:
+    """RLinf's bare flags, leading dashes dropped."""
+    flags = tuple(flag.lstrip("-") for flag in names(value, path, FLAGS_FORM) or ())
+    for flag in flags:
+        _option_name(flag, path)
+    return flags
 
 
 def capture_range_end(steps: StepSelection) -> str:
@@ -51,22 +95,108 @@ def capture_range_end(steps: StepSelection) -> str:
     return "stop" if count == 1 else f"repeat:{count}"
 
 
-def nsys_default_options(steps: StepSelection | None) -> dict[str, str]:
+def captures_allowed(value: str, where: str) -> int | None:
+    """How many capture ranges nsys records with this `--capture-range-end` (None: no limit)."""
+    if value in CAPTURE_ENDS_WITHOUT_COUNT:
+        return CAPTURE_ENDS_WITHOUT_COUNT[value]
+    kind, colon, count = value.partition(":")
+    well_formed = colon and kind in CAPTURE_ENDS_WITH_COUNT and count.isascii() and count.isdigit()
+    if well_formed and len(count) <= 9 and int(count) >= 1:
+        return int(count)
+    raise ConfigError(where, value, CAPTURE_END_FORM)
+
+
+def check_capture_range_end(value: str, steps: StepSelection, where: str) -> None:
+    """An explicit end must let every window through: `stop` ends after one, `repeat:N` after N."""
+    allowed = captures_allowed(value, where)
+    windows = len(steps.windows)
+    if allowed is not None and allowed < windows:
+        raise ConfigError(
+            where,
+            value,
+            f"null, 'repeat' or 'repeat:N' with N >= {windows}",
+            f"the steps form {windows} windows and {value!r} ends capturing after {allowed}, "
+            "so the later windows would silently be missing",
+        )
+
+
+def _checked_capture_range(
+    options: dict[str, str | None], steps: StepSelection | None, source: str
+) -> dict[str, str | None]:
+    """User options with the capture range checked: it is nrlprof's, gated by the steps."""
+    result = dict(options)
+    if steps is None:
+        for name in ("capture-range", "capture-range-end"):
+            if result.get(name) is not None:
+                raise ConfigError(
+                    key(source, name),
+                    result[name],
+                    "no capture-range option while steps is null",
+                    "with steps null the whole lifetime is profiled and nothing calls cudaProfilerStart; "
+                    "set steps to capture chosen steps",
+                )
+        return result
+    if "capture-range" in result:
+        value = result.pop("capture-range")
+        if value is None or value.lower() != "cudaprofilerapi":
+            raise ConfigError(
+                key(source, "capture-range"),
+                value,
+                "'cudaProfilerApi' (or leave it out)",
+                "steps are gated with cudaProfilerStart/Stop, so the capture range is fixed",
+            )
+    end = result.get("capture-range-end")
+    if end is None:
+        result.pop("capture-range-end", None)
+    else:
+        check_capture_range_end(end, steps, key(source, "capture-range-end"))
+    return result
+
+
+def nsys_default_options(steps: StepSelection | None, *, discrete: bool = False) -> dict[str, str]:
+    """The trace default; with steps, the cudaProfilerApi capture range and its end.
+
+    Discrete targets capture each call as its own range, an unknown number per window: `repeat`.
+    """
     options = {"t": NSYS_DEFAULT_TRACE}
     if steps is not None:
         options["capture-range"] = "cudaProfilerApi"
-        options["capture-range-end"] = capture_range_end(steps)
+        options["capture-range-end"] = "repeat" if discrete else capture_range_end(steps)
     return options
 
 
 def merge_options(base: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
     merged = dict(base)
-    for key, value in overrides.items():
+    for name, value in overrides.items():
         if value is None:
-            merged.pop(key, None)
+            merged.pop(name, None)
         else:
-            merged[key] = value
+            merged[name] = value
     return merged
+
+
+def check_flag_conflicts(flags: tuple[str, ...], options: Mapping[str, object], flags_path: str) -> None:
+    for flag in flags:
+        if OPTION_ALIASES.get(flag, flag) in options:
+            raise ConfigError(
+                flags_path, list(flags), f"each nsys option in only one of 'flags' and 'options' ({flag!r} is in both)"
+            )
+
+
+def build_nsys_options(
+    user: Mapping[object, object],
+    steps: StepSelection | None,
+    source: str,
+    *,
+    discrete: bool = False,
+    flags: tuple[str, ...] = (),
+    flags_path: str = "flags",
+) -> tuple[tuple[str, str], ...]:
+    """User options over the defaults, validated the same way for every route; `source` names them in errors."""
+    normal = normalise_options(user, source)
+    check_flag_conflicts(flags, normal, flags_path)
+    overrides = _checked_capture_range(normal, steps, source)
+    return tuple(merge_options(nsys_default_options(steps, discrete=discrete), overrides).items())
 
 
 def steps_label(steps: StepSelection | None) -> str:

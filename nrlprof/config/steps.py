@@ -1,7 +1,8 @@
-"""Step specifications: `3:5`, `5`, `1,2,5`, `3:5,10` -> windows of consecutive steps."""
+"""Step specifications: `3:5`, `5`, `1,2,5`, `3:5,10` -> windows of consecutive steps, kept as ranges."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -11,6 +12,9 @@ STEP_SPEC_FORM = (
     "'start:stop' with 1 <= start < stop (stop exclusive), a single step 'N', "
     "or a comma list of both such as '1,2,5' or '3:5,10'"
 )
+MAX_STEP = 2**31 - 1
+MAX_DIGITS = len(str(MAX_STEP))
+MAX_LISTED_STEPS = 100_000
 
 
 @dataclass(frozen=True, order=True)
@@ -29,36 +33,63 @@ class Window:
         """File-name friendly: no ':' or spaces."""
         return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
 
+    def __contains__(self, step: object) -> bool:
+        return isinstance(step, int) and self.first <= step <= self.last
+
+
+def merge_windows(spans: Iterable[tuple[int, int]]) -> tuple[Window, ...]:
+    """Inclusive (first, last) spans -> sorted windows, overlapping and adjacent spans merged."""
+    windows: list[Window] = []
+    for first, last in sorted(spans):
+        if windows and first <= windows[-1].last + 1:
+            if last > windows[-1].last:
+                windows[-1] = Window(windows[-1].first, last)
+        else:
+            windows.append(Window(first, last))
+    return tuple(windows)
+
 
 @dataclass(frozen=True)
 class StepSelection:
-    """The selected steps as sorted, non-adjacent windows."""
+    """The selected steps as sorted, non-adjacent windows; never materialised step by step."""
 
     windows: tuple[Window, ...]
 
     @classmethod
     def from_steps(cls, steps: Iterable[int]) -> StepSelection:
-        windows: list[Window] = []
-        for step in sorted(set(steps)):
-            if windows and windows[-1].last + 1 == step:
-                windows[-1] = Window(windows[-1].first, step)
-            else:
-                windows.append(Window(step, step))
-        return cls(tuple(windows))
+        return cls(merge_windows((step, step) for step in steps))
+
+    @classmethod
+    def from_spans(cls, spans: Iterable[tuple[int, int]]) -> StepSelection:
+        """From inclusive (first, last) spans, merged into maximal windows."""
+        return cls(merge_windows(spans))
 
     @property
-    def steps(self) -> tuple[int, ...]:
-        return tuple(s for w in self.windows for s in w.steps)
+    def step_count(self) -> int:
+        return sum(w.last - w.first + 1 for w in self.windows)
 
     @property
     def label(self) -> str:
         return "_".join(w.label for w in self.windows)
 
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """Every selected step, for small selections only: test membership with `step in selection`."""
+        if self.step_count > MAX_LISTED_STEPS:
+            raise ValueError(f"{self.step_count} steps selected: use `step in selection`, not the step list")
+        return tuple(s for w in self.windows for s in w.steps)
+
     def window_of(self, step: int) -> Window | None:
-        for window in self.windows:
-            if window.first <= step <= window.last:
-                return window
+        index = bisect_right(self.windows, step, key=lambda w: w.first) - 1
+        if index >= 0 and step <= self.windows[index].last:
+            return self.windows[index]
         return None
+
+    def contains(self, step: int) -> bool:
+        return self.window_of(step) is not None
+
+    def __contains__(self, step: object) -> bool:
+        return isinstance(step, int) and self.window_of(step) is not None
 
     def to_json(self) -> list[list[int]]:
         return [[w.first, w.last] for w in self.windows]
@@ -69,51 +100,50 @@ class StepSelection:
 
 
 def _parse_int(text: str, variable: str, spec: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ConfigError(
-            variable, spec, STEP_SPEC_FORM, f"Error parsing {variable}: {text.strip()!r} is not an integer"
-        ) from None
+    digits = text.strip()
+    body = digits[1:] if digits[:1] in "+-" else digits
+    if not (body.isascii() and body.isdigit()):
+        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{digits!r} is not an integer")
+    if len(body.lstrip("0")) > MAX_DIGITS or int(digits) > MAX_STEP:
+        shown = digits if len(digits) <= 20 else digits[:20] + "..."
+        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{shown} is above {MAX_STEP}")
+    return int(digits)
 
 
 def parse_step_spec(spec: str, variable: str) -> StepSelection:
     """Parse a step specification; `variable` names the input in errors."""
-    steps: list[int] = []
+    spans: list[tuple[int, int]] = []
     items = [item for item in spec.split(",") if item.strip()]
     if not items:
-        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"Error parsing {variable}: no steps given")
+        raise ConfigError(variable, spec, STEP_SPEC_FORM, "no steps given")
     for item in items:
         parts = item.split(":")
         if len(parts) == 1:
             step = _parse_int(parts[0], variable, spec)
             if step < 1:
                 raise ConfigError(variable, spec, STEP_SPEC_FORM, f"step {step} is below 1 (steps are 1-indexed)")
-            steps.append(step)
+            spans.append((step, step))
             continue
         if len(parts) != 2:
-            raise ConfigError(
-                variable, spec, STEP_SPEC_FORM, f"Error parsing {variable}: {item.strip()!r} has more than one ':'"
-            )
+            raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{item.strip()!r} has more than one ':'")
         start = _parse_int(parts[0], variable, spec)
         stop = _parse_int(parts[1], variable, spec)
         if start < 1:
             raise ConfigError(variable, spec, STEP_SPEC_FORM, f"start {start} is below 1 (steps are 1-indexed)")
         if stop <= start:
             raise ConfigError(variable, spec, STEP_SPEC_FORM, f"range {start}:{stop} is empty (stop is exclusive)")
-        steps.extend(range(start, stop))
-    return StepSelection.from_steps(steps)
+        spans.append((start, stop - 1))
+    return StepSelection.from_spans(spans)
 
 
 def steps_from_list(values: object, key: str) -> StepSelection:
     """Steps from a YAML list such as verl's `profile_steps: [1, 2, 5]`."""
     if isinstance(values, str):
         return parse_step_spec(values, key)
+    form = f"a non-empty list of step numbers >= 1 (at most {MAX_STEP}), or null"
     if not isinstance(values, (list, tuple)) or not values:
-        raise ConfigError(key, values, "a non-empty list of step numbers >= 1, or null")
-    steps = []
+        raise ConfigError(key, values, form)
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(key, values, "a non-empty list of step numbers >= 1, or null", f"{value!r} is not a step")
-        steps.append(value)
-    return StepSelection.from_steps(steps)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEP:
+            raise ConfigError(key, values, form, f"{value!r} is not a step")
+    return StepSelection.from_steps(values)

@@ -1,0 +1,67 @@
+"""The NRL_* variable names and the cheap "is anything configured?" test (stdlib only, nothing imported)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+CONFIG_FILE_VARIABLE = "NRL_PROFILE_CONFIG"
+LOG_LEVEL_VARIABLE = "NRL_PROFILE_LOG_LEVEL"
+TIMEOUT_VARIABLE = "NRL_PROFILE_TIMEOUT_S"
+TORCH_DIR_VARIABLE = "NRL_TORCH_PROFILE_DIR"
+NSYS_EXTRA_OPTIONS_VARIABLE = "NRL_NSYS_EXTRA_OPTIONS"
+ROCPROF_ARGS_VARIABLE = "NRL_ROCPROF_ARGS"
+ROCPROF_ENV_VARIABLE = "NRL_ROCPROF_ENV"
+ROCPROF_OUTPUT_DIR_VARIABLE = "NRL_ROCPROF_OUTPUT_DIR"
+
+# Per backend: the prefix of its <prefix>_WORKER_PATTERNS, _RANKS, _DISCRETE, _DISCRETE_METHODS variables.
+NSYS_PREFIX = "NRL_NSYS"
+TORCH_PREFIX = "NRL_TORCH_PROFILE"
+ROCPROF_PREFIX = "NRL_ROCPROF"
+MEMORY_PREFIX = "NRL_MEMORY_PROFILE"
+
+NSYS_STEP_VARIABLE = "NRL_NSYS_PROFILE_STEP_RANGE"
+TORCH_STEP_VARIABLE = "NRL_TORCH_PROFILE_STEP_RANGE"
+ROCPROF_STEP_VARIABLE = "NRL_ROCPROF_PROFILE_STEP_RANGE"
+
+TORCH_FLAG_VARIABLES = {
+    "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
+    "profile_memory": "NRL_TORCH_PROFILE_MEMORY",
+    "with_stack": "NRL_TORCH_PROFILE_WITH_STACK",
+    "with_flops": "NRL_TORCH_PROFILE_WITH_FLOPS",
+    "gzip": "NRL_TORCH_PROFILE_GZIP",
+}
+
+# The memory backend's variables (read by no module yet: not selecting until a reader exists).
+MEMORY_VARIABLES = (
+    "NRL_MEMORY_PROFILE_WORKER_PATTERNS",
+    "NRL_MEMORY_PROFILE_STEP_RANGE",
+    "NRL_MEMORY_PROFILE_RANKS",
+    "NRL_MEMORY_PROFILE_DIR",
+    "NRL_MEMORY_PROFILE_MAX_ENTRIES",
+    "NRL_MEMORY_PROFILE_ON_OOM",
+)
+
+# Variables that select workers; any of them (or the config file) activates nrlprof in a driver.
+SELECTING_VARIABLES = (
+    f"{NSYS_PREFIX}_WORKER_PATTERNS",
+    NSYS_STEP_VARIABLE,
+    f"{TORCH_PREFIX}_WORKER_PATTERNS",
+    TORCH_STEP_VARIABLE,
+    f"{ROCPROF_PREFIX}_WORKER_PATTERNS",
+    ROCPROF_STEP_VARIABLE,
+    CONFIG_FILE_VARIABLE,
+)
+
+# Set by nrlprof in the runtime env of a profiled worker.
+WORKER_PLAN_VARIABLE = "NRLPROF_PLAN"
+WORKER_VARIABLE = "NRLPROF_WORKER"
+
+
+def is_configured(environ: Mapping[str, str]) -> bool:
+    """A driver has something to profile: a selecting variable is set to a non-blank value."""
+    return any((environ.get(name) or "").strip() for name in SELECTING_VARIABLES)
+
+
+def may_activate(environ: Mapping[str, str]) -> bool:
+    """`import nrlprof` has work to do: a driver is configured, or this process is a profiled worker."""
+    return bool(environ.get(WORKER_VARIABLE)) or is_configured(environ)
