@@ -33,8 +33,8 @@ BUGGY_LINES = {
     ROCPROF: 'context.py_executable = " ".join(self.rocprof_sys_cmd)\n',
 }
 UPSTREAM_FIXED_LINES = {
-    NSIGHT: 'context.py_executable = " ".join(self.nsight_cmd) + f" {context.py_executable}"',
-    ROCPROF: 'context.py_executable = " ".join(self.rocprof_sys_cmd) + f" {context.py_executable}"\n',
+    NSIGHT: 'context.py_executable = shlex.join(self.nsight_cmd) + " " + context.py_executable',
+    ROCPROF: 'context.py_executable = shlex.join(self.rocprof_sys_cmd) + " " + context.py_executable\n',
 }
 
 

@@ -7,8 +7,9 @@ concurrent actor creations.  The functions here derive the command from each
 runtime env, quote every argument and keep `context.py_executable`.
 
 This module needs only the standard library and Ray: `nrlprof patch-ray` appends
-its source to Ray's plugin files, and the runtime-env agent hook applies it in
-memory.  Keep it self-contained.
+its source to Ray's plugin files (which then call `apply_*_fix`), and the
+runtime-env agent hook installs `FIXED_METHODS` in memory through nrlprof's
+patch registry.  Keep it self-contained.
 """
 
 import asyncio
@@ -25,7 +26,6 @@ ROCPROF_DEFAULTS = {
     "env": {"ROCPROFSYS_TIME_OUTPUT": "false", "ROCPROFSYS_OUTPUT_PREFIX": "worker_process_%p"},
     "args": {"F": "true"},
 }
-_ORIGINALS = {}
 
 
 def render_tool_options(options):
@@ -53,10 +53,6 @@ def _quote_interpreter(py_executable):
     return shlex.quote(py_executable) if os.path.exists(py_executable) else py_executable
 
 
-def _nsight_dir(plugin):
-    return Path(plugin._nsight_dir)
-
-
 def nsight_config_of(runtime_env):
     config = runtime_env.nsight()
     if isinstance(config, str):
@@ -73,34 +69,49 @@ def nsight_command(config, flags, nsight_dir, output=None):
     return ["nsys", "profile", *render_tool_options(options), *[f"--{f}" for f in flags]]
 
 
-async def fixed_nsight_create(self, uri, runtime_env, context, logger=None):
-    if not runtime_env.nsight():
-        return 0
+async def _dry_run(argv, tool, env=None, cleanup=None):
+    """Run the profiler once on an empty program; a missing tool or a failed run is a RuntimeEnvSetupError."""
     from ray.exceptions import RuntimeEnvSetupError
 
     try:
-        config, flags = nsight_config_of(runtime_env)
-    except ValueError as err:
-        raise RuntimeEnvSetupError(str(err)) from None
-    Path(self._nsight_dir).mkdir(parents=True, exist_ok=True)
-    probe = str(Path(self._nsight_dir) / f"nrlprof-dryrun-{os.getpid()}-{id(runtime_env):x}-{os.urandom(4).hex()}")
-    argv = nsight_command(config, flags, self._nsight_dir, output=probe)
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv, sys.executable, "-c", "", stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
+        process = await asyncio.create_subprocess_exec(*argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         stdout, stderr = await process.communicate()
     except FileNotFoundError:
         raise RuntimeEnvSetupError(
-            "nsys is not installed on this node (not found on the runtime-env agent's PATH)"
+            f"{tool} is not installed on this node (not found on the runtime-env agent's PATH)"
         ) from None
     finally:
-        for leftover in Path(self._nsight_dir).glob(Path(probe).name + "*"):
-            leftover.unlink(missing_ok=True)
+        if cleanup is not None:
+            cleanup()
     if process.returncode != 0:
         message = (stderr or stdout).decode(errors="replace").strip()
-        raise RuntimeEnvSetupError(f"nsys profile failed its dry run ({shlex.join(argv)}):\n{message}")
+        raise RuntimeEnvSetupError(f"{tool} failed its dry run ({shlex.join(argv)}):\n{message}")
     return 0
+
+
+def _setup_error(err):
+    from ray.exceptions import RuntimeEnvSetupError
+
+    return RuntimeEnvSetupError(str(err))
+
+
+async def fixed_nsight_create(self, uri, runtime_env, context, logger=None):
+    if not runtime_env.nsight():
+        return 0
+    try:
+        config, flags = nsight_config_of(runtime_env)
+    except ValueError as err:
+        raise _setup_error(err) from None
+    nsight_dir = Path(self._nsight_dir)
+    nsight_dir.mkdir(parents=True, exist_ok=True)
+    probe = f"nrlprof-dryrun-{os.getpid()}-{id(runtime_env):x}-{os.urandom(4).hex()}"
+    argv = nsight_command(config, flags, nsight_dir, output=str(nsight_dir / probe))
+
+    def remove_probe_reports():
+        for leftover in nsight_dir.glob(probe + "*"):
+            leftover.unlink(missing_ok=True)
+
+    return await _dry_run([*argv, sys.executable, "-c", ""], "nsys", cleanup=remove_probe_reports)
 
 
 def fixed_nsight_modify_context(self, uris, runtime_env, context, logger=None):
@@ -127,27 +138,15 @@ def rocprof_command(args):
 async def fixed_rocprof_create(self, uri, runtime_env, context, logger=None):
     if not runtime_env.rocprof_sys():
         return 0
-    from ray.exceptions import RuntimeEnvSetupError
-
     try:
         args, _ = rocprof_config_of(runtime_env)
     except ValueError as err:
-        raise RuntimeEnvSetupError(str(err)) from None
+        raise _setup_error(err) from None
     with tempfile.TemporaryDirectory(prefix="nrlprof-dryrun-") as scratch:
         script = Path(scratch) / "probe.py"
         script.write_text("pass\n")
         env = {**os.environ, "ROCPROFSYS_OUTPUT_PATH": scratch}
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *rocprof_command(args), str(script), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-            stdout, stderr = await process.communicate()
-        except FileNotFoundError:
-            raise RuntimeEnvSetupError("rocprof-sys-python is not installed on this node") from None
-    if process.returncode != 0:
-        message = (stderr or stdout).decode(errors="replace").strip()
-        raise RuntimeEnvSetupError(f"rocprof-sys-python failed its dry run:\n{message}")
-    return 0
+        return await _dry_run([*rocprof_command(args), str(script)], "rocprof-sys-python", env=env)
 
 
 def fixed_rocprof_modify_context(self, uris, runtime_env, context, logger=None):
@@ -165,26 +164,23 @@ def fixed_rocprof_modify_context(self, uris, runtime_env, context, logger=None):
         logger.info("Running rocprof-sys profiler: %s", context.py_executable)
 
 
-def _swap(cls, name, replacement):
-    _ORIGINALS.setdefault((cls, name), cls.__dict__[name])
-    setattr(cls, name, replacement)
+# The fixed methods of each plugin class, by class name.
+FIXED_METHODS = {
+    "NsightPlugin": {"create": fixed_nsight_create, "modify_context": fixed_nsight_modify_context},
+    "RocProfSysPlugin": {"create": fixed_rocprof_create, "modify_context": fixed_rocprof_modify_context},
+}
+
+
+def _apply(cls):
+    """Set the fixed methods on the plugin class (the on-disk route, at the end of Ray's own module)."""
+    for name, replacement in FIXED_METHODS[cls.__name__].items():
+        setattr(cls, name, replacement)
+    cls.nrlprof_fix_version = NRLPROF_FIX_VERSION
 
 
 def apply_nsight_fix(cls):
-    _swap(cls, "create", fixed_nsight_create)
-    _swap(cls, "modify_context", fixed_nsight_modify_context)
-    cls.nrlprof_fix_version = NRLPROF_FIX_VERSION
+    _apply(cls)
 
 
 def apply_rocprof_fix(cls):
-    _swap(cls, "create", fixed_rocprof_create)
-    _swap(cls, "modify_context", fixed_rocprof_modify_context)
-    cls.nrlprof_fix_version = NRLPROF_FIX_VERSION
-
-
-def remove_fixes():
-    for (cls, name), original in list(_ORIGINALS.items()):
-        setattr(cls, name, original)
-        if "nrlprof_fix_version" in cls.__dict__:
-            delattr(cls, "nrlprof_fix_version")
-    _ORIGINALS.clear()
+    _apply(cls)

@@ -25,21 +25,49 @@ import argparse
 import ast
 import contextlib
 import hashlib
+import importlib
 import importlib.util
 import re
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 FIX_SOURCE = Path(__file__).with_name("fix.py")
 
-PATCHED = "patched"
-UNPATCHED = "unpatched"
-UPSTREAM_FIXED = "upstream-fixed"
-MISSING = "missing"
-UNRECOGNISED = "unrecognised"
-FIXED_STATES = (PATCHED, UPSTREAM_FIXED)
+
+def _sibling(name: str) -> ModuleType:
+    """A module of nrlprof.rayfix: imported from the package, or loaded from the file beside this one by path."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    spec = importlib.util.spec_from_file_location(f"_nrlprof_rayfix_{name}", Path(__file__).with_name(f"{name}.py"))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {name}.py beside {__file__}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error_base() -> type[Exception]:
+    """nrlprof's root error when imported from the package; a plain Exception when run by path."""
+    if __package__:
+        from nrlprof.errors import NrlprofError
+
+        return NrlprofError
+    return Exception
+
+
+names = _sibling("names")
+plugin_source = _sibling("plugin_source")
+HOOK_CLASS_PATH: str = names.HOOK_CLASS_PATH
+HOOK_SETTING: str = names.HOOK_SETTING
+PATCHED: str = names.PATCHED
+UNPATCHED: str = names.UNPATCHED
+UPSTREAM_FIXED: str = names.UPSTREAM_FIXED
+MISSING: str = names.MISSING
+UNRECOGNISED: str = names.UNRECOGNISED
+FIXED_STATES: tuple[str, ...] = names.FIXED_STATES
 
 EXIT_OK = 0
 EXIT_UNFIXED = 1
@@ -48,9 +76,7 @@ EXIT_FAILED = 2
 _BEGIN = re.compile(rb"\n# >>> nrlprof ray-plugin-fix v(\d+) ([0-9a-f]{12}) >>>[^\n]*\n")
 _END = re.compile(rb"# <<< nrlprof ray-plugin-fix v\d+ <<<\n")
 _IN_MEMORY_ROUTE = (
-    'set RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.rayfix.agent_hook.AgentHook"}]\' '
-    "before `ray start` on every node "
-    "(nrlprof sets it itself for clusters that the driver starts)"
+    f"set {HOOK_SETTING} before `ray start` on every node (nrlprof sets it itself for clusters that the driver starts)"
 )
 
 
@@ -68,7 +94,7 @@ PLUGINS = (
 )
 
 
-class PatchError(Exception):
+class PatchError(_error_base()):  # type: ignore[misc]
     """A plugin file could not be patched or reverted; the message says why and what to do."""
 
 
@@ -80,6 +106,7 @@ class FileState:
     fix_version: int | None = None
     block_hash: str | None = None
     detail: str = ""
+    unterminated: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -148,6 +175,11 @@ def inspect_file(root: Path | None, plugin: Plugin) -> FileState:
     except OSError as err:
         return FileState(plugin, path, UNRECOGNISED, detail=f"cannot read it ({err.strerror or err})")
     blocks = _find_blocks(data)
+    if blocks and blocks[-1][1] is None:
+        begin = blocks[-1][2]
+        line = data.count(b"\n", 0, begin.start()) + 2
+        detail = f"nrlprof's fix block (from line {line}) has lost its end marker"
+        return FileState(plugin, path, UNRECOGNISED, int(begin.group(1)), detail=detail, unterminated=True)
     if blocks:
         begin = blocks[-1][2]
         return FileState(plugin, path, PATCHED, int(begin.group(1)), begin.group(2).decode())
@@ -155,23 +187,27 @@ def inspect_file(root: Path | None, plugin: Plugin) -> FileState:
     return FileState(plugin, path, state, detail=detail)
 
 
-def _find_blocks(data: bytes) -> list[tuple[int, int, re.Match[bytes]]]:
-    """(start, end, begin marker) of each nrlprof block; a block without its end marker runs to the end of file."""
-    blocks = []
+def _find_blocks(data: bytes) -> list[tuple[int, int | None, re.Match[bytes]]]:
+    """(start, end, begin marker) of each nrlprof block; end is None for a block whose end marker is gone."""
+    blocks: list[tuple[int, int | None, re.Match[bytes]]] = []
     position = 0
     while (begin := _BEGIN.search(data, position)) is not None:
         end = _END.search(data, begin.end())
-        stop = end.end() if end is not None else len(data)
-        blocks.append((begin.start(), stop, begin))
-        position = stop
+        if end is None:
+            blocks.append((begin.start(), None, begin))
+            break
+        blocks.append((begin.start(), end.end(), begin))
+        position = end.end()
     return blocks
 
 
 def strip_blocks(data: bytes) -> bytes:
-    """The file as it was before `patch-ray` appended to it."""
+    """The file as it was before `patch-ray` appended to it; refuses a block whose end marker is gone."""
     kept = []
     position = 0
     for start, stop, _ in _find_blocks(data):
+        if stop is None:
+            raise PatchError("nrlprof's fix block has lost its end marker; cannot tell where it ends")
         kept.append(data[position:start])
         position = stop
     kept.append(data[position:])
@@ -179,39 +215,12 @@ def strip_blocks(data: bytes) -> bytes:
 
 
 def _classify(data: bytes, plugin: Plugin) -> tuple[str, str]:
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError) as err:
-        return UNRECOGNISED, f"does not parse ({err})"
-    methods = _class_methods(tree, plugin.class_name)
-    if methods is None:
-        return UNRECOGNISED, f"no class {plugin.class_name}"
-    if "create" not in methods or "modify_context" not in methods:
-        return UNRECOGNISED, f"{plugin.class_name} has no create/modify_context"
-    assignments = [
-        node.value
-        for node in ast.walk(methods["modify_context"])
-        if isinstance(node, ast.Assign) and any(_is_py_executable(target) for target in node.targets)
-    ]
-    if assignments and all(_reads_py_executable(value) for value in assignments):
-        return UPSTREAM_FIXED, "keeps context.py_executable"
+    detail = plugin_source.problem(data, plugin.class_name)
+    if detail is not None:
+        return UNRECOGNISED, detail
+    if plugin_source.keeps_interpreter_and_quotes(data, plugin.class_name):
+        return UPSTREAM_FIXED, "keeps context.py_executable and quotes the command"
     return UNPATCHED, ""
-
-
-def _class_methods(tree: ast.Module, class_name: str) -> dict[str, ast.AST] | None:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-            return {item.name: item for item in node.body if isinstance(item, functions)}
-    return None
-
-
-def _is_py_executable(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == "py_executable"
-
-
-def _reads_py_executable(value: ast.AST) -> bool:
-    return any(_is_py_executable(node) for node in ast.walk(value))
 
 
 def load_fix_block(source_path: Path | None = None) -> FixBlock:
@@ -312,7 +321,27 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
-def _write(path: Path, data: bytes) -> None:
+def stale_bytecode(path: Path) -> list[Path]:
+    """Compiled copies of `path` in its `__pycache__` (every interpreter and optimisation level)."""
+    cache = path.parent / "__pycache__"
+    return sorted(cache.glob(f"{path.stem}.*.pyc")) if cache.is_dir() else []
+
+
+def remove_bytecode(path: Path) -> None:
+    """Python may keep loading an unchecked-hash `.pyc` of the old source: remove every compiled copy."""
+    for compiled in stale_bytecode(path):
+        try:
+            compiled.unlink(missing_ok=True)
+        except OSError as err:
+            raise PatchError(
+                f"cannot remove {compiled} ({err.strerror or err}); Python could keep running the old {path.name} "
+                "from it. Remove it as a user who can write there, then run again."
+            ) from None
+
+
+def _write(path: Path, data: bytes, journal: list[tuple[Path, bytes]] | None = None) -> None:
+    """Replace the file and its stale bytecode; `journal` records the previous bytes for a rollback."""
+    previous = path.read_bytes()
     try:
         atomic_write(path, data)
     except OSError as err:
@@ -320,13 +349,40 @@ def _write(path: Path, data: bytes) -> None:
             f"cannot write {path} ({err.strerror or err}). Run `nrlprof patch-ray` as a user who can write to "
             f"Ray's installation (or in the image build), or use the in-memory route instead: {_IN_MEMORY_ROUTE}."
         ) from None
+    if journal is not None:
+        journal.append((path, previous))
+    remove_bytecode(path)
 
 
-def patch_file(current: FileState, block: FixBlock) -> str:
+def roll_back(journal: list[tuple[Path, bytes]]) -> list[str]:
+    """Put back the files written so far, newest first; returns a note per file that could not be restored."""
+    failures = []
+    for path, previous in reversed(journal):
+        try:
+            atomic_write(path, previous)
+            remove_bytecode(path)
+        except (OSError, PatchError) as err:
+            failures.append(f"{path}: {err}")
+    journal.clear()
+    return failures
+
+
+def _lost_end_marker(current: FileState) -> PatchError:
+    apply_line = f"{current.plugin.apply_function}({current.plugin.class_name})"
+    return PatchError(
+        f"{current.path}: {current.detail}, so nrlprof cannot tell where its block ends and would delete any code "
+        f"after it. Put the line '# <<< nrlprof ray-plugin-fix v{current.fix_version} <<<' back right after the "
+        f"line '{apply_line}' (or delete the block by hand, or reinstall Ray), then run again."
+    )
+
+
+def patch_file(current: FileState, block: FixBlock, journal: list[tuple[Path, bytes]] | None = None) -> str:
     """Bring one plugin file to the current fix; returns what was done."""
     plugin, path = current.plugin, current.path
     if current.state == MISSING:
         return f"{plugin.relpath}: missing, nothing to fix [{path}]"
+    if current.unterminated:
+        raise _lost_end_marker(current)
     if current.state == UNRECOGNISED:
         raise PatchError(f"{path}: {current.detail}; not a plugin this version of nrlprof knows how to fix")
     if current.state == UPSTREAM_FIXED:
@@ -337,16 +393,18 @@ def patch_file(current: FileState, block: FixBlock) -> str:
         return f"{plugin.relpath}: already patched (fix v{block.version}) [{path}]"
     if path is None:
         raise PatchError(f"{plugin.relpath}: no path")
-    _write(path, build_patched(path.read_bytes(), plugin, block, path))
+    _write(path, build_patched(path.read_bytes(), plugin, block, path), journal)
     verb = "updated to" if current.state == PATCHED else "patched with"
     return f"{plugin.relpath}: {verb} fix v{block.version} [{path}]"
 
 
-def revert_file(current: FileState) -> str:
+def revert_file(current: FileState, journal: list[tuple[Path, bytes]] | None = None) -> str:
     plugin, path = current.plugin, current.path
+    if current.unterminated:
+        raise _lost_end_marker(current)
     if current.state != PATCHED or path is None:
         return f"{plugin.relpath}: {current.state}, nothing to revert [{path}]"
-    _write(path, strip_blocks(path.read_bytes()))
+    _write(path, strip_blocks(path.read_bytes()), journal)
     return f"{plugin.relpath}: reverted to Ray's original [{path}]"
 
 
@@ -374,17 +432,25 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if args.check:
         return _check(states)
+    journal: list[tuple[Path, bytes]] = []
+    done: list[str] = []
     try:
         if args.revert:
-            for state in states:
-                print(revert_file(state), flush=True)
+            done.extend(revert_file(state, journal) for state in states)
         else:
             block = load_fix_block()
-            for state in states:
-                print(patch_file(state, block), flush=True)
+            done.extend(patch_file(state, block, journal) for state in states)
     except PatchError as err:
+        changed = [str(path) for path, _ in journal]
+        failures = roll_back(journal)
         print(f"nrlprof patch-ray: {err}", file=sys.stderr)
+        if changed and not failures:
+            print(f"nrlprof patch-ray: rolled back {', '.join(changed)}; every file is as before", file=sys.stderr)
+        for failure in failures:
+            print(f"nrlprof patch-ray: could not roll back {failure}", file=sys.stderr)
         return EXIT_FAILED
+    for line in done:
+        print(line, flush=True)
     return EXIT_OK
 
 

@@ -6,9 +6,9 @@ import json
 from collections.abc import MutableMapping
 
 from nrlprof.errors import ConfigError
+from nrlprof.rayfix.names import HOOK_CLASS_PATH, PLUGINS_VARIABLE
 
-PLUGINS_VARIABLE = "RAY_RUNTIME_ENV_PLUGINS"
-HOOK_CLASS_PATH = "nrlprof.rayfix.agent_hook.AgentHook"
+__all__ = ["HOOK_CLASS_PATH", "PLUGINS_VARIABLE", "agent_hook_listed", "install_agent_hook", "with_agent_hook"]
 
 
 def with_agent_hook(current: str | None) -> str:
