@@ -20,6 +20,8 @@ from ray.cluster_utils import Cluster
 
 from nrlprof.manifest import WindowRecord, append_record
 from nrlprof.tools import collect as C
+from nrlprof.tools import collect_scan as S
+from nrlprof.tools.cluster import BadInput, alive_nodes, pinned
 
 CHUNK = 64 * 1024
 STALE_SESSION = "session_2020-01-01_00-00-00_000000_1"
@@ -29,8 +31,11 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def write_node_outputs(base: str, index: int) -> dict:
-    """Runs on a node: fake reports in its session logs (and an older session), a manifest, torch traces."""
-    temp_dir = Path(C.node_temp_dir())
+    """Runs on a node: fake reports in its session logs, a manifest, torch traces; returns what collect must take.
+
+    An older session dir (another job's) gets a report too: collect must leave it alone.
+    """
+    temp_dir = Path(S.node_temp_dir())
     session = Path(ray._private.worker._global_node.get_session_dir_path())
     written = {}
 
@@ -43,7 +48,9 @@ def write_node_outputs(base: str, index: int) -> dict:
     if index == 0:
         put(session / "logs" / "nsight" / "big.nsys-rep", os.urandom(2 * CHUNK + 12345))
         put(session / "logs" / "rocprof_sys" / "w_1" / "trace.proto", os.urandom(300))
-        put(temp_dir / STALE_SESSION / "logs" / "nsight" / "old.nsys-rep", os.urandom(500))
+        stale = temp_dir / STALE_SESSION / "logs" / "nsight" / "old.nsys-rep"
+        stale.parent.mkdir(parents=True, exist_ok=True)
+        stale.write_bytes(os.urandom(500))
     trace = Path(base, f"node{index}", "trace", "policy", "0", f"policy_rank0_steps3-4_{index}.pt.trace.json")
     put(trace, json.dumps({"traceEvents": [], "node": index}).encode())
     record = WindowRecord("torch", "policy", 0, [3, 4], "3-4", files=[str(trace), f"/nonexistent/{index}.json"])
@@ -79,9 +86,9 @@ def outputs(cluster):
     """{label: {destination below DIR/<label>: bytes}} for every node."""
     _, _, base = cluster
     writer = ray.remote(num_cpus=0)(write_node_outputs)
-    nodes = C.alive_nodes()
+    nodes = alive_nodes()
     assert len({n.label for n in nodes}) == 3
-    results = ray.get([writer.options(**C.pinned(n.node_id)).remote(base, i) for i, n in enumerate(nodes)])
+    results = ray.get([writer.options(**pinned(n.node_id)).remote(base, i) for i, n in enumerate(nodes)])
     labels = {n.node_id: n.label for n in nodes}
     expected = {}
     for result in results:
@@ -100,11 +107,12 @@ def assert_collected(to: Path, expected: dict[str, dict[str, bytes]], labels=Non
 
 
 @pytest.fixture(scope="module")
-def first(outputs, tmp_path_factory):
+def first(cluster, outputs, tmp_path_factory):
     """The first collect into a fresh directory, with its progress reports."""
     to = tmp_path_factory.mktemp("collect") / "out"
     seen = []
-    result = C.collect(to, chunk_size=CHUNK, progress=lambda done, total: seen.append((done, total)))
+    _, _, base = cluster
+    result = C.collect(to, chunk_size=CHUNK, allow_dirs=[base], progress=lambda done, total: seen.append((done, total)))
     return to, result, seen
 
 
@@ -113,25 +121,30 @@ def test_collect_copies_every_file_from_every_node(outputs, first):
     assert result.ok and result.exit_code == 0, result.to_json()
     assert_collected(to, outputs)
     assert len(result.copied) == sum(len(files) for files in outputs.values())
-    assert any(c.path.endswith(f"{STALE_SESSION}/logs/nsight/old.nsys-rep") for c in result.copied)
+    assert not any(STALE_SESSION in c.path for c in result.copied)
     assert any(c.size > 2 * CHUNK for c in result.copied)
     assert seen[-1][0] == seen[-1][1] == result.bytes_copied
     assert sorted(m["path"] for m in result.missing) == [f"/nonexistent/{i}.json" for i in range(3)]
-    assert not list(to.rglob("*" + C.PART_SUFFIX))
+    assert not list(to.rglob("*" + S.PART_SUFFIX))
     index = json.loads((to / C.INDEX_NAME).read_text())["files"]
     assert set(index) == {c.path for c in result.copied}
 
 
-def test_second_collect_copies_nothing_and_prints_json(first, capsys):
+def run_args(to, **options) -> argparse.Namespace:
+    values = {"address": None, "json": True, "session": None, "all_sessions": False, "allow_dir": []}
+    return argparse.Namespace(to=str(to), **{**values, **options})
+
+
+def test_second_collect_copies_nothing_and_prints_json(cluster, first, capsys):
     to, result, _ = first
-    assert C.run(argparse.Namespace(to=str(to), address=None, json=True)) == 0
+    assert C.run(run_args(to, allow_dir=[cluster[2]])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True and len(data["nodes"]) == 3
     assert data["copied"] == [] and data["failed"] == []
     assert len(data["skipped"]) == len(result.copied)
 
 
-def test_modified_file_is_copied_again(outputs, first):
+def test_modified_file_is_copied_again(cluster, outputs, first):
     to, result, _ = first
     big = next(e for e in result.copied if e.path.endswith("big.nsys-rep"))
     source = json.loads((to / C.INDEX_NAME).read_text())["files"][big.path]["source"]
@@ -139,36 +152,34 @@ def test_modified_file_is_copied_again(outputs, first):
     Path(source).write_bytes(changed)
     outputs[big.node][big.path.removeprefix(big.node + "/")] = changed
 
-    again = C.collect(to, chunk_size=CHUNK)
+    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[2]])
     assert [c.path for c in again.copied] == [big.path]
     assert (to / big.path).read_bytes() == changed
 
 
-def test_without_index_files_already_there_are_compared_by_hash(outputs, first):
+def test_without_index_files_already_there_are_compared_by_hash(cluster, outputs, first):
     to, result, _ = first
     (to / C.INDEX_NAME).unlink()
-    again = C.collect(to, chunk_size=CHUNK)
+    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[2]])
     assert again.ok and again.copied == []
     assert len(again.skipped) == len(result.copied)
     assert_collected(to, outputs)
 
 
-def test_unwritable_destination_is_bad_input(tmp_path, capsys):
+def test_unwritable_destination_is_bad_input(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    args = argparse.Namespace(to=str(blocker / "out"), address=None, json=False)
-    assert C.run(args) == 2
-    assert str(blocker / "out") in capsys.readouterr().err
+    with pytest.raises(BadInput, match=str(blocker / "out")):
+        C.run(run_args(blocker / "out"))
 
 
-def test_unreachable_cluster_fails_fast(tmp_path):
+def test_unreachable_cluster_fails_fast_with_exit_2(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    code = "import sys; from nrlprof.tools.collect import main; sys.exit(main(sys.argv[1:]))"
-    argv = [sys.executable, "-c", code, "--to", str(tmp_path / "out"), "--address", f"127.0.0.1:{port}"]
+    argv = [sys.executable, "-m", "nrlprof.cli", "collect", "--to", str(tmp_path / "out"), "--address"]
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([*argv, f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "no Ray cluster reachable" in done.stderr
     assert time.monotonic() - started < 30
@@ -178,13 +189,15 @@ def test_node_dying_during_collect_is_reported_and_others_collected(cluster, out
     """Last in this module: it removes a worker node from the shared cluster."""
     cluster_, workers, _ = cluster
     victim = workers[-1]
-    victim_label = next(n.label for n in C.alive_nodes() if n.node_id == victim.node_id)
+    victim_label = next(n.label for n in alive_nodes() if n.node_id == victim.node_id)
 
     def kill_node(listings):
         assert {listing.node.label for listing in listings} == set(outputs)
         cluster_.remove_node(victim)
 
-    result = C.collect(tmp_path / "out", chunk_size=CHUNK, read_timeout_s=60, after_listing=kill_node)
+    result = C.collect(
+        tmp_path / "out", chunk_size=CHUNK, allow_dirs=[cluster[2]], read_timeout_s=60, after_listing=kill_node
+    )
 
     assert result.exit_code == 1
     assert [e.node for e in result.node_errors] == [victim_label]
@@ -207,7 +220,7 @@ def test_node_dying_mid_file_leaves_no_partial_file(cluster, first):
     victim = workers[0]
     to, _, _ = first
     writer = ray.remote(num_cpus=0)(write_big_report)
-    source = ray.get(writer.options(**C.pinned(victim.node_id)).remote(40 * CHUNK))
+    source = ray.get(writer.options(**pinned(victim.node_id)).remote(40 * CHUNK))
     killed = []
 
     def kill_after_first_chunk(done: int, total: int) -> None:
@@ -215,7 +228,9 @@ def test_node_dying_mid_file_leaves_no_partial_file(cluster, first):
             killed.append(done)
             cluster_.remove_node(victim)
 
-    result = C.collect(to, chunk_size=CHUNK, depth=2, read_timeout_s=60, progress=kill_after_first_chunk)
+    result = C.collect(
+        to, chunk_size=CHUNK, depth=2, allow_dirs=[cluster[2]], read_timeout_s=60, progress=kill_after_first_chunk
+    )
 
     assert result.exit_code == 1 and killed
     [error] = result.node_errors

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from rich.console import Console
 from nrlprof.config.env import SELECTING_VARIABLES
 from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, install_agent_hook
 from nrlprof.tools import doctor as D
+from nrlprof.tools import doctor_node as N
 
 NSYS_VERSION = "2025.1.1.103-test"
 STAND_IN_NSYS = f"""#!/bin/sh
@@ -77,6 +79,26 @@ def test_everything_in_place_exits_0(local_ray, nsys_planned, tmp_path, capsys):
     assert node["output_writable"] is True
     assert node["python_version"] == data["driver_python"]
     assert not list(tmp_path.iterdir())  # the writability probe left nothing behind
+
+
+def test_reports_the_interpreter_and_ray_of_the_agent_and_workers(local_ray, clean_env):
+    """This cluster was started by this process: its raylet runs agent and workers with this interpreter."""
+    [node] = D.doctor().nodes
+    ray_dir = os.path.dirname(ray.__file__)
+    assert node.agent.command == sys.executable and node.workers.command == sys.executable
+    assert node.agent.ray_dir == ray_dir and node.workers.ray_dir == ray_dir
+    assert node.agent.pid is not None and node.agent.executable == os.path.realpath(sys.executable)
+    assert node.plugin_files_detail == f"Ray at {ray_dir}"
+    assert node.plugin_files["nsight"]["path"] == os.path.join(ray_dir, "_private/runtime_env/nsight.py")
+
+
+def test_interpreter_of_a_uv_worker_command_keeps_the_wrapper():
+    script = "/venv/lib/ray/_private/runtime_env/agent/main.py"
+    command = ["/usr/bin/uv", "run", "--project", "/p", "python", "-u", script]
+    found = N.interpreter_of([*command, "--node-id=abc"], N.AGENT_SCRIPT)
+    assert found.command == "/usr/bin/uv run --project /p python"
+    assert found.ray_dir == "/venv/lib/ray"
+    assert N.interpreter_of(["python", "x.py"], N.AGENT_SCRIPT).ray_dir == ""
 
 
 def test_table_names_each_node(local_ray, clean_env):

@@ -10,45 +10,22 @@ make a profiled worker fail on a node is an error (exit 1) naming the node and t
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import re
-import shutil
-import subprocess
+import shlex
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nrlprof.tools.collect import EXIT_BAD_INPUT, BadInput, FileFailed, NodeInfo, NodeLost, alive_nodes, connect
+from nrlprof.rayfix.names import FIXED_STATES, HOOK_SETTING
+from nrlprof.tools.cluster import EXIT_OK, EXIT_PARTIAL, NodeInfo, alive_nodes, connected, run_on_nodes
+from nrlprof.tools.doctor_node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
 
-NSYS_TOOL = "nsys"
-ROCPROF_TOOL = "rocprof-sys-python"
-VERSION_TIMEOUT_S = 15.0
 NODE_TIMEOUT_S = 120.0
-FIXED_STATES = ("patched", "upstream-fixed")
-HOOK_SETTING = 'RAY_RUNTIME_ENV_PLUGINS=\'[{"class": "nrlprof.rayfix.agent_hook.AgentHook"}]\''
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
 ERROR = "error"
 WARNING = "warning"
 NOTE = "note"
-
-
-@dataclass
-class ToolCheck:
-    name: str
-    path: str | None = None
-    version: str | None = None
-    detail: str = ""
-
-    @property
-    def found(self) -> bool:
-        return self.path is not None
 
 
 @dataclass
@@ -63,6 +40,8 @@ class NodeCheck:
     cuda: bool = False
     cuda_detail: str = ""
     raylet_pid: int | None = None
+    agent: Interpreter = field(default_factory=Interpreter)  # the runtime-env agent: runs Ray's profiler plugins
+    workers: Interpreter = field(default_factory=Interpreter)  # the raylet's default worker command
     agent_hook: bool | None = None  # None: the environment could not be read
     agent_detail: str = ""
     plugin_files: dict[str, Any] = field(default_factory=dict)
@@ -110,157 +89,12 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_PROBLEMS if self.errors else EXIT_OK
+        return EXIT_PARTIAL if self.errors else EXIT_OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"] = not self.errors
         return data
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-
-# --------------------------------------------------------------------------- on each node
-
-
-def tool_check(name: str, timeout_s: float = VERSION_TIMEOUT_S) -> ToolCheck:
-    """Where `name` is on PATH and what `name --version` says."""
-    check = ToolCheck(name, shutil.which(name))
-    if check.path is None:
-        check.detail = "not on PATH"
-        return check
-    try:
-        done = subprocess.run(
-            [check.path, "--version"], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        check.detail = f"`{name} --version` did not finish within {timeout_s:.0f}s"
-        return check
-    except OSError as err:
-        check.detail = f"`{name} --version` could not run: {err.strerror or err}"
-        return check
-    check.version = parse_version(done.stdout + "\n" + done.stderr)
-    if done.returncode != 0:
-        check.detail = f"`{name} --version` exited with {done.returncode}"
-    return check
-
-
-def parse_version(text: str) -> str | None:
-    """`NVIDIA Nsight Systems version 2025.1.1.103-test` -> `2025.1.1.103-test`; else the first line."""
-    match = re.search(r"\bv?(\d+(?:\.\d+)+[\w.+-]*)", text)
-    if match:
-        return match.group(1)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else None
-
-
-def cuda_check() -> tuple[bool, str]:
-    """A cheap look: the device node, else `nvidia-smi -L`."""
-    if os.path.exists("/dev/nvidia0"):
-        return True, "/dev/nvidia0"
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return False, "no /dev/nvidia0, no nvidia-smi"
-    try:
-        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return False, f"nvidia-smi -L failed: {err}"
-    gpus = [line for line in done.stdout.splitlines() if line.startswith("GPU")]
-    return (done.returncode == 0 and bool(gpus)), f"nvidia-smi: {len(gpus)} GPU(s)"
-
-
-def _read_proc(pid: str, name: str) -> list[str]:
-    with open(f"/proc/{pid}/{name}", "rb") as handle:
-        return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
-
-
-def find_raylet_pid(node_id: str) -> int | None:
-    """The pid of the raylet running `node_id` (several raylets may share a machine, so the node id decides)."""
-    wanted = f"--node_id={node_id}"
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not pid.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = _read_proc(pid, "cmdline")
-            if argv and argv[0].endswith("raylet") and wanted in argv:
-                return int(pid)
-    return None
-
-
-def agent_check(node_id: str) -> tuple[int | None, bool | None, str]:
-    """(raylet pid, whether the runtime-env agent's RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, the source).
-
-    The raylet starts the agent with its own environment. The agent's `/proc/<pid>/environ` is not read: the
-    agent renames its process title, which overwrites part of that area.
-    """
-    from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, agent_hook_listed
-
-    pid = find_raylet_pid(node_id)
-    if pid is None:
-        value = os.environ.get(PLUGINS_VARIABLE)
-        return None, agent_hook_listed(value), "raylet not found; judged from a worker's environment"
-    try:
-        environ = dict(item.partition("=")[::2] for item in _read_proc(str(pid), "environ"))
-    except OSError as err:
-        return pid, None, f"cannot read the environment of raylet pid {pid}: {err.strerror or err}"
-    return pid, agent_hook_listed(environ.get(PLUGINS_VARIABLE)), f"environment of raylet pid {pid}"
-
-
-def plugin_files_check() -> tuple[dict[str, Any], str]:
-    try:
-        from nrlprof.rayfix.patch_ray import inspect_ray
-    except ImportError as err:
-        return {}, f"nrlprof.rayfix.patch_ray unavailable: {err}"
-    try:
-        return inspect_ray(), ""
-    except Exception as err:  # a broken Ray install must not hide the other checks
-        return {}, f"inspecting Ray's plugin files failed: {type(err).__name__}: {err}"
-
-
-def writable_check(directory: str) -> tuple[bool, str]:
-    """Whether a file can be created in `directory`, or in the nearest existing parent it would be created in."""
-    path = Path(directory)
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return False, f"{existing} is not a directory"
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".nrlprof-doctor-"):
-            pass
-    except OSError as err:
-        return False, f"cannot create a file in {existing}: {err.strerror or err}"
-    return True, "writable" if existing == path else f"will be created (under {existing})"
-
-
-def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
-    """Runs on the node: every check, as plain data."""
-    nsys, rocprof = tool_check(NSYS_TOOL), tool_check(ROCPROF_TOOL)
-    cuda, cuda_detail = cuda_check()
-    raylet_pid, agent_hook, agent_detail = agent_check(node_id)
-    files, files_detail = plugin_files_check()
-    writable, writable_detail = writable_check(output_dir)
-    return {
-        "nsys": asdict(nsys),
-        "rocprof": asdict(rocprof),
-        "cuda": cuda,
-        "cuda_detail": cuda_detail,
-        "raylet_pid": raylet_pid,
-        "agent_hook": agent_hook,
-        "agent_detail": agent_detail,
-        "plugin_files": files,
-        "plugin_files_detail": files_detail,
-        "output_dir": output_dir,
-        "output_writable": writable,
-        "output_detail": writable_detail,
-        "python_executable": sys.executable,
-        "python_version": python_version(),
-    }
-
-
-def python_version() -> str:
-    return ".".join(str(part) for part in sys.version_info[:3])
 
 
 # --------------------------------------------------------------------------- driver
@@ -268,27 +102,20 @@ def python_version() -> str:
 
 def node_check_from(node: NodeInfo, data: dict[str, Any]) -> NodeCheck:
     check = NodeCheck(node.label, node.node_id, node.ip, node.hostname)
+    kinds = {"nsys": ToolCheck, "rocprof": ToolCheck, "agent": Interpreter, "workers": Interpreter}
     for key, value in data.items():
-        setattr(check, key, ToolCheck(**value) if key in ("nsys", "rocprof") else value)
+        setattr(check, key, kinds[key](**value) if key in kinds else value)
     return check
 
 
 def check_nodes(nodes: list[NodeInfo], output_dir: str, timeout_s: float = NODE_TIMEOUT_S) -> list[NodeCheck]:
-    import ray
-
-    from nrlprof.tools.collect import get_from_node, pinned
-
-    remote = ray.remote(max_retries=0)(inspect_node)
-    refs = [remote.options(**pinned(n.node_id)).remote(n.node_id, output_dir) for n in nodes]
-    checks = []
-    for node, ref in zip(nodes, refs, strict=True):
-        try:
-            checks.append(node_check_from(node, get_from_node(ref, timeout_s, node, "running the checks")))
-        except (NodeLost, FileFailed) as err:
-            checks.append(NodeCheck(node.label, node.node_id, node.ip, node.hostname, error=str(err)))
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-    return checks
+    answers = run_on_nodes(inspect_node, nodes, lambda n: (n.node_id, output_dir), timeout_s, "running the checks")
+    return [
+        node_check_from(a.node, a.value)
+        if a.error is None
+        else NodeCheck(a.node.label, a.node.node_id, a.node.ip, a.node.hostname, error=a.error)
+        for a in answers
+    ]
 
 
 def describe_plan(plan: Any) -> list[dict[str, Any]]:
@@ -327,10 +154,17 @@ def _fix_problems(check: NodeCheck, key: str, tool: str) -> list[Problem]:
             f"Ray's {key} plugin fix is not in place (runtime-env agent: "
             f"{'hook not listed' if check.agent_hook is False else check.agent_detail}; plugin file: {state}); "
             f"{tool} workers would lose their interpreter",
-            f"run `nrlprof patch-ray` on node {check.label} and restart Ray there, "
+            f"run `{_patch_command(check)}` on node {check.label} and restart Ray there, "
             f"or set {HOOK_SETTING} before `ray start` on it",
         )
     ]
+
+
+def _patch_command(check: NodeCheck) -> str:
+    """`nrlprof patch-ray`, aimed at the Ray the runtime-env agent imports when that is known."""
+    if check.agent.ray_dir:
+        return f"nrlprof patch-ray --ray-dir {shlex.quote(check.agent.ray_dir)}"
+    return "nrlprof patch-ray"
 
 
 def node_problems(check: NodeCheck, plan: Any, report: DoctorReport, output_dir_given: bool) -> list[Problem]:
@@ -373,8 +207,6 @@ def doctor(
     environ: Mapping[str, str] | None = None,
 ) -> DoctorReport:
     """Check every alive node; raises BadInput when no cluster is reachable, ConfigError for bad variables."""
-    import ray
-
     from nrlprof.config.env import is_configured, load_plan
 
     environ = os.environ if environ is None else environ
@@ -387,12 +219,8 @@ def doctor(
         driver_python=python_version(),
         driver_executable=sys.executable,
     )
-    initialised = connect(address)
-    try:
+    with connected(address):
         report.nodes = check_nodes(alive_nodes(), directory)
-    finally:
-        if initialised:
-            ray.shutdown()
     for check in report.nodes:
         report.problems += node_problems(check, plan, report, output_dir is not None)
     if not report.configured:
@@ -448,6 +276,9 @@ def render(report: DoctorReport, console: Any) -> None:
         table.add_row(check.label, _tool_cell(check.nsys), _tool_cell(check.rocprof), cuda, _fix_cell(check),
                       _output_cell(check), python)  # fmt: skip
     console.print(table)
+    for check in report.nodes:
+        if not check.error:
+            console.print(_interpreters_text(check), markup=False, highlight=False)
     console.print(
         f"plan: {_plan_text(report.plan)}; output dir: {report.output_dir}; driver Python {report.driver_python}",
         markup=False,
@@ -460,6 +291,15 @@ def render(report: DoctorReport, console: Any) -> None:
         console.print("[green]no problem found[/]")
 
 
+def _interpreters_text(check: NodeCheck) -> str:
+    def one(found: Interpreter) -> str:
+        ray = f" (Ray at {found.ray_dir})" if found.ray_dir else ""
+        binary = f" = {found.executable}" if found.executable and found.executable != found.command else ""
+        return f"{found.command or '?'}{binary}{ray}"
+
+    return f"node {check.label}: runtime-env agent {one(check.agent)}; workers {one(check.workers)}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or the local one)")
     parser.add_argument("--output-dir", default=None, help="torch output directory to check (default: the plan's)")
@@ -467,27 +307,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     from rich.console import Console
 
-    from nrlprof.errors import ConfigError
-
-    try:
-        report = doctor(address=args.address, output_dir=args.output_dir)
-    except (BadInput, ConfigError) as err:
-        print(f"nrlprof doctor: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    report = doctor(address=args.address, output_dir=args.output_dir)
     if args.json:
-        print(report.to_json())
+        print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
         render(report, Console())
     return report.exit_code
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nrlprof doctor", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

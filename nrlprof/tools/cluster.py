@@ -1,0 +1,225 @@
+"""Tools that work on a running Ray cluster: connecting, one task pinned to each node, and node failures.
+
+Connecting goes through `ray.init(address="auto")` (or the address the user gave, unchanged), never an address
+resolved here: Ray turns on its token authentication (Ray >= 2.60, `RAY_AUTH_MODE`, `~/.ray/auth_token`) only
+when it finds the cluster itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from nrlprof.errors import NrlprofError
+from nrlprof.layout import file_safe
+
+CONNECT_TIMEOUT_S = 5.0
+AUTO_ADDRESS = "auto"
+CLIENT_PREFIX = "ray://"
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1  # some node or file failed; the rest was done
+EXIT_BAD_INPUT = 2
+
+
+class ClusterError(NrlprofError):
+    """A failure of a cluster tool; the message names the node, file or input."""
+
+
+class BadInput(ClusterError):
+    """Input the command cannot work with (no cluster, unwritable directory, a bad option value)."""
+
+
+class NodeLost(ClusterError):
+    """The node stopped answering (died, was removed, timed out)."""
+
+
+class FileFailed(ClusterError):
+    """One file (or one node's task) failed; the others can go on."""
+
+
+@dataclass(frozen=True)
+class NodeError:
+    """A node whose work did not finish, as reported in a tool's result."""
+
+    node: str
+    node_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: str
+    hostname: str
+    ip: str
+    label: str  # unique among the alive nodes and safe as one directory name
+
+    def describe(self) -> str:
+        return f"node {self.label} (id {self.node_id[:12]}, {self.ip})"
+
+
+# --------------------------------------------------------------------------- connecting
+
+
+def locate(address: str | None) -> str:
+    """The `host:port` Ray would join for `address` (None/"auto": RAY_ADDRESS or the local cluster)."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        return canonicalize_bootstrap_address_or_die(address or AUTO_ADDRESS)
+    except (ConnectionError, ValueError) as err:
+        where = f"--address {address!r}" if address else "RAY_ADDRESS / the local Ray instance"
+        raise BadInput(f"no Ray cluster found from {where}: {err}") from None
+
+
+def probe_address(address: str, given: str | None = None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail fast where `ray.init` would hang: nothing listening at the cluster's `host:port`."""
+    host, _, port = address.rpartition(":")
+    name = repr(given or address) + ("" if given in (None, address) else f" ({address})")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except ValueError:
+        raise BadInput(f"address {name} is not of the form host:port") from None
+    except OSError as err:
+        raise BadInput(f"no Ray cluster reachable at {name}: {err.strerror or err}") from None
+
+
+def connect(address: str | None = None) -> bool:
+    """Join a running cluster as `ray.init` does (token auth included); True when this call initialised Ray.
+
+    `address`: None or "auto" (RAY_ADDRESS, else the local cluster), `host:port` or `ray://host:port`, passed to
+    `ray.init` as given. Never starts a cluster. Raises BadInput naming the address when none can be joined.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    given = address or AUTO_ADDRESS
+    if not given.startswith(CLIENT_PREFIX):
+        probe_address(locate(address), address)
+    try:
+        ray.init(address=given, logging_level=logging.WARNING, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise BadInput(f"could not connect to the Ray cluster at {given!r}: {first_line}") from None
+    return True
+
+
+@contextlib.contextmanager
+def connected(address: str | None = None) -> Iterator[None]:
+    """Ray joined for the block; shut down afterwards only when this block joined it."""
+    import ray
+
+    initialised = connect(address)
+    try:
+        yield
+    finally:
+        if initialised:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def node_dir_name(label: str) -> str:
+    """A single, safe directory name for a node label (`..` or `/` can never leave the target dir)."""
+    safe = file_safe(label)
+    return safe if label.strip("._") and safe not in (".", "..") else "node"
+
+
+def label_nodes(nodes: Iterable[tuple[str, str, str]]) -> list[NodeInfo]:
+    """(node id, hostname, ip) -> NodeInfo with a directory label that is unique among `nodes`."""
+    nodes = list(nodes)
+    hosts = Counter(host for _, host, _ in nodes)
+    host_ips = Counter((host, ip) for _, host, ip in nodes)
+    infos = []
+    for node_id, host, ip in nodes:
+        if hosts[host] == 1:
+            label = host
+        elif host_ips[(host, ip)] == 1:
+            label = f"{host}-{ip}"
+        else:
+            label = f"{host}-{ip}-{node_id[:8]}"
+        infos.append(NodeInfo(node_id, host, ip, node_dir_name(label)))
+    taken = Counter(info.label for info in infos)
+    return [
+        NodeInfo(i.node_id, i.hostname, i.ip, f"{i.label}-{i.node_id[:8]}") if taken[i.label] > 1 else i for i in infos
+    ]
+
+
+def alive_nodes() -> list[NodeInfo]:
+    import ray
+
+    rows = [n for n in ray.nodes() if n.get("Alive")]
+    return label_nodes((n["NodeID"], n.get("NodeManagerHostname", ""), n.get("NodeManagerAddress", "")) for n in rows)
+
+
+def pinned(node_id: str) -> dict[str, Any]:
+    """Task options that run it on `node_id` only, without taking a CPU."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
+
+
+def cause_of(err: Exception) -> str:
+    cause = getattr(err, "cause", None)
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(err).splitlines()[0]
+
+
+def get_from_node(ref: Any, timeout_s: float, node: NodeInfo, what: str) -> Any:
+    """`ray.get` of a task pinned to `node`: FileFailed when the task raised, NodeLost when the node went."""
+    import ray
+
+    try:
+        return ray.get(ref, timeout=timeout_s)
+    except ray.exceptions.RayTaskError as err:
+        raise FileFailed(f"{what}: {cause_of(err)}") from None
+    except ray.exceptions.GetTimeoutError:
+        raise NodeLost(f"{node.describe()} did not answer within {timeout_s:.0f}s while {what}") from None
+    except ray.exceptions.RayError as err:
+        raise NodeLost(f"{node.describe()} died or left the cluster while {what}: {type(err).__name__}") from None
+
+
+@dataclass
+class NodeAnswer:
+    """One node's answer to `run_on_nodes`: its value, or why there is none."""
+
+    node: NodeInfo
+    value: Any = None
+    error: str | None = None
+
+
+def run_on_nodes(
+    function: Callable[..., Any],
+    nodes: list[NodeInfo],
+    args_for: Callable[[NodeInfo], tuple[Any, ...]],
+    timeout_s: float,
+    what: str,
+) -> list[NodeAnswer]:
+    """One task per node, all at once, each pinned to its node; a node that fails gets its error, not an exception."""
+    import time
+
+    import ray
+
+    remote = ray.remote(max_retries=0)(function)
+    refs = [remote.options(**pinned(n.node_id)).remote(*args_for(n)) for n in nodes]
+    deadline = time.monotonic() + timeout_s
+    answers = []
+    for node, ref in zip(nodes, refs, strict=True):
+        try:
+            answers.append(NodeAnswer(node, get_from_node(ref, max(0.1, deadline - time.monotonic()), node, what)))
+        except NodeLost as err:
+            answers.append(NodeAnswer(node, error=str(err)))
+        except FileFailed as err:
+            answers.append(NodeAnswer(node, error=f"{node.describe()}: {err}"))
+        else:
+            continue
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+    return answers

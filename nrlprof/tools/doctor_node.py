@@ -1,0 +1,266 @@
+"""What `nrlprof doctor` looks at on one node: runs there, inside a task pinned to it.
+
+The interpreters are read from the node's raylet, not assumed from this task: the raylet's command line names
+the command it starts workers with (`--python_worker_command`) and the one it starts its runtime-env agent with
+(`--runtime_env_agent_command`, whose script lies inside the Ray package the agent imports). The agent runs Ray's
+profiler plugins, so the on-disk fix is checked in that Ray package, whichever environment this task runs in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+NSYS_TOOL = "nsys"
+ROCPROF_TOOL = "rocprof-sys-python"
+VERSION_TIMEOUT_S = 15.0
+WORKER_COMMAND_FLAG = "--python_worker_command="
+AGENT_COMMAND_FLAG = "--runtime_env_agent_command="
+AGENT_TITLE = "ray::RuntimeEnvAgent"
+# Paths of the scripts inside the Ray package that the raylet's commands run.
+AGENT_SCRIPT = "_private/runtime_env/agent/main.py"
+WORKER_SCRIPT = "_private/workers/setup_worker.py"
+
+
+@dataclass
+class ToolCheck:
+    name: str
+    path: str | None = None
+    version: str | None = None
+    detail: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.path is not None
+
+
+@dataclass
+class Interpreter:
+    """A Python the node's Ray runs: the command as the raylet has it, the binary, and the Ray it imports."""
+
+    command: str = ""  # as configured (may be a venv link or a wrapper such as `uv run ... python`)
+    executable: str = ""  # the binary (/proc/<pid>/exe) where a running process was found
+    ray_dir: str = ""  # the Ray package directory it runs from
+    pid: int | None = None
+    detail: str = ""
+
+
+def tool_check(name: str, timeout_s: float = VERSION_TIMEOUT_S) -> ToolCheck:
+    """Where `name` is on PATH and what `name --version` says."""
+    check = ToolCheck(name, shutil.which(name))
+    if check.path is None:
+        check.detail = "not on PATH"
+        return check
+    try:
+        done = subprocess.run(
+            [check.path, "--version"], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired:
+        check.detail = f"`{name} --version` did not finish within {timeout_s:.0f}s"
+        return check
+    except OSError as err:
+        check.detail = f"`{name} --version` could not run: {err.strerror or err}"
+        return check
+    check.version = parse_version(done.stdout + "\n" + done.stderr)
+    if done.returncode != 0:
+        check.detail = f"`{name} --version` exited with {done.returncode}"
+    return check
+
+
+def parse_version(text: str) -> str | None:
+    """`NVIDIA Nsight Systems version 2025.1.1.103-test` -> `2025.1.1.103-test`; else the first line."""
+    match = re.search(r"\bv?(\d+(?:\.\d+)+[\w.+-]*)", text)
+    if match:
+        return match.group(1)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else None
+
+
+def cuda_check() -> tuple[bool, str]:
+    """A cheap look: the device node, else `nvidia-smi -L`."""
+    if os.path.exists("/dev/nvidia0"):
+        return True, "/dev/nvidia0"
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False, "no /dev/nvidia0, no nvidia-smi"
+    try:
+        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"nvidia-smi -L failed: {err}"
+    gpus = [line for line in done.stdout.splitlines() if line.startswith("GPU")]
+    return (done.returncode == 0 and bool(gpus)), f"nvidia-smi: {len(gpus)} GPU(s)"
+
+
+def read_proc(pid: int | str, name: str) -> list[str]:
+    with open(f"/proc/{pid}/{name}", "rb") as handle:
+        return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+
+
+def _pids() -> list[str]:
+    return [p for p in os.listdir("/proc") if p.isdigit()] if os.path.isdir("/proc") else []
+
+
+def find_raylet(node_id: str) -> tuple[int | None, list[str]]:
+    """The pid and argv of the raylet running `node_id` (several raylets may share a machine: the id decides)."""
+    wanted = f"--node_id={node_id}"
+    for pid in _pids():
+        with contextlib.suppress(OSError):
+            argv = read_proc(pid, "cmdline")
+            if argv and argv[0].endswith("raylet") and wanted in argv:
+                return int(pid), argv
+    return None, []
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for child in _pids():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{child}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(child))
+    return found
+
+
+def _flag(argv: list[str], prefix: str) -> list[str]:
+    for arg in argv:
+        if arg.startswith(prefix):
+            with contextlib.suppress(ValueError):
+                return shlex.split(arg[len(prefix) :])
+    return []
+
+
+def ray_dir_of(command: list[str], script: str) -> str:
+    """The Ray package dir from a command running `<ray>/<script>`; '' when the command has no such argument."""
+    for arg in command:
+        if arg.endswith("/" + script):
+            return arg[: -len(script) - 1]
+    return ""
+
+
+def interpreter_of(command: list[str], script: str) -> Interpreter:
+    """The command up to (without) the Ray script it runs; a wrapper such as `uv run ... python` stays whole."""
+    ray_dir = ray_dir_of(command, script)
+    cut = next((i for i, arg in enumerate(command) if arg.endswith("/" + script)), len(command))
+    prefix = [a for a in command[:cut] if a != "-u"]
+    return Interpreter(command=shlex.join(prefix), ray_dir=ray_dir)
+
+
+def agent_process(raylet_pid: int) -> int | None:
+    """The runtime-env agent among the raylet's children (it renames its process title to ray::RuntimeEnvAgent)."""
+    for child in children(raylet_pid):
+        with contextlib.suppress(OSError):
+            argv = read_proc(child, "cmdline")
+            if argv and (argv[0].startswith(AGENT_TITLE) or any(a.endswith("/" + AGENT_SCRIPT) for a in argv)):
+                return child
+    return None
+
+
+def interpreters(node_id: str) -> dict[str, Any]:
+    """Raylet pid and environment, and what its agent and workers run, read from the raylet's process."""
+    pid, argv = find_raylet(node_id)
+    if pid is None:
+        detail = "raylet not found among this machine's processes"
+        return {"raylet_pid": None, "raylet_environ": None, "agent": asdict(Interpreter(detail=detail)),
+                "workers": asdict(Interpreter(detail=detail))}  # fmt: skip
+    agent = interpreter_of(_flag(argv, AGENT_COMMAND_FLAG), AGENT_SCRIPT)
+    workers = interpreter_of(_flag(argv, WORKER_COMMAND_FLAG), WORKER_SCRIPT)
+    agent.pid = agent_process(pid)
+    if agent.pid is not None:
+        with contextlib.suppress(OSError):
+            agent.executable = os.readlink(f"/proc/{agent.pid}/exe")
+    workers.pid = os.getpid()
+    workers.executable = os.path.realpath(sys.executable)
+    workers.detail = f"this check ran in {sys.executable}"
+    for found, what in ((agent, "runtime-env agent"), (workers, "worker")):
+        if not found.ray_dir:
+            found.detail = f"the raylet's {what} command names no Ray script; " + found.detail
+    try:
+        environ = dict(item.partition("=")[::2] for item in read_proc(pid, "environ"))
+    except OSError:
+        environ = None
+    return {"raylet_pid": pid, "raylet_environ": environ, "agent": asdict(agent), "workers": asdict(workers)}
+
+
+def agent_check(environ: dict[str, str] | None, raylet_pid: int | None) -> tuple[bool | None, str]:
+    """Whether the runtime-env agent's RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, and where that was read.
+
+    The raylet starts the agent with its own environment. The agent's `/proc/<pid>/environ` is not read: the
+    agent renames its process title, which overwrites part of that area.
+    """
+    from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, agent_hook_listed
+
+    if raylet_pid is None:
+        return agent_hook_listed(os.environ.get(PLUGINS_VARIABLE)), "raylet not found; judged from a worker"
+    if environ is None:
+        return None, f"cannot read the environment of raylet pid {raylet_pid}"
+    return agent_hook_listed(environ.get(PLUGINS_VARIABLE)), f"environment of raylet pid {raylet_pid}"
+
+
+def plugin_files_check(ray_dir: str) -> tuple[dict[str, Any], str]:
+    """The fix state of Ray's plugin files in `ray_dir` (the agent's Ray), or of the Ray this task imports."""
+    try:
+        from nrlprof.rayfix.patch_ray import inspect_ray
+    except ImportError as err:
+        return {}, f"nrlprof.rayfix.patch_ray unavailable: {err}"
+    try:
+        return inspect_ray(ray_dir or None), f"Ray at {ray_dir}" if ray_dir else "the Ray this check imports"
+    except Exception as err:  # a broken Ray install must not hide the other checks
+        return {}, f"inspecting Ray's plugin files failed: {type(err).__name__}: {err}"
+
+
+def writable_check(directory: str) -> tuple[bool, str]:
+    """Whether a file can be created in `directory`, or in the nearest existing parent it would be created in."""
+    path = Path(directory)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return False, f"{existing} is not a directory"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".nrlprof-doctor-"):
+            pass
+    except OSError as err:
+        return False, f"cannot create a file in {existing}: {err.strerror or err}"
+    return True, "writable" if existing == path else f"will be created (under {existing})"
+
+
+def python_version() -> str:
+    return ".".join(str(part) for part in sys.version_info[:3])
+
+
+def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
+    """Runs on the node: every check, as plain data."""
+    nsys, rocprof = tool_check(NSYS_TOOL), tool_check(ROCPROF_TOOL)
+    cuda, cuda_detail = cuda_check()
+    found = interpreters(node_id)
+    agent_hook, agent_detail = agent_check(found["raylet_environ"], found["raylet_pid"])
+    files, files_detail = plugin_files_check(found["agent"]["ray_dir"])
+    writable, writable_detail = writable_check(output_dir)
+    return {
+        "nsys": asdict(nsys),
+        "rocprof": asdict(rocprof),
+        "cuda": cuda,
+        "cuda_detail": cuda_detail,
+        "raylet_pid": found["raylet_pid"],
+        "agent": found["agent"],
+        "workers": found["workers"],
+        "agent_hook": agent_hook,
+        "agent_detail": agent_detail,
+        "plugin_files": files,
+        "plugin_files_detail": files_detail,
+        "output_dir": output_dir,
+        "output_writable": writable,
+        "output_detail": writable_detail,
+        "python_executable": sys.executable,
+        "python_version": python_version(),
+    }
