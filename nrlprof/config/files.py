@@ -27,7 +27,7 @@ class _YamlTooLarge(Exception):
 def _split_spec(spec: str) -> tuple[str, str | None]:
     """`path.yaml:dotted.key` when the part before the last ':' is a file, else the whole spec is the path."""
     head, colon, dotted = spec.rpartition(":")
-    if colon and head and os.path.isfile(head):
+    if colon and head and (os.path.isfile(head) or (os.path.exists(head) and not os.path.exists(spec))):
         return head, dotted.strip() or None
     if colon and head and not os.path.exists(spec):
         raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"no file {head!r}")

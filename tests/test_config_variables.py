@@ -1,0 +1,70 @@
+"""The cheap "is anything configured?" test and the variable names it holds."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import nrlprof.config.variables as variables
+from nrlprof.config.variables import SELECTING_VARIABLES, is_configured, may_activate
+
+
+@pytest.mark.parametrize("name", SELECTING_VARIABLES)
+def test_each_selecting_variable_configures(name):
+    assert is_configured({name: "x"})
+    assert may_activate({name: "x"})
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"NRL_NSYS_WORKER_PATTERNS": "  "},
+        {"NRL_PROFILE_CONFIG": ""},
+        {"NRL_PROFILE_LOG_LEVEL": "DEBUG", "NRL_PROFILE_TIMEOUT_S": "5", "NRL_NSYS_RANKS": "0"},
+        {"NRL_TORCH_PROFILE_DIR": "/tmp/t", "NRL_NSYS_EXTRA_OPTIONS": "{}"},
+        {"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*"},
+        {"NRLPROF_WORKER": ""},
+    ],
+)
+def test_settings_alone_and_blank_values_configure_nothing(environ):
+    assert not is_configured(environ)
+    assert not may_activate(environ)
+
+
+def test_a_profiled_worker_may_activate_without_selecting_variables():
+    assert may_activate({"NRLPROF_WORKER": '{"name": "w"}'})
+    assert not is_configured({"NRLPROF_WORKER": '{"name": "w"}'})
+
+
+def test_the_names_are_the_documented_ones():
+    assert set(SELECTING_VARIABLES) == {
+        "NRL_NSYS_WORKER_PATTERNS",
+        "NRL_NSYS_PROFILE_STEP_RANGE",
+        "NRL_TORCH_PROFILE_WORKER_PATTERNS",
+        "NRL_TORCH_PROFILE_STEP_RANGE",
+        "NRL_ROCPROF_WORKER_PATTERNS",
+        "NRL_ROCPROF_PROFILE_STEP_RANGE",
+        "NRL_PROFILE_CONFIG",
+    }
+    assert variables.CONFIG_FILE_VARIABLE == "NRL_PROFILE_CONFIG"
+    assert variables.TIMEOUT_VARIABLE == "NRL_PROFILE_TIMEOUT_S"
+
+
+def test_the_module_imports_nothing_costly():
+    tree = ast.parse(Path(variables.__file__).read_text())
+    imported = {
+        alias.name if isinstance(node, ast.Import) else node.module
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    assert imported <= {"__future__", "collections.abc"}
+
+
+def test_config_modules_take_the_file_variable_from_one_place():
+    config_dir = Path(variables.__file__).parent
+    defining = [p.name for p in config_dir.glob("*.py") if 'CONFIG_FILE_VARIABLE = "' in p.read_text()]
+    assert defining == ["variables.py"]
