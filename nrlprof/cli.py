@@ -1,4 +1,9 @@
-"""The `nrlprof` command line: one subcommand per tool, each module bringing its own arguments."""
+"""The `nrlprof` command line: one subcommand per tool, each module bringing its own arguments.
+
+Exit codes, decided here for every tool: 0 done; 1 partial (the tool's `run()` returns 1: some input
+skipped, some node failed); 2 bad input (any NrlprofError: one line `nrlprof <cmd>: <message>` on
+stderr); 130 interrupted. Only the chosen subcommand's module is imported.
+"""
 
 from __future__ import annotations
 
@@ -18,17 +23,30 @@ SUBCOMMANDS = {
     "report": ("nrlprof.tools.report", "one self-contained HTML report: timeline picture and tables"),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
+EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported to add its arguments (all of them when None)."""
     parser = argparse.ArgumentParser(prog="nrlprof", description="Step-gated profiling of chosen Ray workers.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(module_name=module_name)
-        importlib.import_module(module_name).add_arguments(sub)
+        if command is None or name == command:
+            importlib.import_module(module_name).add_arguments(sub)
     return parser
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv`: its first word that is not an option (nrlprof's own take no value)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
 
 
 def _version() -> str:
@@ -38,17 +56,26 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from nrlprof.errors import ConfigError
+    from nrlprof.errors import NrlprofError
 
-    args = build_parser().parse_args(argv)
-    module = importlib.import_module(args.module_name)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = chosen_command(argv)
     try:
-        return int(module.run(args) or 0)
-    except ConfigError as err:
-        print(f"nrlprof {args.command}: {err}", file=sys.stderr)
-        return 2
+        # An unknown command builds nothing: argparse lists the choices and exits 2.
+        args = build_parser(command or "").parse_args(argv)
+        module = importlib.import_module(args.module_name)
+        status = module.run(args)
+    except NrlprofError as err:
+        print(f"nrlprof {command}: {_one_line(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
+        print(f"nrlprof {command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return int(status or EXIT_OK)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
 
 
 if __name__ == "__main__":

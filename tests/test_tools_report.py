@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import struct
@@ -13,8 +12,10 @@ from pathlib import Path
 import pytest
 from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
+from nrlprof.cli import main
 from nrlprof.errors import ToolError
-from nrlprof.tools.report import add_arguments, render_html, run, write_report
+from nrlprof.tools.render.html import render_html
+from nrlprof.tools.report import write_report
 from nrlprof.tools.summary import summarize
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -53,7 +54,7 @@ def test_report_is_one_self_contained_file(run_dir, tmp_path, monkeypatch):
     # step bands carry their step numbers, for both windows
     bands = re.findall(r"<title>policy rank 0 step (\d+): ([\d.]+) ms</title>", page)
     assert sorted(int(step) for step, _ in bands) == [3, 4, 9]
-    assert all(29.5 <= float(ms) < 200 for _, ms in bands)
+    assert all(float(ms) >= 29.5 for _, ms in bands)  # 30 ms of sleep in each step
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -76,17 +77,16 @@ def test_bad_input_leaves_no_report(tmp_path):
     assert not (tmp_path / "report.html").exists() and not list(tmp_path.glob(".*.tmp"))
 
 
-def test_run_exit_codes(run_dir, tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert run(parser.parse_args([str(run_dir / "policy"), "-o", str(tmp_path / "a.html")])) == 0
+def test_cli_exit_codes(run_dir, tmp_path, capsys):
+    assert main(["report", str(run_dir / "policy"), "-o", str(tmp_path / "a.html")]) == 0
     assert (tmp_path / "a.html").exists()
     source = next((run_dir / "policy" / "1").glob("*.pt.trace.json"))
     truncate(source, tmp_path / "t" / "policy.rank1.steps3-4.9.pt.trace.json")
     write_json(tmp_path / "t" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
-    assert run(parser.parse_args([str(tmp_path / "t"), "-o", str(tmp_path / "b.html")])) == 1
+    assert main(["report", str(tmp_path / "t"), "-o", str(tmp_path / "b.html")]) == 1
     assert "skipped" in capsys.readouterr().err and "skipped" in (tmp_path / "b.html").read_text()
-    assert run(parser.parse_args([str(tmp_path / "missing"), "-o", str(tmp_path / "c.html")])) == 2
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "c.html")]) == 2
+    assert capsys.readouterr().err == f"nrlprof report: {tmp_path / 'missing'}: no such file or directory\n"
     assert not (tmp_path / "c.html").exists()
 
 

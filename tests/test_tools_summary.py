@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -12,9 +11,12 @@ from pathlib import Path
 import pytest
 from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
+from nrlprof.cli import main
 from nrlprof.errors import ToolError
 from nrlprof.tools.hta import hta_folder
-from nrlprof.tools.summary import add_arguments, parse_nsys_csv, render, run, summarize
+from nrlprof.tools.nsys_stats import parse_nsys_csv
+from nrlprof.tools.render.console import render_summary
+from nrlprof.tools.summary import summarize
 
 KERNEL_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
 61.5,2000,4,500.0,500.0,400,600,81.6,"ampere_sgemm_128x64_nn"
@@ -29,10 +31,24 @@ OLD_KERNEL_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,St
 OLD_NVTX_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Range
 100.0,5000000,2,2500000.0,2000000,3000000,707106.8,policy.train
 """
+# `nsys stats` as Nsight Systems 2023+ answers it; it refuses what real nsys would not parse the same way:
+# anything but `stats --report A,B --format csv --output - <existing .nsys-rep>`.
 FAKE_NSYS = """#!{python}
-import sys
+import os, sys
 args = sys.argv[1:]
-reports = args[args.index("--report") + 1]
+def refuse(why):
+    print("ERROR: " + why, file=sys.stderr)
+    sys.exit(2)
+if len(args) != 8 or args[0] != "stats":
+    refuse("usage: stats --report R --format csv --output - REPORT, got " + repr(args))
+options = dict(zip(args[1:7:2], args[2:7:2]))
+if set(options) != {{"--report", "--format", "--output"}}:
+    refuse("unexpected options " + repr(args))
+if options["--format"] != "csv" or options["--output"] != "-":
+    refuse("this stand-in writes CSV to stdout only: " + repr(options))
+if not (args[7].endswith(".nsys-rep") and os.path.isfile(args[7])):
+    refuse("no such report " + args[7])
+reports = options["--report"]
 if "{reject}" and "{reject}" in reports:
     print("ERROR: Report '{reject}' could not be found.", file=sys.stderr)
     sys.exit(1)
@@ -67,13 +83,13 @@ def test_step_wall_time_and_ranges_match_what_was_recorded(recorded):
     policy0 = worker(summary, "policy", 0)
     assert set(policy0.step_wall_ms) == {3, 4, 7}
     for step in (3, 4, 7):
-        # a 50 ms sleep inside ProfilerStep#n; a loaded machine oversleeps, never undersleeps
-        assert 49.5 <= policy0.step_wall_ms[step] < 150
+        # a 50 ms sleep inside ProfilerStep#n, 20 ms of it in policy.train; a loaded machine oversleeps only
+        assert policy0.step_wall_ms[step] >= 49.5
         assert 19.5 <= policy0.ranges_ms["policy.train"][step] < policy0.step_wall_ms[step]
     assert policy0.range_calls["policy.train"] == 3
     assert len(policy0.files) == 2
     controller = worker(summary, "controller", None)
-    assert 29.5 <= controller.step_wall_ms[3] < 130
+    assert controller.step_wall_ms[3] >= 29.5
     assert controller.label == "controller"
     names = {op.name for op in policy0.ops}
     assert "aten::mm" in names or "aten::matmul" in names
@@ -112,7 +128,7 @@ def test_json_and_rich_output(recorded, capsys):
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=200)
-    render(summary, console)
+    render_summary(summary, console)
     text = console.file.getvalue()
     assert "Step wall time" in text and "policy rank 1" in text and "policy.train" in text
 
@@ -183,17 +199,17 @@ def test_parse_nsys_csv_ignores_notices():
     assert kernels == [] and nvtx[0]["Style"] == "PushPop"
 
 
-def test_run_exit_codes_and_json(recorded, tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert run(parser.parse_args([str(recorded / "policy"), "--json"])) == 0
+def test_cli_exit_codes_and_json(recorded, tmp_path, capsys):
+    assert main(["summary", str(recorded / "policy"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {w["rank"] for w in data["workers"]} == {0, 1}
-    assert run(parser.parse_args([str(tmp_path / "missing")])) == 2
+    assert main(["summary", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == f"nrlprof summary: {tmp_path / 'missing'}: no such file or directory\n"
     source = next((recorded / "policy" / "1").glob("*.pt.trace.json"))
     truncate(source, tmp_path / "t" / "policy.rank1.steps3-4.9.pt.trace.json")
     write_json(tmp_path / "t" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
-    assert run(parser.parse_args([str(tmp_path / "t")])) == 1
+    assert main(["summary", str(tmp_path / "t")]) == 1
+    assert "policy.rank1.steps3-4.9.pt.trace.json" in capsys.readouterr().out
 
 
 # Holistic Trace Analysis reads nrlprof's traces: a rank directory as is, a worker directory via hta_folder.
@@ -255,10 +271,11 @@ def test_manifest_windows_not_ok_or_missing_become_notes(tmp_path):
          "files": ["/tmp/ray/session_1/logs/nsight/policy_3-4_1000.nsys-rep"]},
     ]  # fmt: skip
     manifest.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn')
-    notes = summarize(tmp_path, nsys="").notes
+    summary = summarize(tmp_path, nsys="")
+    assert summary.skipped == []  # a torn last line is a killed writer, not a bad manifest
+    error, missing = summary.notes
     # the nsys report was never meant to be in a directory of torch traces: not reported missing
-    assert notes == [
-        "policy rank 1 window 3-4 (torch, h pid 1001): error: export failed",
-        "policy rank 2 window 3-4 (torch, h pid 1002): listed in manifest-h-1.jsonl but not found here: "
-        "policy.rank2.steps3-4.1002.pt.trace.json",
-    ]
+    assert all(word in error for word in ("policy rank 1", "3-4", "torch", "pid 1001", "error", "export failed"))
+    assert all(word in missing for word in ("policy rank 2", "manifest-h-1.jsonl",
+                                            "policy.rank2.steps3-4.1002.pt.trace.json"))  # fmt: skip
+    assert "rank 0" not in error + missing and "nsys-rep" not in error + missing

@@ -26,11 +26,9 @@ import json
 import multiprocessing
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -40,22 +38,23 @@ from typing import Any, BinaryIO
 import orjson
 
 from nrlprof.errors import ToolError
+from nrlprof.tools.gzip_member import DeflateStream, gzip_header, gzip_trailer
+from nrlprof.tools.merge_rewrite import PID_BLOCK, RayRewriter, TraceRewriter
+from nrlprof.tools.progress import ProgressCallback, progress_bar
 from nrlprof.tools.traces import (
+    ReadProgress,
     TraceHeader,
+    check_events,
     find_traces,
     gc_paused,
     iter_chrome_events,
     iter_event_batches,
-    progress_bar,
+    unexpected_content,
 )
 
-ProgressCallback = Callable[[int, int], None]
-"""Called with (bytes read, total bytes) of the inputs on disk."""
-
-ID_STRIDE = 1 << 40
-PID_BLOCK = 100_000
-_KNOWN_PIDS = {"Spans": 1001, "Traces": 1002, "": 1003}  # the string pids kineto writes
 _BYTES_PER_JOB = 256 << 20  # a worker process costs ~0.5 s to start: worth it past this much input
+# Values of types the rewriter does not expect (a hostile or foreign trace): the trace is skipped.
+_CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
 
 
 @dataclass
@@ -155,10 +154,14 @@ def merge_traces(
         if not result.merged:
             raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
         if ray_timeline is not None:
-            ray = _RayRewriter(-origin_ns / 1000, PID_BLOCK * (len(groups) + 1))
+            ray = RayRewriter(-origin_ns / 1000, PID_BLOCK * (len(groups) + 1))
             with gc_paused():
                 for batch in iter_chrome_events(Path(ray_timeline)):
-                    ray.rewrite(batch)
+                    try:
+                        ray.rewrite(batch)
+                    except _CONTENT_ERRORS as exc:
+                        check_events(batch, Path(ray_timeline))
+                        raise ToolError(unexpected_content(exc), ray_timeline) from exc
                     sink.write_events(batch)
             names.update(ray.names)
             result.events_in += ray.count
@@ -258,133 +261,28 @@ def _parts(tasks: list[_Task], jobs: int, meter: _Meter) -> Iterable[_Part]:
                 future.cancel()
 
 
-def _write_part(task: _Task, progress: Callable[[int], None] | None = None) -> _Part:
+def _write_part(task: _Task, progress: ReadProgress | None = None) -> _Part:
     """Rewrite one trace into its part file; a trace that cannot be read gives a part with `error` set."""
     part = _Part(task)
-    rewriter = _TraceRewriter(task)
+    rewriter = TraceRewriter(task)
     try:
         with gc_paused(), _Segment(task.part, task.compress_level) as segment:
             for batch in iter_event_batches(task.path, progress):
-                rewriter.rewrite(batch)
+                try:
+                    rewriter.rewrite(batch)
+                except (TypeError, AttributeError):
+                    check_events(batch, task.path)
+                    raise
                 segment.write_events(batch)
         part.crc, part.size = segment.crc, segment.size
     except ToolError as exc:
         task.part.unlink(missing_ok=True)
         part.error = exc.reason
+    except _CONTENT_ERRORS as exc:
+        task.part.unlink(missing_ok=True)
+        part.error = unexpected_content(exc)
     part.events, part.names = rewriter.count, rewriter.names
     return part
-
-
-def _pid_slot(original: Any, main_pid: int | None) -> int:
-    """Where an original pid goes in its input's block of PID_BLOCK pids: the same in every process."""
-    if original == main_pid:
-        return 0
-    if isinstance(original, int) and 0 <= original < 1000:  # kineto's GPU rows: pid = device index
-        return 1 + original
-    if isinstance(original, str) and original in _KNOWN_PIDS:
-        return _KNOWN_PIDS[original]
-    return 1100 + zlib.crc32(repr(original).encode()) % (PID_BLOCK - 1100)
-
-
-def _hashable(value: Any) -> Any:
-    return value if isinstance(value, (int, str, float, type(None))) else json.dumps(value, sort_keys=True)
-
-
-class _TraceRewriter:
-    """Rewrites one torch trace's events in place: pid, ts, ids; counts them; names the new pids."""
-
-    def __init__(self, task: _Task) -> None:
-        self.base_pid = PID_BLOCK * (task.group + 1)
-        self.label = task.label
-        self.main_pid = task.main_pid
-        self.ts_offset = task.ts_offset
-        self.id_offset = task.index * ID_STRIDE
-        self.id_prefix = f"{task.index}:"
-        self.pid_map: dict[Any, int] = {}
-        self.names: dict[int, str] = {}
-        self.count = 0
-
-    def _pid(self, original: Any) -> int:
-        key = _hashable(original)
-        if self.main_pid is None and isinstance(key, int):
-            self.main_pid = key
-        pid = self.base_pid + _pid_slot(key, self.main_pid)
-        self.names[pid] = self.label if pid == self.base_pid else f"{self.label} [{key if key != '' else 'no pid'}]"
-        if key is original:
-            self.pid_map[key] = pid
-        return pid
-
-    def _shift(self, value: Any) -> Any:
-        if value.__class__ is int and 0 <= value < ID_STRIDE:
-            return value + self.id_offset
-        return value if value is None else self.id_prefix + str(value)
-
-    def rewrite(self, events: list[dict[str, Any]]) -> None:
-        # The hot loop of a merge: plain small ints take the inline path, anything else goes through _shift.
-        pid_map, ts_offset, offset, shift = self.pid_map, self.ts_offset, self.id_offset, self._shift
-        for event in events:
-            try:
-                event["pid"] = pid_map[event["pid"]]
-            except (KeyError, TypeError):
-                if "pid" in event:
-                    event["pid"] = self._pid(event["pid"])
-            if ts_offset:
-                ts = event.get("ts")
-                if ts.__class__ is float or ts.__class__ is int:
-                    event["ts"] = ts + ts_offset
-            args = event.get("args")
-            if args.__class__ is not dict:
-                if "id" in event:
-                    value = event["id"]
-                    event["id"] = value + offset if value.__class__ is int and 0 <= value < ID_STRIDE else shift(value)
-                continue
-            value = args.get("External id")
-            if value is not None:
-                args["External id"] = (
-                    value + offset if value.__class__ is int and 0 <= value < ID_STRIDE else shift(value)
-                )
-            value = args.get("correlation")
-            if value is not None:
-                args["correlation"] = (
-                    value + offset if value.__class__ is int and 0 <= value < ID_STRIDE else shift(value)
-                )
-            if "id" in event:
-                event["id"] = shift(event["id"])
-            if event.get("ph") == "M":
-                self._metadata(event, args)
-        self.count += len(events)
-
-    def _metadata(self, event: dict[str, Any], args: dict[str, Any]) -> None:
-        if "pid" not in event:
-            return
-        if event.get("name") == "process_name":
-            args["name"] = self.names.get(event["pid"], self.label)
-        elif event.get("name") == "process_sort_index":
-            args["sort_index"] = event["pid"]
-
-
-class _RayRewriter:
-    """Ray's timeline: epoch-microsecond timestamps onto the merged origin, its nodes as processes."""
-
-    def __init__(self, ts_offset: float, base_pid: int) -> None:
-        self.ts_offset = ts_offset
-        self.base_pid = base_pid
-        self.names: dict[int, str] = {}
-        self.count = 0
-
-    def rewrite(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            if "pid" in event:
-                original = _hashable(event["pid"])
-                pid = event["pid"] = self.base_pid + _pid_slot(original, None)
-                self.names.setdefault(pid, f"ray [{original}]")
-            ts = event.get("ts")
-            if isinstance(ts, (int, float)):
-                event["ts"] = ts + self.ts_offset
-            args = event.get("args")
-            if event.get("ph") == "M" and event.get("name") == "process_name" and isinstance(args, dict):
-                args["name"] = self.names[event["pid"]] = f"ray: {args.get('name', '')}"
-        self.count += len(events)
 
 
 def _event_text(events: list[dict[str, Any]], first: bool) -> bytes:
@@ -401,10 +299,16 @@ class _Segment:
 
     def __init__(self, path: Path, compress_level: int | None) -> None:
         self._file: BinaryIO = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by __exit__
-        self._deflate = zlib.compressobj(compress_level, zlib.DEFLATED, -zlib.MAX_WBITS) if compress_level else None
-        self.crc = 0
-        self.size = 0
+        self._deflate = DeflateStream(self._file, compress_level) if compress_level else None
         self.events = 0
+
+    @property
+    def crc(self) -> int:
+        return self._deflate.crc if self._deflate is not None else 0
+
+    @property
+    def size(self) -> int:
+        return self._deflate.size if self._deflate is not None else 0
 
     def write_events(self, events: list[dict[str, Any]]) -> None:
         if not events:
@@ -413,26 +317,23 @@ class _Segment:
         self.events += len(events)
         if self._deflate is None:
             self._file.write(data)
-            return
-        self.crc = zlib.crc32(data, self.crc)
-        self.size += len(data)
-        self._file.write(self._deflate.compress(data))
+        else:
+            self._deflate.write(data)
 
     def __enter__(self) -> _Segment:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._deflate is not None and exc[0] is None:
-            self._file.write(self._deflate.flush(zlib.Z_FULL_FLUSH))
+            self._deflate.full_flush()
         self._file.close()
 
 
 class _Sink:
     """The output under a temporary name in its directory, renamed into place by `commit()`.
 
-    A `.gz` output is one gzip member. Its deflate stream is this object's own output, fully flushed
-    wherever a part is spliced in (each part ends in a full flush too, so every piece stands on its own),
-    and its CRC is combined from the pieces'.
+    A `.gz` output is one gzip member: this object's own deflate stream, fully flushed wherever a part
+    is spliced in (each part ends in a full flush too), its CRC combined from the pieces'.
     """
 
     def __init__(self, path: Path, compress_level: int) -> None:
@@ -441,12 +342,10 @@ class _Sink:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         self._tmp = Path(tmp)
         self._file: BinaryIO = os.fdopen(fd, "wb", buffering=1 << 20)
-        self._deflate = zlib.compressobj(compress_level, zlib.DEFLATED, -zlib.MAX_WBITS) if self.compressed else None
-        self._crc = 0
-        self._size = 0
+        self._deflate = DeflateStream(self._file, compress_level) if self.compressed else None
         self._events = 0
-        if self.compressed:
-            self._file.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", int(time.time())) + b"\x00\xff")
+        if self._deflate is not None:
+            self._file.write(gzip_header())
 
     def write_events(self, events: list[dict[str, Any]]) -> None:
         if events:
@@ -456,10 +355,8 @@ class _Sink:
     def write(self, data: bytes) -> None:
         if self._deflate is None:
             self._file.write(data)
-            return
-        self._crc = zlib.crc32(data, self._crc)
-        self._size += len(data)
-        self._file.write(self._deflate.compress(data))
+        else:
+            self._deflate.write(data)
 
     def append_part(self, part: _Part) -> None:
         if not part.events:
@@ -468,58 +365,21 @@ class _Sink:
             self.write(b",\n")
         self._events += part.events
         if self._deflate is not None:
-            self._file.write(self._deflate.flush(zlib.Z_FULL_FLUSH))
-            self._crc = crc32_combine(self._crc, part.crc, part.size)
-            self._size += part.size
+            self._deflate.full_flush()
+            self._deflate.splice(part.crc, part.size)
         with open(part.task.part, "rb") as source:
             shutil.copyfileobj(source, self._file, 1 << 20)
 
     def commit(self) -> None:
         if self._deflate is not None:
-            self._file.write(self._deflate.flush(zlib.Z_FINISH))
-            self._file.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
+            self._deflate.finish()
+            self._file.write(gzip_trailer(self._deflate.crc, self._deflate.size))
         self._file.close()
         os.replace(self._tmp, self.path)
 
     def abort(self) -> None:
         self._file.close()
         self._tmp.unlink(missing_ok=True)
-
-
-def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """The CRC-32 of A + B from crc32(A), crc32(B) and len(B): zlib's crc32_combine, which Python lacks."""
-
-    def times(matrix: list[int], vector: int) -> int:
-        total, i = 0, 0
-        while vector:
-            if vector & 1:
-                total ^= matrix[i]
-            vector >>= 1
-            i += 1
-        return total
-
-    def square(matrix: list[int]) -> list[int]:
-        return [times(matrix, row) for row in matrix]
-
-    if length2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
-    even = square(odd)  # two zero bits
-    odd = square(even)  # four zero bits
-    while True:
-        even = square(odd)
-        if length2 & 1:
-            crc1 = times(even, crc1)
-        length2 >>= 1
-        if not length2:
-            break
-        odd = square(even)
-        if length2 & 1:
-            crc1 = times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
-    return crc1 ^ crc2
 
 
 class _Meter:
@@ -558,15 +418,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: all merged; 1: merged, some traces skipped; 2: bad input, nothing written."""
-    try:
-        with progress_bar("merging traces") as progress:
-            result = merge_traces(
-                args.inputs, args.output, args.ray_timeline, progress, args.strict, getattr(args, "jobs", None)
-            )
-    except ToolError as exc:
-        print(f"nrlprof merge: error: {exc}", file=sys.stderr)
-        return 2
+    """0: all merged; 1: merged, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    with progress_bar("merging traces") as progress:
+        result = merge_traces(args.inputs, args.output, args.ray_timeline, progress, args.strict, args.jobs)
     if args.json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:

@@ -12,14 +12,25 @@ from pathlib import Path
 
 from nrlprof.backends import backend_class
 from nrlprof.config.env import load_plan
-from nrlprof.config.nsys_options import steps_label
 from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan
+from nrlprof.layout import (
+    CONTROLLER,
+    LOGS_DIR,
+    NSIGHT_DIR,
+    NSYS_REPORT_SUFFIX,
+    ROCPROF_DIR,
+    trace_directory,
+    trace_file_name,
+)
 from nrlprof.rayfix.fix import render_tool_options
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import match_worker
 
-NSIGHT_DIR = "<ray session dir>/logs/nsight"
-ROCPROF_DIR = "<ray session dir>/logs/rocprof_sys"
+SESSION_DIR = "<ray session dir>"
+NSIGHT_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{NSIGHT_DIR}"
+ROCPROF_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{ROCPROF_DIR}"
+EACH_NODE = "each node running a matched worker"
+_SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
 
 
 @dataclass
@@ -32,41 +43,68 @@ class BackendView:
     notes: list[str] = field(default_factory=list)
 
 
-def _example_identity(backend: BackendPlan) -> WorkerIdentity:
+def _example_identity() -> WorkerIdentity:
     return WorkerIdentity("Worker", None, 0, explicit_name="WORKER")
 
 
+def _nsys_config(backend: BackendPlan) -> tuple[dict, list[str], str]:
+    """(nsys options, flags, output name with `<worker>`) as a matched worker's runtime_env gets them."""
+    config = dict(backend_class(NSYS).runtime_env_fragment(backend, _example_identity())["_nsight"])
+    flags = config.pop("flags", [])
+    name = config.pop("o").replace("WORKER", "<worker>", 1)
+    return config, flags, name if Path(name).is_absolute() else f"{NSIGHT_LOGS}/{name}"
+
+
 def _command(backend: BackendPlan, interpreter: str) -> str:
-    identity = _example_identity(backend)
     if backend.kind == NSYS:
-        config = dict(backend_class(NSYS).runtime_env_fragment(backend, identity)["_nsight"])
-        flags = config.pop("flags", [])
-        name = config.pop("o").replace("WORKER", "<worker>", 1)
-        output = name if Path(name).is_absolute() else f"{NSIGHT_DIR}/{name}"
+        config, flags, output = _nsys_config(backend)
         argv = ["nsys", "profile", *render_tool_options(config), "-o", output, *[f"--{f}" for f in flags]]
         return shlex.join(argv) + f" {shlex.quote(interpreter)} default_worker.py ..."
     if backend.kind == ROCPROF:
-        fragment = backend_class(ROCPROF).runtime_env_fragment(backend, identity)["_rocprof_sys"]
+        fragment = backend_class(ROCPROF).runtime_env_fragment(backend, _example_identity())["_rocprof_sys"]
         argv = ["rocprof-sys-python", *render_tool_options(fragment["args"]), "--"]
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(fragment["env"].items()))
         return f"{env} PYTHON_EXECUTABLE={shlex.quote(interpreter)} {shlex.join(argv)} default_worker.py ..."
     return "(in-process: torch.profiler.profile per window, no wrapper)"
 
 
+def nsys_report_names(output: str, capture_range_end: str | None) -> list[str]:
+    """The reports nsys writes for `-o output`: `<output>.nsys-rep`, or `<output>.<k>.nsys-rep` per range.
+
+    With `repeat:K` (and `repeat-shutdown:K`) nsys numbers the reports of the K capture ranges 1..K;
+    a large K is shown as the first reports, `...` and the last.
+    """
+    base = output.replace("%p", "<pid>")
+    end = capture_range_end or "stop"
+    if not end.startswith("repeat"):
+        return [base + NSYS_REPORT_SUFFIX]
+    count = end.partition(":")[2]
+    if not count.isdigit():
+        return [f"{base}.<k>{NSYS_REPORT_SUFFIX}"]
+    numbers = [str(k) for k in range(1, int(count) + 1)]
+    if len(numbers) > _SHOWN_REPORTS + 1:
+        numbers = [*numbers[:_SHOWN_REPORTS], "...", numbers[-1]]
+    return [k if k == "..." else f"{base}.{k}{NSYS_REPORT_SUFFIX}" for k in numbers]
+
+
 def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
-    label = steps_label(backend.steps)
     if backend.kind == NSYS:
-        return [{"node": "each node running a matched worker", "path": f"{NSIGHT_DIR}/<worker>_{label}_<pid>.nsys-rep"}]
+        config, _, output = _nsys_config(backend)
+        names = nsys_report_names(output, config.get("capture-range-end"))
+        return [{"node": EACH_NODE, "path": name} for name in names]
     if backend.kind == ROCPROF:
-        where = f"{backend.output_dir}/<worker>/<rank>" if backend.output_dir else ROCPROF_DIR
-        return [{"node": "each node running a matched worker", "path": f"{where}/<worker>_rank<rank>_*"}]
+        where = f"{backend.output_dir}/<worker>/<rank>" if backend.output_dir else ROCPROF_LOGS
+        return [{"node": EACH_NODE, "path": f"{where}/<worker>_rank<rank>_*"}]
     files = []
-    suffix = ".pt.trace.json.gz" if plan.torch.gzip else ".pt.trace.json"
-    directory = Path(plan.torch.directory).expanduser().resolve()
+    directory = str(Path(plan.torch.directory).expanduser().resolve())
+    # Placeholders stand where the runtime puts the worker's name, rank and pid.
     for window in backend.steps.windows if backend.steps else ():
-        worker = f"{directory}/<worker>/<rank>/<worker>.rank<rank>.steps{window.label}.<pid>{suffix}"
-        files.append({"node": "each node running a matched worker", "path": worker})
-        files.append({"node": "the driver's node", "path": f"{directory}/controller.steps{window.label}.<pid>{suffix}"})
+        label = f"steps{window.label}"
+        worker = trace_file_name("<worker>", "<rank>", label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
+        folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
+        files.append({"node": EACH_NODE, "path": str(folder / worker)})
+        controller = trace_file_name(CONTROLLER, None, label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
+        files.append({"node": "the driver's node", "path": str(trace_directory(directory, None, None) / controller)})
     return files
 
 
@@ -144,24 +182,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(views: list[BackendView], live: list[dict] | None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from nrlprof.tools.render.console import plain, terminal
+
+    console = terminal()
     for view in views:
-        console.rule(f"[bold]{view.kind}")
+        console.rule(f"[bold]{plain(view.kind)}")
         table = Table("pattern", "ranks", "discrete", "methods")
         for t in view.targets:
-            table.add_row(t["pattern"], str(t["ranks"]), str(t["discrete"]), ",".join(t["methods"]) or "-")
+            methods = ",".join(t["methods"]) or "-"
+            table.add_row(plain(t["pattern"]), plain(t["ranks"]), plain(t["discrete"]), plain(methods))
         console.print(table)
-        console.print(f"windows: {', '.join(view.windows)}")
-        console.print(f"command: {view.command}", soft_wrap=True)
+        console.print(f"windows: {plain(', '.join(view.windows))}")
+        console.print(f"command: {plain(view.command)}", soft_wrap=True)
         for entry in view.files:
-            console.print(f"files:   {entry['path']}  [dim]({entry['node']})[/dim]", soft_wrap=True)
+            console.print(f"files:   {plain(entry['path'])}  [dim]({plain(entry['node'])})[/dim]", soft_wrap=True)
         for note in view.notes:
-            console.print(f"note:    {note}")
+            console.print(f"note:    {plain(note)}")
     if live is not None:
         table = Table("worker", "rank", "backend", "pattern", "node", title="live actors that would be profiled")
         for row in live:
-            table.add_row(row["worker"], str(row["rank"]), row["backend"], row["pattern"], row["node_id"][:12])
+            cells = (row["worker"], row["rank"], row["backend"], row["pattern"], row["node_id"][:12])
+            table.add_row(*map(plain, cells))
         console.print(table)

@@ -1,52 +1,17 @@
-"""One self-contained HTML report of a run: a timeline picture (inline SVG) and the summary tables.
-
-No network: the CSS is inline and the picture is SVG with native tooltips (`<title>`); no script.
-The timeline has one lane per worker rank. Time runs left to right over the profiled step windows only:
-windows far apart are drawn side by side with a gap, so steps 3-4 and 10 both stay readable.
-"""
+"""`nrlprof report`: one self-contained HTML file of a run, written atomically (the page: render/html.py)."""
 
 from __future__ import annotations
 
 import argparse
-import bisect
-import html
 import os
 import sys
 import tempfile
-import time
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.summary import TOP, Span, Summary, WorkerSummary, summarize
-from nrlprof.tools.traces import progress_bar
-
-WIDTH = 1160
-LABEL_WIDTH = 190
-LANE = 40
-AXIS = 34
-GAP = 18
-MIN_SEGMENT = 48
-BAR = 6
-MAX_DEPTH = 3
-PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2",
-           "#ca8a04", "#db2777", "#4f46e5", "#65a30d", "#0d9488", "#b91c1c")  # fmt: skip
-STEP_FILLS = ("#dbeafe", "#fef3c7")
-
-CSS = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #111827; background: #fff; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
-.meta { color: #4b5563; margin: 0 0 12px; }
-table { border-collapse: collapse; margin: 4px 0 12px; }
-th, td { border: 1px solid #d1d5db; padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #f3f4f6; } td.l, th.l { text-align: left; white-space: normal; max-width: 520px; }
-tr:nth-child(even) td { background: #f9fafb; }
-.note { color: #92400e; background: #fffbeb; border: 1px solid #fcd34d; padding: 6px 10px; margin: 6px 0; }
-.legend span { display: inline-block; margin: 0 14px 4px 0; }
-.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 5px; vertical-align: -1px; }
-svg text { font: 11px system-ui, sans-serif; }
-"""
+from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.render.html import render_html
+from nrlprof.tools.summary import Summary, summarize
 
 
 def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
@@ -65,211 +30,6 @@ def write_report(directory: Path, output: Path, summary: Summary | None = None) 
         raise
 
 
-def render_html(summary: Summary) -> str:
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>nrlprof report: {_e(summary.directory)}</title><style>{CSS}</style></head><body>",
-        "<h1>nrlprof profiling report</h1>",
-        f'<p class="meta">{_e(summary.directory)} &middot; {len(summary.workers)} worker rank(s), '
-        f"steps {_e(', '.join(map(str, summary.steps)) or 'none')} &middot; "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p>",
-    ]
-    for path, reason in summary.skipped:
-        parts.append(f'<div class="note">skipped {_e(path)}: {_e(reason)}</div>')
-    for note in summary.notes:
-        parts.append(f'<div class="note">{_e(note)}</div>')
-    if summary.workers:
-        parts += ["<h2>Timeline</h2>", timeline_svg(summary.workers), _legend(summary.workers)]
-        parts += _tables(summary)
-    parts += _nsys_tables(summary)
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
-@dataclass
-class _Segment:
-    start: float
-    end: float
-    x: float = 0.0
-    width: float = 0.0
-
-
-class _Axis:
-    """Maps time (µs) to x over the step windows, laid side by side."""
-
-    def __init__(self, spans: list[Span], left: float, width: float) -> None:
-        segments: list[_Segment] = []
-        for span in sorted(spans, key=lambda s: s.start_us):
-            # Steps of one window follow each other closely: a gap under half a step joins them.
-            joins = max(span.end_us - span.start_us, segments[-1].end - segments[-1].start) / 2 if segments else 0
-            if segments and span.start_us <= segments[-1].end + joins:
-                segments[-1].end = max(segments[-1].end, span.end_us)
-            else:
-                segments.append(_Segment(span.start_us, span.end_us))
-        for seg in segments:
-            pad = max((seg.end - seg.start) * 0.02, 1.0)
-            seg.start, seg.end = seg.start - pad, seg.end + pad
-        usable = width - GAP * (len(segments) - 1)
-        total = sum(s.end - s.start for s in segments) or 1.0
-        widths = [max(MIN_SEGMENT, usable * (s.end - s.start) / total) for s in segments]
-        scale = usable / sum(widths) if widths else 1.0
-        x = left
-        for seg, w in zip(segments, widths, strict=True):
-            seg.x, seg.width = x, w * scale
-            x += seg.width + GAP
-        self.segments = segments
-        self._starts = [s.start for s in segments]
-
-    def clip(self, start: float, end: float) -> tuple[float, float] | None:
-        """x from and to of the part of [start, end] in the window that holds `start`."""
-        i = bisect.bisect_right(self._starts, start) - 1
-        if i < 0 or start > self.segments[i].end:
-            return None
-        seg = self.segments[i]
-        k = seg.width / (seg.end - seg.start)
-        return seg.x + (start - seg.start) * k, seg.x + (min(end, seg.end) - seg.start) * k
-
-
-def _color(label: str) -> str:
-    return PALETTE[zlib.crc32(label.encode()) % len(PALETTE)]
-
-
-def timeline_svg(workers: list[WorkerSummary]) -> str:
-    spans = [s for w in workers for s in w.steps] or [s for w in workers for s in w.ranges]
-    height = AXIS + LANE * len(workers) + 8
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-           f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline">',
-           f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>']  # fmt: skip
-    if not spans:
-        out.append('<text x="10" y="20">no step or range recorded</text></svg>')
-        return "\n".join(out)
-    axis = _Axis(spans, LABEL_WIDTH, WIDTH - LABEL_WIDTH - 10)
-    origin = axis.segments[0].start
-    for seg in axis.segments:
-        out.append(f'<line x1="{seg.x:.1f}" y1="{AXIS - 4}" x2="{seg.x + seg.width:.1f}" y2="{AXIS - 4}" '
-                   'stroke="#6b7280"/>')  # fmt: skip
-        if seg.width < 2 * MIN_SEGMENT:
-            continue
-        out.append(f'<text x="{seg.x:.1f}" y="{AXIS - 20}">+{(seg.start - origin) / 1e6:.3f} s</text>')
-        out.append(
-            f'<text x="{seg.x + seg.width:.1f}" y="{AXIS - 8}" text-anchor="end">'
-            f"{(seg.end - seg.start) / 1000:.1f} ms</text>"
-        )
-    for row, worker in enumerate(workers):
-        y = AXIS + row * LANE
-        fill = "#f9fafb" if row % 2 else "#f3f4f6"
-        out.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{LANE}" fill="{fill}"/>')
-        out.append(f'<text x="6" y="{y + LANE / 2 + 4}">{_e(_short(worker.label, 30))}</text>')
-        for step in sorted(worker.steps, key=lambda s: s.start_us):
-            box = axis.clip(step.start_us, step.end_us)
-            if box is None:
-                continue
-            x0, x1 = box
-            color = STEP_FILLS[int(step.label) % 2] if step.label.isdigit() else STEP_FILLS[0]
-            ms = (step.end_us - step.start_us) / 1000
-            out.append(
-                f"<g><title>{_e(worker.label)} step {_e(step.label)}: {ms:.1f} ms</title>"
-                f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 1):.1f}" height="{LANE - 4}" '
-                f'fill="{color}" stroke="#93c5fd"/>'
-                f'<text x="{x0 + 3:.1f}" y="{y + 13}" fill="#1e3a8a">{_e(step.label)}</text></g>'
-            )
-        out.extend(_range_bars(worker, axis, y))
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def _range_bars(worker: WorkerSummary, axis: _Axis, y: float) -> list[str]:
-    bars = []
-    open_ends: list[float] = []
-    for span in sorted(worker.ranges, key=lambda s: (s.start_us, -s.end_us)):
-        while open_ends and open_ends[-1] <= span.start_us:
-            open_ends.pop()
-        depth = len(open_ends)
-        open_ends.append(span.end_us)
-        box = axis.clip(span.start_us, span.end_us)
-        if box is None or depth > MAX_DEPTH:
-            continue
-        x0, x1 = box
-        ms = (span.end_us - span.start_us) / 1000
-        bars.append(
-            f'<rect x="{x0:.1f}" y="{y + 16 + depth * (BAR + 1)}" width="{max(x1 - x0, 1):.1f}" height="{BAR}" '
-            f'fill="{_color(span.label)}"><title>{_e(span.label)}: {ms:.2f} ms</title></rect>'
-        )
-    return bars
-
-
-def _legend(workers: list[WorkerSummary]) -> str:
-    labels = sorted({s.label for w in workers for s in w.ranges})
-    items = [f'<span><i style="background:{_color(label)}"></i>{_e(label)}</span>' for label in labels]
-    return f'<div class="legend">{"".join(items)}</div>' if items else ""
-
-
-def _tables(summary: Summary) -> list[str]:
-    steps = summary.steps
-    parts = ["<h2>Step wall time (ms)</h2>", _table(["worker", *map(str, steps)],
-             [[w.label, *[_ms(w.step_wall_ms.get(s)) for s in steps]] for w in summary.workers])]  # fmt: skip
-    outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
-    columns: list[int | None] = [*steps, None] if outside else list(steps)
-    rows = [
-        [w.label, label, str(w.range_calls.get(label, 0)), *[_ms(per.get(s)) for s in columns]]
-        for w in summary.workers
-        for label, per in sorted(w.ranges_ms.items())
-    ]
-    if rows:
-        head = ["worker", "range", "calls", *[str(s) if s is not None else "outside steps" for s in columns]]
-        parts += ["<h2>Annotated ranges (ms per step)</h2>", _table(head, rows, text_columns=2)]
-    for title, attr in (("Top operators (by self time)", "ops"), ("Top kernels (by total time)", "kernels")):
-        rows = [
-            [w.label, op.name, str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
-            for w in summary.workers
-            for op in getattr(w, attr)
-        ]
-        if rows:
-            head = ["worker", "name", "calls", "self ms", "total ms"]
-            parts += [f"<h2>{title}</h2>", _table(head, rows, text_columns=2)]
-    return parts
-
-
-def _nsys_tables(summary: Summary) -> list[str]:
-    if not summary.nsys_reports:
-        return []
-    parts = ["<h2>Nsight Systems reports</h2>"]
-    for report in summary.nsys_reports:
-        parts.append(f"<h3>{_e(report.path.name)}</h3>")
-        if report.error:
-            parts.append(f'<div class="note">{_e(report.error)}</div>')
-        for rows, key in ((report.kernels, "Name"), (report.nvtx, "Range")):
-            if rows:
-                columns = [c for c in rows[0] if c in (key, "Instances") or c.startswith(("Time", "Total Time"))]
-                head = [columns[-1], *columns[:-1]] if columns and columns[-1] == key else columns
-                parts.append(_table(head, [[row.get(c, "") for c in head] for row in rows[:TOP]], text_columns=1))
-    return parts
-
-
-def _table(head: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
-    def cells(tag: str, values: list[str]) -> str:
-        return "".join(
-            f'<{tag} class="l">{_e(v)}</{tag}>' if i < text_columns else f"<{tag}>{_e(v)}</{tag}>"
-            for i, v in enumerate(values)
-        )
-
-    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
-    return f"<table><thead><tr>{cells('th', head)}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _ms(value: float | None) -> str:
-    return "" if value is None else f"{value:,.1f}"
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value))
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
     parser.add_argument("-o", "--output", type=Path, default=Path("nrlprof-report.html"),
@@ -277,14 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: report written; 1: written, some traces skipped; 2: bad input, nothing written."""
-    try:
-        with progress_bar("reading traces") as progress:
-            summary = summarize(args.directory, progress=progress)
-        write_report(args.directory, args.output, summary)
-    except ToolError as exc:
-        print(f"nrlprof report: error: {exc}", file=sys.stderr)
-        return 2
+    """0: report written; 1: written, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    with progress_bar("reading traces") as progress:
+        summary = summarize(args.directory, progress=progress)
+    write_report(args.directory, args.output, summary)
     for path, reason in summary.skipped:
         print(f"nrlprof report: warning: skipped {path}: {reason}", file=sys.stderr)
     print(f"report written to {args.output}")

@@ -1,23 +1,22 @@
 """Summarise a run's profiles: per worker and step, wall time and annotated ranges; top operators and kernels.
 
+The model: `summarize()` returns a `Summary` (its `to_json()` is `summary --json`); the terminal and
+HTML views of it live in `nrlprof.tools.render`.
+
 Torch traces are streamed batch by batch. A step's wall time is the duration of its `ProfilerStep#<n>`
 user annotation; every other user annotation (nrlprof.annotate, record_function, `<worker>.<method>`
 remote calls) is summed per label into the step whose span contains its start ("-" when none does).
 Operators (`cpu_op`) are ranked by self time (duration less that of the operators directly inside them on
 the same thread); kernels (`cat == "kernel"`) by total time. Nsight Systems reports are summarised with
-`nsys stats` when nsys is on PATH.
+`nsys stats` when nsys is on PATH. A trace or manifest that cannot be read is listed in `skipped`.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import heapq
-import io
 import json
-import re
 import shutil
-import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,21 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
+from nrlprof.layout import CONTROLLER
+from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
+from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.traces import (
     TraceHeader,
+    check_events,
     find_nsys_reports,
     find_traces,
     gc_paused,
     iter_event_batches,
-    progress_bar,
+    unexpected_content,
 )
 
 STEP_PREFIX = "ProfilerStep#"
 TOP = 10
 MAX_SPANS = 2000
-NSYS_REPORTS = (("cuda_gpu_kern_sum", "nvtx_sum"), ("gpukernsum", "nvtxppsum"))
-NSYS_TIMEOUT_S = 600
-_NSYS_NAME = re.compile(r"^(?P<worker>.+?)_(?P<window>\d+(?:-\d+)?(?:_\d+(?:-\d+)?)*)_(?P<pid>\d+)(?:[._-]\d+)*$")
+_MAX_STEP_DIGITS = 18
+_TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) are not a profiler's
+# Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
+_CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
 
 
 @dataclass
@@ -104,8 +108,8 @@ class WorkerSummary:
 
     @property
     def label(self) -> str:
-        if self.worker == "controller" and self.rank is None:
-            return "controller"
+        if self.worker == CONTROLLER and self.rank is None:
+            return CONTROLLER
         return f"{self.worker} rank {self.rank}" if self.rank is not None else self.worker
 
     def to_json(self) -> dict[str, Any]:
@@ -131,28 +135,6 @@ class WorkerSummary:
             "range_calls": dict(self.range_calls),
             "top_operators": [op.to_json() for op in self.ops],
             "top_kernels": [k.to_json() for k in self.kernels],
-        }
-
-
-@dataclass
-class NsysReport:
-    path: Path
-    worker: str
-    window: str
-    pid: int | None
-    kernels: list[dict[str, str]] = field(default_factory=list)
-    nvtx: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "worker": self.worker,
-            "window": self.window,
-            "pid": self.pid,
-            "kernels": self.kernels,
-            "nvtx": self.nvtx,
-            "error": self.error,
         }
 
 
@@ -202,31 +184,51 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None) ->
                 stats.append(read_trace_stats(header, tick))
             except ToolError as exc:
                 summary.skipped.append((header.path, exc.reason))
+            except _CONTENT_ERRORS as exc:
+                summary.skipped.append((header.path, unexpected_content(exc)))
             done += header.path.stat().st_size
     summary.workers = combine(stats)
     summary.nsys_reports, notes = summarize_nsys(reports, nsys if nsys is not None else shutil.which("nsys"))
     summary.notes.extend(notes)
-    summary.notes.extend(manifest_notes(directory))
+    notes, bad_manifests = manifest_notes(directory)
+    summary.notes.extend(notes)
+    summary.skipped.extend(bad_manifests)
     return summary
 
 
-def manifest_notes(directory: Path) -> list[str]:
+def manifest_notes(directory: Path) -> tuple[list[str], list[tuple[Path, str]]]:
     """Windows the manifests under `directory` record as not ok, and listed files missing from it.
 
     A backend none of whose listed files is here (say nsys reports, when `directory` holds only the torch
-    traces) is not reported as missing: those files were never meant to be here.
+    traces) is not reported as missing: those files were never meant to be here. Returns the notes and
+    the manifests (or records) that could not be read, with the reason.
     """
     from nrlprof.manifest import MANIFEST_GLOB, read_records
 
     present = {p.name for p in directory.rglob("*") if not p.is_dir()}
-    records = [
-        (manifest, record)
-        for manifest in sorted(directory.rglob(MANIFEST_GLOB))
-        for record in read_records(manifest)
-        if isinstance(record, dict)
-    ]
+    records: list[tuple[Path, dict[str, Any]]] = []
+    unreadable: list[tuple[Path, str]] = []
+    for manifest in sorted(p for p in directory.rglob(MANIFEST_GLOB) if p.is_file()):
+        try:
+            lines = read_records(manifest)
+        except UnicodeDecodeError:
+            unreadable.append((manifest, "manifest is not UTF-8 text"))
+            continue
+        except (OSError, RecursionError, ValueError) as exc:
+            unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
+            continue
+        for record in lines:
+            if not isinstance(record, dict):
+                continue
+            files = record.get("files")
+            if files is not None and not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
+                worker = str(record.get("worker", "?"))[:80]
+                reason = f"record of {worker}: files is {str(files)[:80]}, expected a list of paths"
+                unreadable.append((manifest, reason))
+                continue
+            records.append((manifest, record))
     found_backends = {
-        r.get("backend") for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
+        str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
     }
     notes = []
     for manifest, record in records:
@@ -237,9 +239,9 @@ def manifest_notes(directory: Path) -> list[str]:
             notes.append(f"{where}: {record.get('status')}{message}")
             continue
         missing = [Path(f).name for f in record.get("files") or [] if Path(f).name not in present]
-        if missing and record.get("backend") in found_backends:
+        if missing and str(record.get("backend")) in found_backends:
             notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
-    return notes
+    return notes, unreadable
 
 
 def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
@@ -247,39 +249,72 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
     base_us = header.base_time_ns / 1000
     threads: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
     annotations: list[tuple[str, float, float]] = []
-    kernels = stats.kernels
-    start, end = float("inf"), float("-inf")
+    bounds = [float("inf"), float("-inf")]
     for batch in iter_event_batches(header.path, progress):
         stats.events += len(batch)
-        for event in batch:
-            if event.get("ph") != "X":
-                continue
-            ts, dur = event.get("ts"), event.get("dur")
-            if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
-                continue
-            start, end = min(start, ts), max(end, ts + dur)
-            cat, name = event.get("cat"), str(event.get("name", ""))
-            if cat == "cpu_op":
-                threads[(event.get("pid"), event.get("tid"))].append((ts, dur, name))
-            elif cat == "user_annotation":
-                annotations.append((name, ts, dur))
-            elif cat == "kernel":
-                stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
-                stat.calls += 1
-                stat.total_us += dur
-                stat.self_us += dur
+        try:
+            _read_batch(batch, threads, annotations, stats.kernels, bounds)
+        except (TypeError, AttributeError):
+            check_events(batch, header.path)
+            raise
+    start, end = bounds
     if start <= end:
         stats.start_us, stats.end_us = start + base_us, end + base_us
-    _steps_and_ranges(stats, annotations, base_us)
+    _steps_and_ranges(stats, annotations, base_us, header.path)
     stats.ops = _operator_stats(threads)
     return stats
 
 
-def _steps_and_ranges(stats: TraceStats, annotations: list[tuple[str, float, float]], base_us: float) -> None:
+def _read_batch(
+    batch: list[dict[str, Any]],
+    threads: dict[tuple[Any, Any], list[tuple[float, float, str]]],
+    annotations: list[tuple[str, float, float]],
+    kernels: dict[str, OpStat],
+    bounds: list[float],
+) -> None:
+    start, end = bounds
+    for event in batch:
+        if event.get("ph") != "X":
+            continue
+        ts, dur = event.get("ts"), event.get("dur")
+        if ts.__class__ not in (int, float) or dur.__class__ not in (int, float):
+            continue
+        if not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US and 0 <= dur < _TIME_LIMIT_US):
+            continue
+        start, end = min(start, ts), max(end, ts + dur)
+        cat, name = event.get("cat"), str(event.get("name", ""))
+        if cat == "cpu_op":
+            threads[(event.get("pid"), event.get("tid"))].append((ts, dur, name))
+        elif cat == "user_annotation":
+            annotations.append((name, ts, dur))
+        elif cat == "kernel":
+            stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
+            stat.calls += 1
+            stat.total_us += dur
+            stat.self_us += dur
+    bounds[:] = start, end
+
+
+def step_number(name: str) -> int | None:
+    """n of `ProfilerStep#<n>`; None for other names. Raises ToolError for a step name with no number."""
+    if not name.startswith(STEP_PREFIX):
+        return None
+    digits = name[len(STEP_PREFIX) :]
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= _MAX_STEP_DIGITS):
+        raise ToolError(f"a step annotation is named {name[:60]!r}, expected {STEP_PREFIX}<n>")
+    return int(digits)
+
+
+def _steps_and_ranges(
+    stats: TraceStats, annotations: list[tuple[str, float, float]], base_us: float, path: Path
+) -> None:
     windows: list[tuple[float, float, int]] = []
     for name, ts, dur in annotations:
-        if name.startswith(STEP_PREFIX) and name[len(STEP_PREFIX) :].isdigit():
-            step = int(name[len(STEP_PREFIX) :])
+        try:
+            step = step_number(name)
+        except ToolError as exc:
+            raise ToolError(exc.reason, path) from None
+        if step is not None:
             stats.step_wall_us[step] = stats.step_wall_us.get(step, 0.0) + dur
             windows.append((ts, ts + dur, step))
             stats.steps.append(Span(str(step), ts + base_us, ts + dur + base_us))
@@ -324,7 +359,7 @@ def combine(stats: list[TraceStats]) -> list[WorkerSummary]:
     kernels: dict[tuple[str, int | None], dict[str, OpStat]] = defaultdict(dict)
     for item in stats:
         header = item.header
-        worker = "controller" if header.is_controller else header.worker
+        worker = CONTROLLER if header.is_controller else header.worker
         key = (worker, None if header.is_controller else header.rank)
         summary = groups.get(key) or groups.setdefault(key, WorkerSummary(worker, key[1]))
         if header.host not in summary.hosts:
@@ -356,152 +391,21 @@ def _add_stats(into: dict[str, OpStat], stats: dict[str, OpStat]) -> None:
         total.self_us += stat.self_us
 
 
-def summarize_nsys(reports: list[Path], nsys: str | None) -> tuple[list[NsysReport], list[str]]:
-    """Kernel and NVTX summaries of each report via `nsys stats`; a note instead when nsys is missing."""
-    parsed = []
-    for path in reports:
-        stem = path.name.rsplit(".", 1)[0]
-        match = _NSYS_NAME.match(stem)
-        parts = match.groupdict() if match else {"worker": stem, "window": "", "pid": None}
-        parsed.append(NsysReport(path, parts["worker"], parts["window"], int(parts["pid"]) if parts["pid"] else None))
-    if not reports:
-        return [], []
-    if nsys is None:
-        return parsed, [f"nsys not found: install Nsight Systems to summarise {len(reports)} report(s)"]
-    for report in parsed:
-        try:
-            report.kernels, report.nvtx = nsys_stats(nsys, report.path)
-        except ToolError as exc:
-            report.error = exc.reason
-    return parsed, []
-
-
-def nsys_stats(nsys: str, path: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """(kernel rows, NVTX rows): the current report names first, the pre-2023 ones if nsys rejects them."""
-    errors = []
-    for names in NSYS_REPORTS:
-        command = [nsys, "stats", "--report", ",".join(names), "--format", "csv", "--output", "-", str(path)]
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=NSYS_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ToolError(f"nsys stats failed: {exc}", path) from exc
-        kernels, nvtx = parse_nsys_csv(run.stdout)
-        if run.returncode == 0 or kernels or nvtx:
-            return kernels, nvtx
-        detail = (run.stderr or run.stdout).strip().splitlines()
-        errors.append(f"{','.join(names)}: {detail[-1] if detail else f'exit status {run.returncode}'}")
-    raise ToolError("nsys stats failed: " + "; ".join(errors), path)
-
-
-def parse_nsys_csv(text: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """Rows of the kernel and NVTX tables in `nsys stats --format csv --output -` output.
-
-    A table starts at a header row with `Instances` and a `Time...` column and runs while rows have as
-    many fields; kernels have a `Name` column, NVTX ranges a `Range` column. Other lines (progress
-    messages, "SKIPPED: ..." notices) are ignored.
-    """
-    kernels: list[dict[str, str]] = []
-    nvtx: list[dict[str, str]] = []
-    header: list[str] | None = None
-    for fields in csv.reader(io.StringIO(text)):
-        fields = [f.strip() for f in fields]
-        if header is not None and len(fields) == len(header):
-            (nvtx if "Range" in header else kernels).append(dict(zip(header, fields, strict=True)))
-            continue
-        header = None
-        if "Instances" in fields and any(f.startswith("Time") for f in fields) and ({"Name", "Range"} & set(fields)):
-            header = fields
-    return kernels, nvtx
-
-
-def render(summary: Summary, console: Any = None) -> None:
-    """Rich tables on the terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    steps = summary.steps
-    if summary.workers:
-        table = Table(title="Step wall time (ms)")
-        table.add_column("worker")
-        for step in steps:
-            table.add_column(str(step), justify="right")
-        for w in summary.workers:
-            table.add_row(w.label, *[_ms(w.step_wall_ms.get(step)) for step in steps])
-        console.print(table)
-        outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
-        columns: list[int | None] = [*steps, None] if outside else list(steps)
-        title = "Annotated ranges (ms per step" + ("; '-' = outside any profiled step)" if outside else ")")
-        table = Table(title=title)
-        table.add_column("worker")
-        table.add_column("range")
-        table.add_column("calls", justify="right")
-        for step in columns:
-            table.add_column(str(step) if step is not None else "-", justify="right")
-        for w in summary.workers:
-            for label, per_step in sorted(w.ranges_ms.items()):
-                table.add_row(
-                    w.label, label, str(w.range_calls.get(label, 0)), *[_ms(per_step.get(s)) for s in columns]
-                )
-        if table.row_count:
-            console.print(table)
-        for title, attr in (("Top operators (by self time)", "ops"), ("Top kernels (by total time)", "kernels")):
-            table = Table(title=title)
-            for name, justify in (("worker", "left"), ("name", "left"), ("calls", "right"), ("self ms", "right"),
-                                  ("total ms", "right")):  # fmt: skip
-                table.add_column(name, justify=justify, overflow="fold")
-            for w in summary.workers:
-                for op in getattr(w, attr):
-                    table.add_row(w.label, op.name, str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000))
-            if table.row_count:
-                console.print(table)
-    for report in summary.nsys_reports:
-        _render_nsys(report, console)
-    for path, reason in summary.skipped:
-        console.print(f"[yellow]skipped[/] {path}: {reason}")
-    for note in summary.notes:
-        console.print(f"[yellow]note:[/] {note}")
-
-
-def _render_nsys(report: NsysReport, console: Any) -> None:
-    from rich.table import Table
-
-    if report.error:
-        console.print(f"[red]{report.path}[/]: {report.error}")
-        return
-    for title, rows, key in (("kernels", report.kernels, "Name"), ("NVTX ranges", report.nvtx, "Range")):
-        if not rows:
-            continue
-        table = Table(title=f"{report.path.name}: {title}")
-        columns = [c for c in rows[0] if c in (key, "Instances") or c.startswith(("Time", "Total Time"))]
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows[:TOP]:
-            table.add_row(*[row.get(c, "") for c in columns])
-        console.print(table)
-
-
-def _ms(value: float | None) -> str:
-    return "" if value is None else f"{value:,.1f}"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: everything summarised; 1: some traces skipped; 2: bad input."""
-    try:
-        with progress_bar("reading traces") as progress:
-            summary = summarize(args.directory, progress=progress)
-    except ToolError as exc:
-        print(f"nrlprof summary: error: {exc}", file=sys.stderr)
-        return 2
+    """0: everything summarised; 1: some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    with progress_bar("reading traces") as progress:
+        summary = summarize(args.directory, progress=progress)
     if args.json:
         sys.stdout.write(json.dumps(summary.to_json(), indent=2) + "\n")
         for path, reason in summary.skipped:
             print(f"nrlprof summary: warning: skipped {path}: {reason}", file=sys.stderr)
     else:
-        render(summary)
+        from nrlprof.tools.render.console import render_summary
+
+        render_summary(summary)
     return 1 if summary.skipped else 0

@@ -13,11 +13,13 @@ import contextlib
 import gc
 import gzip
 import re
-import sys
 import zlib
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from functools import cached_property
+from itertools import accumulate, islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,19 +27,18 @@ import ijson
 import orjson
 
 from nrlprof.errors import ToolError
+from nrlprof.layout import CONTROLLER, NSYS_SUFFIXES, TRACE_SUFFIXES, TraceName, parse_trace_name
 
-TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 JSON_SUFFIXES = (".json", ".json.gz")
-NSYS_SUFFIXES = (".nsys-rep", ".qdrep")
+# Kineto's events nest 5 or 6 deep; the fallback parser's memory grows with the square of the depth.
+MAX_DEPTH = 128
 
 _CHUNK = 1 << 16  # small batches stay in the CPU caches: faster than large ones, and less memory
 _HEADER_LIMIT = 64 << 20
 _IJSON_BATCH = 2000
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-# <worker>.rank<r>.steps3-4.<pid>[.<n>].pt.trace.json; discrete mode: <worker>.rank<r>.step3.<method>.<pid>...
-_FILE_NAME = re.compile(
-    r"^(?P<worker>[^.]+)(?:\.rank(?P<rank>\d+))?\.steps?(?P<window>[\d_-]+)(?:\.[^.]+?)??"
-    r"\.(?P<pid>\d+)(?:\.\d+)?\.pt\.trace"
+_DEPTH_CHANGE: defaultdict[str, int] = defaultdict(
+    int, {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
 )
 
 try:
@@ -45,7 +46,8 @@ try:
 except ImportError:  # pragma: no cover - the C backend ships in ijson's wheels
     _ijson = ijson
 
-Progress = Callable[[int], None]
+# Called with the bytes of one file read so far on disk (merge and summary turn it into their progress).
+ReadProgress = Callable[[int], None]
 
 
 def _is_trace_name(name: str) -> bool:
@@ -101,33 +103,44 @@ class TraceHeader:
         block = self.metadata.get("nrlprof")
         return block if isinstance(block, dict) else {}
 
-    @property
-    def _name_parts(self) -> dict[str, str]:
-        match = _FILE_NAME.match(self.path.name)
-        return match.groupdict() if match else {}
+    @cached_property
+    def _name(self) -> TraceName | None:
+        return parse_trace_name(self.path.name)
+
+    def problem(self) -> str | None:
+        """Why the nrlprof block cannot be trusted (a value of the wrong type), or None when it can."""
+        block = self.nrlprof
+        for key, kinds in (("worker", (str,)), ("window", (str,)), ("host", (str,))):
+            if block.get(key) is not None and not isinstance(block[key], kinds):
+                return f"nrlprof.{key} is {block[key]!r}, expected a string"
+        for key in ("rank", "pid"):
+            if block.get(key) is not None and not _is_int(block[key]):
+                return f"nrlprof.{key} is {block[key]!r}, expected an integer"
+        steps = block.get("steps")
+        if steps is not None and not (isinstance(steps, list) and all(map(_is_int, steps))):
+            return f"nrlprof.steps is {_short_repr(steps)}, expected a list of integers"
+        return None
 
     @property
     def worker(self) -> str:
-        worker = self.nrlprof.get("worker") or self._name_parts.get("worker")
+        worker = self.nrlprof.get("worker") or (self._name.worker if self._name else None)
         return str(worker) if worker else self.path.name.split(".")[0]
 
     @property
     def rank(self) -> int | None:
+        info = self.metadata.get("distributedInfo")
         for value in (
             self.nrlprof.get("rank"),
-            (self.metadata.get("distributedInfo") or {}).get("rank") if not self.is_controller else None,
-            self._name_parts.get("rank"),
+            info.get("rank") if isinstance(info, dict) and not self.is_controller else None,
+            self._name.rank if self._name else None,
         ):
-            if value is not None:
-                try:
-                    return int(value)
-                except (TypeError, ValueError):
-                    continue
+            if _is_int(value):
+                return int(value)
         return None
 
     @property
     def is_controller(self) -> bool:
-        return (self.nrlprof.get("worker") or self._name_parts.get("worker")) == "controller"
+        return (self.nrlprof.get("worker") or (self._name.worker if self._name else None)) == CONTROLLER
 
     @property
     def host(self) -> str:
@@ -135,22 +148,24 @@ class TraceHeader:
 
     @property
     def pid(self) -> int | None:
-        value = self.nrlprof.get("pid") or self._name_parts.get("pid")
-        return int(value) if value is not None else None
+        value = self.nrlprof.get("pid")
+        if _is_int(value):
+            return int(value)
+        return self._name.pid if self._name else None
 
     @property
     def steps(self) -> list[int]:
         steps = self.nrlprof.get("steps")
-        return [int(s) for s in steps] if isinstance(steps, list) else []
+        return [int(s) for s in steps] if isinstance(steps, list) and all(map(_is_int, steps)) else []
 
     @property
     def window(self) -> str:
-        return str(self.nrlprof.get("window") or self._name_parts.get("window") or "")
+        return str(self.nrlprof.get("window") or (self._name.window if self._name else "") or "")
 
     @property
     def base_time_ns(self) -> int:
         value = self.metadata.get("baseTimeNanoseconds")
-        return int(value) if isinstance(value, (int, float)) else 0
+        return int(value) if isinstance(value, (int, float)) and value == value and abs(value) < 1e30 else 0
 
     @property
     def is_merged(self) -> bool:
@@ -167,6 +182,15 @@ class TraceHeader:
     def sort_key(self) -> tuple:
         return (not self.is_controller, self.worker, self.rank if self.rank is not None else -1, self.host,
                 self.pid or 0, self.steps[:1], self.path.name)  # fmt: skip
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short_repr(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_header(path: Path) -> TraceHeader:
@@ -198,6 +222,8 @@ def read_header(path: Path) -> TraceHeader:
                 builder.event(event, value)
                 if event in ("start_map", "start_array"):
                     depth += 1
+                    if depth >= MAX_DEPTH:
+                        raise ToolError(_too_deep(), path)
                 elif event in ("end_map", "end_array"):
                     depth -= 1
                 if depth == 0:
@@ -210,7 +236,7 @@ def read_header(path: Path) -> TraceHeader:
     return header
 
 
-def iter_event_batches(path: Path, progress: Progress | None = None) -> Iterator[list[dict[str, Any]]]:
+def iter_event_batches(path: Path, progress: ReadProgress | None = None) -> Iterator[list[dict[str, Any]]]:
     """The items of `traceEvents`, in file order, a list at a time; `progress` gets bytes read on disk."""
     given = 0
     with TraceReader(path) as reader:
@@ -327,8 +353,9 @@ def _check_trailer(reader: TraceReader, buf: bytes) -> None:
 
 
 def _ijson_batches(
-    path: Path, prefix: str, skip: int = 0, progress: Progress | None = None
+    path: Path, prefix: str, skip: int = 0, progress: ReadProgress | None = None
 ) -> Iterator[list[dict[str, Any]]]:
+    _check_depth(path)
     count = skip
     with TraceReader(path) as reader:
         items = islice(_ijson.items(reader, prefix, use_float=True), skip, None)
@@ -340,6 +367,38 @@ def _ijson_batches(
                 yield batch
         except ijson.JSONError as exc:
             raise ToolError(f"not valid JSON, or cut short, after {count} events ({_first_line(exc)})", path) from exc
+
+
+def _check_depth(path: Path) -> None:
+    """Refuse JSON nested deeper than MAX_DEPTH before ijson builds items (its memory grows with depth squared).
+
+    basic_parse keeps no per-level state, so this pass runs in constant memory; it costs about as much
+    time as the pass that builds the items, and only files not laid out as kineto writes them take it.
+    """
+    with TraceReader(path) as reader:
+        try:
+            deepest = max(accumulate(map(_DEPTH_CHANGE.__getitem__, map(itemgetter(0), _ijson.basic_parse(reader)))),
+                          default=0)  # fmt: skip
+        except ijson.JSONError as exc:
+            raise ToolError(f"not valid JSON, or cut short ({_first_line(exc)})", path) from exc
+    if deepest > MAX_DEPTH:
+        raise ToolError(_too_deep(), path)
+
+
+def _too_deep() -> str:
+    return f"JSON nested more than {MAX_DEPTH} levels deep: not a trace nrlprof reads"
+
+
+def check_events(batch: list[Any], path: Path) -> None:
+    """Raise ToolError when an item of `traceEvents` is not an object (callers check after a TypeError)."""
+    for index, event in enumerate(batch):
+        if not isinstance(event, dict):
+            raise ToolError(f"an event is not a JSON object: {_short_repr(event)} (item {index} of a batch)", path)
+
+
+def unexpected_content(exc: Exception) -> str:
+    """The reason given for a trace whose values have types nrlprof does not expect."""
+    return f"unexpected content ({type(exc).__name__}: {_first_line(exc)})"
 
 
 Unreadable = list[tuple[Path, str]]
@@ -368,8 +427,13 @@ def find_traces(inputs: Iterable[Path], exclude: Iterable[Path] = ()) -> tuple[l
             if explicit or _is_trace_name(path.name):
                 unreadable.append((path, "not a Chrome trace: no traceEvents"))
             continue
-        if not header.is_merged:
-            found.append(header)
+        if header.is_merged:
+            continue
+        problem = header.problem()
+        if problem is not None:
+            unreadable.append((path, problem))
+            continue
+        found.append(header)
     return found, unreadable
 
 
@@ -390,21 +454,6 @@ def _candidates(inputs: Iterable[Path], suffixes: tuple[str, ...]) -> Iterator[t
                     yield path, False
         else:
             raise ToolError("no such file or directory", root)
-
-
-@contextlib.contextmanager
-def progress_bar(description: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr fed with (done, total), or None when stderr is not a terminal."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*Progress.get_default_columns()[:1], *columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @contextlib.contextmanager
