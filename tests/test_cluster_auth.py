@@ -1,0 +1,135 @@
+"""`doctor` and `collect` against a `ray start --head` cluster with token authentication (Ray >= 2.60).
+
+The cluster runs on free ports with its own temp dir and token; it is stopped by ending only its own processes.
+The tools run as a user would run them: separate processes that find the cluster themselves (no address).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and int(pid) != os.getpid():
+                found.append(int(pid))
+    return found
+
+
+def descendants(pids: list[int]) -> list[int]:
+    """`pids` and every process below them."""
+    parents: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(pid))
+    found, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.append(pid)
+            todo += parents.get(pid, [])
+    return found
+
+
+def stop_own_cluster(marker: str) -> None:
+    """End the processes whose command line names this cluster's temp dir, and their children."""
+    pids = descendants(processes_mentioning(marker))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def token_cluster():
+    """A head started with `ray start` and RAY_AUTH_MODE=token; the env a client on this node would have."""
+    base = tempfile.mkdtemp(prefix="nrla", dir="/tmp")  # short: raylet socket paths are length-limited
+    token = secrets.token_hex(32)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH", "NRL_"))}
+    # RAY_TMPDIR: `auto` looks for this cluster in <RAY_TMPDIR>/ray, not in the /tmp/ray other clusters share.
+    env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=token)
+    try:
+        for _ in range(2):  # on a loaded machine the first start can time out
+            gcs, client, agent = free_ports(3)
+            start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", "--num-cpus=2",
+                     "--include-dashboard=false", f"--ray-client-server-port={client}",
+                     f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats"]  # fmt: skip
+            env_start = {**env, "RAY_AUTH_MODE": "token"}
+            done = subprocess.run(start, env=env_start, capture_output=True, text=True, timeout=300)
+            if done.returncode == 0:
+                break
+            stop_own_cluster(f"{base}/ray")
+        assert done.returncode == 0, done.stdout + done.stderr
+        yield {"env": env, "address": f"127.0.0.1:{gcs}", "base": Path(base)}
+    finally:
+        stop_own_cluster(f"{base}/ray")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def nrlprof(env: dict[str, str], *args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "nrlprof.cli", *args]
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_the_cluster_really_requires_the_token(token_cluster):
+    """Control: joining by `host:port` without turning token auth on is refused, as the tools used to be."""
+    code = f"import ray; ray.init(address={token_cluster['address']!r}, log_to_driver=False)"
+    done = subprocess.run([sys.executable, "-c", code], env=token_cluster["env"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert "auth" in (done.stdout + done.stderr).lower()
+
+
+def test_doctor_connects_with_the_token(token_cluster, tmp_path):
+    done = nrlprof(token_cluster["env"], "doctor", "--json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    [node] = data["nodes"]
+    assert node["error"] is None and node["raylet_pid"] is not None
+    assert node["agent"]["ray_dir"] and node["workers"]["ray_dir"]
+
+
+def test_collect_connects_with_the_token_and_takes_the_session(token_cluster, tmp_path):
+    session = next(p for p in (token_cluster["base"] / "ray").glob("session_2*") if not p.is_symlink())
+    report = session / "logs" / "nsight" / "policy_3-4_123.nsys-rep"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_bytes(b"report bytes")
+    done = nrlprof(token_cluster["env"], "collect", "--to", str(tmp_path / "out"), "--json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["sessions"] == [session.name]
+    [copied] = data["copied"]
+    assert (tmp_path / "out" / copied["path"]).read_bytes() == b"report bytes"
+    assert copied["path"].endswith(f"{session.name}/logs/nsight/policy_3-4_123.nsys-rep")
