@@ -12,15 +12,25 @@ import pytest
 
 TESTS_DIR = Path(__file__).parent
 STAND_IN_SOURCE = TESTS_DIR / "bin" / "fake_profiler.py"
+NSYS_STAND_IN = f"""\
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from nsys_standin.cli import main
+sys.exit(main())
+"""
 # No `python` here: Ray's unfixed plugin, which runs `nsys ... python`, cannot start a worker.
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def install_stand_ins(bin_dir: Path) -> Path:
-    """The stand-in `nsys` and `rocprof-sys-python`, run by this interpreter."""
+    """The stand-in `nsys` (tests/nsys_standin, its libraries built now) and `rocprof-sys-python`, run by this
+    interpreter."""
+    from nsys_standin import build
+
+    build.library_dir()
     bin_dir.mkdir(parents=True, exist_ok=True)
-    body = STAND_IN_SOURCE.read_text().split("\n", 1)[1]
-    for tool in ("nsys", "rocprof-sys-python"):
+    bodies = {"nsys": NSYS_STAND_IN, "rocprof-sys-python": STAND_IN_SOURCE.read_text().split("\n", 1)[1]}
+    for tool, body in bodies.items():
         path = bin_dir / tool
         path.write_text(f"#!{sys.executable}\n{body}")
         path.chmod(0o755)

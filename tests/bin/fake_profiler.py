@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Stand-in for `nsys` and `rocprof-sys-python`: records how it was called, then runs the wrapped command.
+"""Stand-in for `rocprof-sys-python`: records how it was called, then runs the wrapped command.
 
 The record (one JSON line) goes to $NRLPROF_FAKE_TOOL_LOG/<tool>-<pid>.json. With exec, the
-wrapped program keeps this process's pid, as `%p` in the output name expects.
+wrapped program keeps this process's pid. The `nsys` stand-in is tests/nsys_standin.
 """
 
 import json
@@ -10,20 +10,7 @@ import os
 import sys
 import time
 
-VERSIONS = {"nsys": "NVIDIA Nsight Systems version 2025.3.1.90-fake", "rocprof-sys-python": "rocprof-sys 1.0.0-fake"}
-
-
-def split_nsys(argv):
-    """`profile -t x --a=b cmd...` -> (options, command)."""
-    if not argv or argv[0] != "profile":
-        raise SystemExit(f"fake nsys: unsupported arguments {argv}")
-    options, rest = [], argv[1:]
-    while rest and rest[0].startswith("-"):
-        item = rest.pop(0)
-        options.append(item)
-        if not item.startswith("--") and len(item) == 2:
-            options.append(rest.pop(0))
-    return options, rest
+VERSIONS = {"rocprof-sys-python": "rocprof-sys 1.0.0-fake"}
 
 
 def split_rocprof(argv):
@@ -37,7 +24,7 @@ def main():
     if argv[:1] in (["--version"], ["-v"]):
         print(VERSIONS.get(tool, f"{tool} fake"))
         return 0
-    options, command = (split_nsys if tool == "nsys" else split_rocprof)(argv)
+    options, command = split_rocprof(argv)
     log_dir = os.environ.get("NRLPROF_FAKE_TOOL_LOG")
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)
@@ -57,9 +44,8 @@ def main():
             json.dump(record, handle)
     if not command:
         raise SystemExit(f"fake {tool}: no command to run")
-    if tool == "rocprof-sys-python":
-        # Like the real wrapper: `$PYTHON_EXECUTABLE -m rocprofsys ... -- <script> <args>`.
-        command = [os.environ.get("PYTHON_EXECUTABLE", sys.executable), *command]
+    # Like the real wrapper: `$PYTHON_EXECUTABLE -m rocprofsys ... -- <script> <args>`.
+    command = [os.environ.get("PYTHON_EXECUTABLE", sys.executable), *command]
     os.execvp(command[0], command)
 
 

@@ -1,0 +1,214 @@
+"""One `nsys profile` run: launch the command as a child, serve its cudaProfilerStart/Stop, write reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from nsys_standin import build
+from nsys_standin.nvtx_events import NvtxCollector
+from nsys_standin.options import ProfileOptions, expand_output
+from nsys_standin.report import FORMAT, write_atomically
+
+CUDA_SUCCESS = 0
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class CaptureSession:
+    def __init__(self, options: ProfileOptions, version: str) -> None:
+        self.options, self.version = options, version
+        self.capture_range = options.capture_range
+        self.end_kind, self.end_count = options.range_end
+        self.kill_signal = options.kill_signal
+        self.force_overwrite = options.force_overwrite
+        self.lock = threading.Lock()
+        self.open_range: dict | None = None
+        self.ranges_done = 0
+        self.finished = False
+        self.sent_signals: set[int] = set()
+        self.workdir = Path(tempfile.mkdtemp(prefix="nsys-standin-"))
+        self.nvtx = NvtxCollector(self.workdir / "nvtx")
+        self.child: subprocess.Popen | None = None
+        self.name = ""
+
+    # --- launch and wait ------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if not self.options.command:
+            say("nsys stand-in: no application to launch")
+            return 1
+        if "%" not in self.options.output and not self.force_overwrite:
+            existing = Path(self.options.output + ".nsys-rep")
+            if existing.exists():
+                say(f"ERROR: the report {existing} already exists. Use --force-overwrite=true to overwrite it.")
+                return 1
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.workdir / "s"))
+        listener.listen(64)
+        self.session_start_ns, self.session_start_utc_ns = time.monotonic_ns(), time.time_ns()
+        try:
+            self.child = subprocess.Popen(self.options.command, env=self._child_env())
+        except OSError as error:
+            say(f"nsys stand-in: cannot launch {self.options.command[0]!r}: {error}")
+            return 1
+        self.name = expand_output(self.options.output, self.child.pid)
+        self._record_call()
+        for number in FORWARDED_SIGNALS:
+            signal.signal(number, self._forward)
+        if self.capture_range == "none":
+            self.open_range = self._new_range("launch", None, self.session_start_ns)
+        threading.Thread(target=self._serve, args=(listener,), daemon=True).start()
+        code = self.child.wait()
+        self._at_exit(code)
+        listener.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return 128 - code if code < 0 else code
+
+    def _child_env(self) -> dict[str, str]:
+        libraries = build.library_dir()
+        env = {**os.environ, **self.options.env_vars()}
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libraries), env.get("LD_LIBRARY_PATH")]))
+        env["NRLPROF_STANDIN_SOCKET"] = str(self.workdir / "s")
+        if self.options.traces_nvtx:
+            (self.workdir / "nvtx").mkdir()
+            env["NVTX_INJECTION64_PATH"] = str(libraries / "libnvtx_standin_injection.so")
+            env["NRLPROF_STANDIN_NVTX_DIR"] = str(self.workdir / "nvtx")
+        return env
+
+    def _record_call(self) -> None:
+        log_dir = os.environ.get("NRLPROF_FAKE_TOOL_LOG")
+        if not log_dir:
+            return
+        os.makedirs(log_dir, exist_ok=True)
+        record = {
+            "tool": "nsys",
+            "options": self.options.options,
+            "command": self.options.command,
+            "pid": self.child.pid,
+            "nsys_pid": os.getpid(),
+            "time": time.time(),
+            "env": {
+                k: v
+                for k, v in os.environ.items()
+                if k.startswith(("ROCPROFSYS_", "NRLPROF_WORKER", "PYTHON_EXECUTABLE"))
+            },
+        }
+        write_atomically(Path(log_dir) / f"nsys-{os.getpid()}.json", json.dumps(record))
+
+    def _forward(self, number: int, _frame) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.sent_signals.add(number)
+            os.kill(self.child.pid, number)
+
+    def _at_exit(self, code: int) -> None:
+        with self.lock:
+            if self.open_range is None:
+                return
+            if code < 0 and -code not in self.sent_signals:
+                say(f"nsys stand-in: the application was killed by signal {-code} inside a capture range; "
+                    "its data is lost, no report written")  # fmt: skip
+            else:
+                self._finish_range(time.monotonic_ns(), "exit", None)
+            self.open_range = None
+
+    # --- cudaProfilerStart/Stop -----------------------------------------------------------------------------
+
+    def _serve(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            request = b""
+            while not request.endswith(b"\n"):
+                chunk = connection.recv(256)
+                if not chunk:
+                    return
+                request += chunk
+            verb, pid, tid, at = request.decode().split()
+            caller = {"pid": int(pid), "tid": int(tid)}
+            shutdown = self.start(caller, int(at)) if verb == "start" else self.stop(caller, int(at))
+            connection.sendall(f"{CUDA_SUCCESS}\n".encode())
+        if shutdown and self.kill_signal is not None and self.child.poll() is None:
+            self.sent_signals.add(self.kill_signal)
+            os.kill(self.child.pid, self.kill_signal)
+
+    def start(self, caller: dict, at: int) -> bool:
+        with self.lock:
+            if self.capture_range == "cudaProfilerApi" and self.open_range is None and not self.finished:
+                self.open_range = self._new_range("cudaProfilerStart", caller, at)
+        return False
+
+    def stop(self, caller: dict, at: int) -> bool:
+        """Close the open range and write its report before answering; True when nsys now shuts the app down."""
+        with self.lock:
+            if self.capture_range != "cudaProfilerApi" or self.open_range is None or self.end_kind == "none":
+                return False
+            self._finish_range(at, "cudaProfilerStop", caller)
+            self.open_range = None
+            self.ranges_done += 1
+            repeating = self.end_kind.startswith("repeat")
+            self.finished = not repeating or (self.end_count is not None and self.ranges_done >= self.end_count)
+            return self.finished and self.end_kind.endswith("shutdown")
+
+    def _new_range(self, started_by: str, caller: dict | None, at: int) -> dict:
+        return {"started_by": started_by, "start_caller": caller, "start_ns": at}
+
+    # --- reports ----------------------------------------------------------------------------------------------
+
+    def _finish_range(self, stop_ns: int, stopped_by: str, caller: dict | None) -> None:
+        index = self.ranges_done + 1 if self.end_kind.startswith("repeat") else None
+        base = self.name if index is None else f"{self.name}.{index}"
+        qdstrm, report = Path(base + ".qdstrm"), Path(base + ".nsys-rep")
+        opened = self.open_range
+        document = {
+            "format": FORMAT,
+            "nsys_version": self.version,
+            "name": self.name,
+            "range_index": index,
+            "launched_pid": self.child.pid,
+            "command": self.options.command,
+            "options": self.options.options,
+            "capture_range": self.capture_range,
+            "capture_range_end": self.options.values.get("capture-range-end", "stop-shutdown"),
+            "session_start_ns": self.session_start_ns,
+            "session_start_utc_ns": self.session_start_utc_ns,
+            **opened,
+            "stop_ns": stop_ns,
+            "stopped_by": stopped_by,
+            "stop_caller": caller,
+            **self.nvtx.take(opened["start_ns"], stop_ns),
+        }
+        qdstrm.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(qdstrm, json.dumps(document))
+        say(f"Generating '{qdstrm}'")
+        delay = float(os.environ.get("NRLPROF_STANDIN_STOP_DELAY_S", "0") or 0)
+        if delay > 0:
+            time.sleep(delay)
+        if os.environ.get("NRLPROF_STANDIN_IMPORT_FAIL", "") not in ("", "0"):
+            say("Importer error status: Importation failed.")
+            say(f"Failed to create '{report}': the capture remains in '{qdstrm}'.")
+            return
+        if report.exists() and not self.force_overwrite:
+            say(f"ERROR: the report {report} already exists. Use --force-overwrite=true to overwrite it.")
+            return
+        write_atomically(report, json.dumps(document, indent=1))
+        qdstrm.unlink()
+        say(f"Generated:\n    {report.resolve()}")

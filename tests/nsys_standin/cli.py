@@ -1,0 +1,66 @@
+"""`nsys` stand-in command line: profile, export --type sqlite, --version; `stats` and the rest unsupported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+VERSION = "NVIDIA Nsight Systems version 2025.3.1.90-fake"
+
+
+def export(argv: list[str]) -> int:
+    from nsys_standin.report import export_sqlite
+
+    values: dict[str, str] = {}
+    inputs: list[str] = []
+    words = list(argv)
+    short = {"-t": "type", "-o": "output", "-f": "force-overwrite"}
+    while words:
+        word = words.pop(0)
+        if word.startswith("--"):
+            name, has_value, value = word[2:].partition("=")
+            values[name] = value if has_value else (words.pop(0) if words else "")
+        elif word in short:
+            values[short[word]] = words.pop(0) if words else ""
+        else:
+            inputs.append(word)
+    if values.get("type", "sqlite") != "sqlite":
+        print(f"nsys stand-in: export --type {values['type']} is not supported (only sqlite)", file=sys.stderr)
+        return 1
+    if len(inputs) != 1:
+        print("usage: nsys export --type sqlite [-o OUT.sqlite] [--force-overwrite true] REPORT.nsys-rep",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    report = Path(inputs[0])
+    output = Path(values.get("output") or report.with_suffix(".sqlite"))
+    if output.exists() and values.get("force-overwrite", "false").lower() not in ("true", "1"):
+        print(f"ERROR: {output} already exists. Use --force-overwrite true to overwrite it.", file=sys.stderr)
+        return 1
+    try:
+        export_sqlite(report, output)
+    except (OSError, ValueError) as error:
+        print(f"nsys stand-in: cannot export {report}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["--version"], ["-v"]):
+        print(VERSION)
+        return 0
+    if argv[:1] == ["profile"]:
+        from nsys_standin.capture import CaptureSession
+        from nsys_standin.options import UsageError, split_profile
+
+        try:
+            session = CaptureSession(split_profile(argv[1:]), VERSION)
+        except UsageError as error:
+            print(f"nsys stand-in: {error}", file=sys.stderr)
+            return 1
+        return session.run()
+    if argv[:1] == ["export"]:
+        return export(argv[1:])
+    print(f"nsys stand-in: {' '.join(argv[:1]) or 'no command'} is not supported (profile, export, --version)",
+          file=sys.stderr)  # fmt: skip
+    return 1

@@ -1,0 +1,292 @@
+"""The nsys stand-in on its own (no Ray): child launch, capture ranges, report names, NVTX, failures, export."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from nsys_standin.report import read_report
+
+NSYS = Path(__file__).parent / "nsys_standin" / "nsys"
+PRELUDE = """\
+import ctypes, json, os, sys, threading, time
+import nvtx
+runtime = ctypes.CDLL("libcudart.so")
+def emit(**fields):
+    print("EMIT " + json.dumps(fields), flush=True)
+"""
+
+
+def profile(tmp_path: Path, options: list[str], body: str, *, env: dict | None = None, wrapper=None, **kwargs):
+    """Run `nsys profile OPTIONS python prog.py` in tmp_path; the program's EMIT lines come back parsed."""
+    program = tmp_path / "prog.py"
+    program.write_text(PRELUDE + textwrap.dedent(body))
+    command = [sys.executable, str(program)]
+    if wrapper is not None:
+        command = wrapper(command)
+    result = subprocess.run(
+        [sys.executable, str(NSYS), "profile", *options, *command],
+        cwd=tmp_path, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False, **kwargs,
+    )  # fmt: skip
+    result.emitted = [json.loads(line[5:]) for line in result.stdout.splitlines() if line.startswith("EMIT ")]
+    return result
+
+
+def names(directory: Path, suffix: str = "") -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(suffix) and p.name != "prog.py")
+
+
+CYCLES = """
+emit(pid=os.getpid())
+for k in (1, 2, 3):
+    emit(start=runtime.cudaProfilerStart())
+    nvtx.mark(message=f"inside {k}", domain="nrlprof")
+    emit(stop=runtime.cudaProfilerStop())
+"""
+
+
+def test_cli_example_repeat_2_writes_two_numbered_reports_named_after_the_child(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text(PRELUDE + textwrap.dedent(CYCLES))
+    # As documented: the script itself on the command line, `python` found on PATH.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    result = subprocess.run(
+        [str(NSYS), "profile", "-o", "cap_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:2",
+         "python", "prog.py"],
+        cwd=tmp_path, env={**os.environ, "PATH": path}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    emitted = [json.loads(line[5:]) for line in result.stdout.splitlines() if line.startswith("EMIT ")]
+    pid = emitted[0]["pid"]
+    assert pid != os.getpid()
+    assert names(tmp_path) == [f"cap_{pid}.1.nsys-rep", f"cap_{pid}.2.nsys-rep"]
+    assert [e for e in emitted[1:]] == [{"start": 0}, {"stop": 0}] * 3, "every call succeeds, the third does nothing"
+    reports = [read_report(tmp_path / f"cap_{pid}.{k}.nsys-rep") for k in (1, 2)]
+    assert [r["range_index"] for r in reports] == [1, 2]
+    assert [[m["message"] for m in r["nvtx_marks"]] for r in reports] == [["inside 1"], ["inside 2"]]
+    assert all(r["launched_pid"] == pid and r["start_caller"]["pid"] == pid for r in reports)
+    assert reports[0]["stop_ns"] < reports[1]["start_ns"]
+
+
+@pytest.mark.parametrize(
+    ("range_end", "suffixes"),
+    [("stop", [""]), ("repeat", [".1", ".2", ".3"]), ("repeat:2", [".1", ".2"]), ("repeat:1", [".1"])],
+)
+def test_report_names_for_stop_and_repeat(tmp_path, range_end, suffixes):
+    result = profile(tmp_path, ["-o", "out_%p", "--capture-range=cudaProfilerApi", f"--capture-range-end={range_end}"],
+                     CYCLES)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    pid = result.emitted[0]["pid"]
+    assert names(tmp_path) == [f"out_{pid}{s}.nsys-rep" for s in suffixes]
+    assert len(result.emitted) == 7, "the application keeps running after its ranges"
+
+
+@pytest.mark.parametrize("range_end", ["stop-shutdown", "repeat-shutdown:2"])
+def test_shutdown_ends_the_application_after_its_last_range(tmp_path, range_end):
+    result = profile(tmp_path, ["-o", "out", "--capture-range=cudaProfilerApi", f"--capture-range-end={range_end}"],
+                     CYCLES + "time.sleep(30)\nemit(finished=True)\n")  # fmt: skip
+    expected = ["out.nsys-rep"] if range_end == "stop-shutdown" else ["out.1.nsys-rep", "out.2.nsys-rep"]
+    assert names(tmp_path) == expected
+    assert {"finished": True} not in result.emitted
+    assert result.returncode == 128 + signal.SIGTERM
+
+
+def test_call_record_names_the_launched_process_and_nsys(tmp_path):
+    log = tmp_path / "calls"
+    result = profile(tmp_path, ["-t", "cuda,nvtx", "--cpuctxsw=none", "--python-backtrace", "-o", "r_%p"],
+                     "emit(pid=os.getpid())", env={"NRLPROF_FAKE_TOOL_LOG": str(log)})  # fmt: skip
+    (record_file,) = log.glob("nsys-*.json")
+    record = json.loads(record_file.read_text())
+    assert record["options"] == ["-t", "cuda,nvtx", "--cpuctxsw=none", "--python-backtrace", "-o", "r_%p"]
+    assert record["command"] == [sys.executable, str(tmp_path / "prog.py")]
+    assert record["pid"] == result.emitted[0]["pid"] != record["nsys_pid"]
+    assert record_file.name == f"nsys-{record['nsys_pid']}.json"
+    assert record["time"] <= time.time() and isinstance(record["env"], dict)
+
+
+def test_percent_p_is_the_pid_nsys_launched_also_through_a_wrapper(tmp_path):
+    options = ["-o", "w_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    body = "emit(pid=os.getpid(), parent=os.getppid())\nruntime.cudaProfilerStart()\nruntime.cudaProfilerStop()\n"
+    # A wrapper that stays (as `uv run` does): the report is named after the wrapper, not the python under it.
+    forked = profile(tmp_path, options, body, wrapper=lambda cmd: ["/bin/sh", "-c", " ".join(cmd) + "; exit $?"])
+    python_pid, wrapper_pid = forked.emitted[0]["pid"], forked.emitted[0]["parent"]
+    assert wrapper_pid != python_pid
+    assert names(tmp_path) == [f"w_{wrapper_pid}.nsys-rep"]
+    report = read_report(tmp_path / f"w_{wrapper_pid}.nsys-rep")
+    assert report["launched_pid"] == wrapper_pid and report["start_caller"]["pid"] == python_pid
+    # A wrapper that execs the program: one process, one pid.
+    for path in tmp_path.glob("w_*"):
+        path.unlink()
+    execed = profile(tmp_path, options, body, wrapper=lambda cmd: ["/bin/sh", "-c", "exec " + " ".join(cmd)])
+    assert names(tmp_path) == [f"w_{execed.emitted[0]['pid']}.nsys-rep"]
+
+
+def test_stop_blocks_until_the_report_is_written(tmp_path):
+    body = """
+    report = sys.argv[1] if len(sys.argv) > 1 else f"slow_{os.getpid()}.nsys-rep"
+    runtime.cudaProfilerStart()
+    began = time.monotonic()
+    code = runtime.cudaProfilerStop()
+    emit(code=code, blocked_s=time.monotonic() - began, exists=os.path.exists(report))
+    """
+    options = ["-o", "slow_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    fast = profile(tmp_path, options, body)
+    assert fast.emitted[0]["code"] == 0 and fast.emitted[0]["exists"] is True
+    for path in tmp_path.glob("slow_*"):
+        path.unlink()
+    slow = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "1.5"})
+    assert slow.emitted[0]["exists"] is True
+    assert slow.emitted[0]["blocked_s"] >= 1.5
+
+
+NVTX_PROGRAM = """
+outer = nvtx.start_range(message="before the capture", domain="nrlprof")
+nvtx.push_range("pushed before", domain="nrlprof")
+runtime.cudaProfilerStart()
+step = nvtx.start_range(message="step 3", domain="nrlprof")
+nvtx.push_range("policy.train [step 3]", domain="nrlprof")
+nvtx.pop_range(domain="nrlprof")
+def other_thread():
+    nvtx.push_range("on another thread", domain="other")
+    nvtx.pop_range(domain="other")
+    emit(tid=threading.get_native_id())
+worker = threading.Thread(target=other_thread)
+worker.start(); worker.join()
+nvtx.end_range(step)
+left_open = nvtx.start_range(message="open at stop", domain="nrlprof")
+emit(tid=threading.get_native_id())
+runtime.cudaProfilerStop()
+nvtx.end_range(left_open)
+nvtx.pop_range(domain="nrlprof")
+nvtx.end_range(outer)
+after = nvtx.start_range(message="after the capture", domain="nrlprof")
+nvtx.end_range(after)
+"""
+
+
+def test_nvtx_ranges_of_the_real_nvtx_package_inside_the_range_are_in_the_report(tmp_path):
+    result = profile(tmp_path, ["-o", "n", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
+                     NVTX_PROGRAM)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = read_report(tmp_path / "n.nsys-rep")
+    other_tid, main_tid = result.emitted[0]["tid"], result.emitted[1]["tid"]
+    ranges = {r["message"]: r for r in report["nvtx_ranges"]}
+    assert sorted(ranges) == ["on another thread", "open at stop", "policy.train [step 3]", "step 3"]
+    assert ranges["step 3"]["domain"] == "nrlprof" and ranges["step 3"]["kind"] == "start_end"
+    assert ranges["policy.train [step 3]"]["kind"] == "push_pop"
+    assert ranges["on another thread"]["domain"] == "other" and ranges["on another thread"]["tid"] == other_tid
+    assert ranges["step 3"]["tid"] == main_tid
+    assert report["start_ns"] < ranges["step 3"]["start_ns"] < ranges["step 3"]["end_ns"] < report["stop_ns"]
+    assert ranges["open at stop"]["end_ns"] is None
+    assert {d["name"] for d in report["nvtx_domains"]} == {"nrlprof", "other"}
+
+
+def test_without_nvtx_in_the_traces_no_ranges_are_recorded(tmp_path):
+    profile(tmp_path, ["-t", "cuda", "-o", "n", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
+            NVTX_PROGRAM)  # fmt: skip
+    assert read_report(tmp_path / "n.nsys-rep")["nvtx_ranges"] == []
+
+
+def test_importer_failure_leaves_only_the_qdstrm(tmp_path):
+    result = profile(tmp_path, ["-o", "f_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:2"],
+                     CYCLES, env={"NRLPROF_STANDIN_IMPORT_FAIL": "1"})  # fmt: skip
+    pid = result.emitted[0]["pid"]
+    assert result.returncode == 0
+    assert names(tmp_path) == [f"f_{pid}.1.qdstrm", f"f_{pid}.2.qdstrm"]
+    assert "Importer error status" in result.stderr
+    assert json.loads((tmp_path / f"f_{pid}.1.qdstrm").read_text())["range_index"] == 1
+
+
+def test_child_killed_inside_a_range_leaves_no_report(tmp_path):
+    body = """
+    runtime.cudaProfilerStart(); runtime.cudaProfilerStop()
+    runtime.cudaProfilerStart()
+    os.kill(os.getpid(), 9)
+    """
+    result = profile(tmp_path, ["-o", "k", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"], body)
+    assert result.returncode == 128 + signal.SIGKILL
+    assert names(tmp_path) == ["k.1.nsys-rep"], "the closed range is kept, the killed one is lost"
+    assert "killed by signal 9" in result.stderr
+
+
+def test_application_exit_inside_a_range_finishes_it_and_no_capture_range_captures_the_whole_run(tmp_path):
+    exits = profile(tmp_path, ["-o", "e", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
+                    "runtime.cudaProfilerStart()\nsys.exit(3)\n")  # fmt: skip
+    assert exits.returncode == 3
+    assert read_report(tmp_path / "e.nsys-rep")["stopped_by"] == "exit"
+    whole = profile(
+        tmp_path, ["-o", "whole"], "nvtx.mark(message='m', domain='d')\nemit(code=runtime.cudaProfilerStop())"
+    )
+    report = read_report(tmp_path / "whole.nsys-rep")
+    assert (report["started_by"], report["stopped_by"]) == ("launch", "exit")
+    assert [m["message"] for m in report["nvtx_marks"]] == ["m"] and whole.emitted == [{"code": 0}]
+
+
+def test_sigterm_to_nsys_reaches_the_application(tmp_path):
+    body = """
+    import signal
+    signal.signal(signal.SIGTERM, lambda *a: (emit(got="SIGTERM"), sys.exit(0)))
+    runtime.cudaProfilerStart()
+    open("ready", "w").close()
+    time.sleep(60)
+    """
+    program = tmp_path / "prog.py"
+    program.write_text(PRELUDE + textwrap.dedent(body))
+    nsys = subprocess.Popen(
+        [sys.executable, str(NSYS), "profile", "-o", "t", "--capture-range=cudaProfilerApi", sys.executable,
+         str(program)], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    while not (tmp_path / "ready").exists():
+        time.sleep(0.05)
+    nsys.send_signal(signal.SIGTERM)
+    out, _ = nsys.communicate()
+    assert 'EMIT {"got": "SIGTERM"}' in out and nsys.returncode == 0
+    assert read_report(tmp_path / "t.nsys-rep")["stopped_by"] == "exit"
+
+
+def test_existing_report_needs_force_overwrite(tmp_path):
+    (tmp_path / "same.nsys-rep").write_text("an older report")
+    refused = profile(tmp_path, ["-o", "same"], "emit(ran=True)")
+    assert refused.returncode == 1 and refused.emitted == [] and "--force-overwrite" in refused.stderr
+    assert (tmp_path / "same.nsys-rep").read_text() == "an older report"
+    forced = profile(tmp_path, ["-o", "same", "-f", "true"], "emit(ran=True)")
+    assert forced.emitted == [{"ran": True}] and read_report(tmp_path / "same.nsys-rep")["stopped_by"] == "exit"
+
+
+def test_export_sqlite_reads_like_a_real_export(tmp_path):
+    profile(tmp_path, ["-o", "x", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"], NVTX_PROGRAM)
+    export = [sys.executable, str(NSYS), "export", "--type", "sqlite", "-o", str(tmp_path / "x.sqlite")]
+    first = subprocess.run([*export, str(tmp_path / "x.nsys-rep")], capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    with sqlite3.connect(tmp_path / "x.sqlite") as db:
+        rows = db.execute(
+            "SELECT s.value, e.eventType, e.start, e.end, d.text FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId"
+            " JOIN NVTX_EVENTS d ON d.eventType = 75 AND d.domainId = e.domainId ORDER BY e.start"
+        ).fetchall()
+        assert db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (0,)
+        assert db.execute("SELECT name FROM ENUM_NSYS_EVENT_TYPE WHERE id = 59").fetchone() == ("NvtxPushPopRange",)
+    by_text = {text: (kind, start, end, domain) for text, kind, start, end, domain in rows}
+    assert by_text["step 3"][0] == 60 and by_text["step 3"][3] == "nrlprof"
+    assert by_text["policy.train [step 3]"][0] == 59
+    assert by_text["on another thread"][3] == "other"
+    assert 0 < by_text["step 3"][1] < by_text["step 3"][2]
+    assert by_text["open at stop"][2] is None
+    again = subprocess.run([*export, str(tmp_path / "x.nsys-rep")], capture_output=True, text=True, check=False)
+    assert again.returncode == 1 and "--force-overwrite" in again.stderr
+    forced = subprocess.run([*export, "--force-overwrite", "true", str(tmp_path / "x.nsys-rep")], check=False)
+    assert forced.returncode == 0
+
+
+def test_version_and_unsupported_commands():
+    version = subprocess.run([sys.executable, str(NSYS), "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("NVIDIA Nsight Systems version ")
+    stats = subprocess.run([sys.executable, str(NSYS), "stats", "x.nsys-rep"], capture_output=True, text=True)
+    assert stats.returncode == 1 and "not supported" in stats.stderr
