@@ -1,0 +1,110 @@
+"""`nrlprof collect` takes one job (one Ray session dir) by default, on a real 2-node Ray cluster with old sessions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import ray
+from ray._common.utils import get_default_ray_temp_dir
+from ray.cluster_utils import Cluster
+
+from nrlprof.tools import collect as C
+from nrlprof.tools.cluster import alive_nodes
+
+OLD = ["session_2020-01-01_00-00-00_000000_1", "session_2021-06-01_00-00-00_000000_1"]
+NEWER_WITHOUT_MANIFEST = "session_2099-01-01_00-00-00_000000_1"
+
+
+def put(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def plant(session: Path, tag: str, with_manifest: bool) -> set[str]:
+    """A report (and a manifest) in `session`; returns the file names planted."""
+    put(session / "logs" / "nsight" / f"{tag}.nsys-rep", tag.encode())
+    names = {f"{tag}.nsys-rep"}
+    if with_manifest:
+        line = json.dumps({"backend": "nsys", "worker": "policy", "files": []})
+        put(session / "logs" / "nrlprof" / f"manifest-{tag}.jsonl", line.encode() + b"\n")
+        names.add(f"manifest-{tag}.jsonl")
+    return names
+
+
+@pytest.fixture(scope="module")
+def job():
+    """Head: the current session holds a manifest. Worker: its current session only a report, old ones manifests.
+
+    Both nodes also hold a newer session dir with a report and no manifest (another cluster's, say).
+    """
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
+    base = Path(tempfile.mkdtemp(prefix="nrls", dir="/tmp"))  # short: raylet socket paths are length-limited
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
+    worker = cluster.add_node(num_cpus=1, temp_dir=f"{base}/w")
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        current = Path(ray._private.worker._global_node.get_session_dir_path()).name
+        labels = {n.node_id: n.label for n in alive_nodes()}
+        head, other = labels[cluster.head_node.node_id], labels[worker.node_id]
+        files: dict[str, dict[str, set[str]]] = {head: {}, other: {}}
+        for label, temp, current_manifest in ((head, base / "h", True), (other, base / "w", False)):
+            assert (temp / current).is_dir()
+            files[label][current] = plant(temp / current, f"{label}-current", current_manifest)
+            for name in OLD:
+                files[label][name] = plant(temp / name, f"{label}-{name[8:12]}", True)
+            files[label][NEWER_WITHOUT_MANIFEST] = plant(temp / NEWER_WITHOUT_MANIFEST, f"{label}-newer", False)
+        yield {"current": current, "files": files}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def expected(job: dict, sessions: list[str]) -> set[str]:
+    return {
+        f"{label}/{session}/{name}"
+        for label, by_session in job["files"].items()
+        for session in sessions
+        for name in by_session[session]
+    }
+
+
+def collected(result: C.CollectResult) -> set[str]:
+    """node/session/file-name of every file copied."""
+    return {f"{Path(c.path).parts[0]}/{Path(c.path).parts[1]}/{Path(c.path).name}" for c in result.copied}
+
+
+def test_default_is_the_newest_session_holding_manifests_on_every_node(job, tmp_path):
+    result = C.collect(tmp_path / "out")
+    assert result.ok, result.to_json()
+    assert result.sessions == [job["current"]]
+    assert collected(result) == expected(job, [job["current"]])
+
+
+def test_session_names_one_old_job(job, tmp_path):
+    result = C.collect(tmp_path / "out", session=OLD[0])
+    assert result.sessions == [OLD[0]]
+    assert collected(result) == expected(job, [OLD[0]])
+
+
+def test_all_sessions_takes_every_session_dir(job, tmp_path, capsys):
+    args = argparse.Namespace(to=str(tmp_path / "out"), address=None, json=True, session=None, all_sessions=True,
+                              allow_dir=[])  # fmt: skip
+    assert C.run(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sessions"] is None
+    copied = {f"{Path(c['path']).parts[0]}/{Path(c['path']).parts[1]}/{Path(c['path']).name}" for c in data["copied"]}
+    assert copied == expected(job, [job["current"], *OLD, NEWER_WITHOUT_MANIFEST])
+
+
+def test_session_and_all_sessions_exclude_each_other(tmp_path):
+    from nrlprof.tools.cluster import BadInput
+
+    with pytest.raises(BadInput, match="exclude"):
+        C.collect(tmp_path / "out", session=OLD[0], all_sessions=True)
