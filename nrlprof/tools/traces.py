@@ -36,6 +36,8 @@ MAX_DEPTH = 128
 _CHUNK = 1 << 16  # small batches stay in the CPU caches: faster than large ones, and less memory
 _HEADER_LIMIT = 64 << 20
 _IJSON_BATCH = 2000
+# ijson holds every event of a buffer at once: small buffers bound that for a file of brackets
+_SCAN_BUFFER = 16 << 10
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _DEPTH_CHANGE: defaultdict[str, int] = defaultdict(
     int, {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
@@ -199,15 +201,16 @@ def read_header(path: Path) -> TraceHeader:
     if path.is_file() and path.stat().st_size == 0:
         raise ToolError("empty file, not a Chrome trace", path)
     with TraceReader(path) as reader:
-        events = _ijson.parse(reader, use_float=True)
+        # basic_parse: parse's per-level prefixes grow with the square of the depth within each buffer
+        events = _ijson.basic_parse(reader, use_float=True, buf_size=_SCAN_BUFFER)
         try:
-            _, event, _ = next(events)
+            event, _ = next(events)
             if event != "start_map":
                 raise ToolError("not a Chrome trace: the top level is not a JSON object", path)
             key: str | None = None
             builder: ijson.ObjectBuilder | None = None
             depth = 0
-            for _, event, value in events:
+            for event, value in events:
                 if reader.consumed > _HEADER_LIMIT:
                     raise ToolError(f"not a Chrome trace: no traceEvents in the first {_HEADER_LIMIT >> 20} MiB", path)
                 if key is None:
@@ -377,7 +380,8 @@ def _check_depth(path: Path) -> None:
     """
     with TraceReader(path) as reader:
         try:
-            deepest = max(accumulate(map(_DEPTH_CHANGE.__getitem__, map(itemgetter(0), _ijson.basic_parse(reader)))),
+            scan = _ijson.basic_parse(reader, buf_size=_SCAN_BUFFER)
+            deepest = max(accumulate(map(_DEPTH_CHANGE.__getitem__, map(itemgetter(0), scan))),
                           default=0)  # fmt: skip
         except ijson.JSONError as exc:
             raise ToolError(f"not valid JSON, or cut short ({_first_line(exc)})", path) from exc

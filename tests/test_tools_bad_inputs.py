@@ -1,0 +1,264 @@
+"""merge, summary and report on bad files: each bad file is skipped with its reason, the rest is finished.
+
+The exit code is 1 (partial) and every good file's results are still there. Traces are GPU-shaped kineto
+traces built by hand (test_tools_merge.gpu_trace); one is written in kineto's own text layout to reach
+the fast reader.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_tools_merge import events_of, gpu_trace, load, write_json
+
+from nrlprof.cli import main
+from nrlprof.tools import traces
+from nrlprof.tools.merge import merge_traces
+from nrlprof.tools.summary import summarize
+from nrlprof.tools.traces import find_traces, iter_event_batches
+
+GOOD = "policy.rank0.steps3-4.1000.pt.trace.json"
+BAD = "policy.rank1.steps3-4.1001.pt.trace.json"
+DEPTH = 100_000
+
+
+def run_dir(tmp_path: Path, bad: dict | bytes, name: str = BAD) -> Path:
+    """A good rank-0 trace and one bad file (a trace as a dict, or raw bytes)."""
+    root = tmp_path / "run"
+    write_json(root / "policy" / "0" / GOOD, gpu_trace())
+    target = root / "policy" / "1" / name
+    if isinstance(bad, bytes):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(bad)
+    else:
+        write_json(target, bad)
+    return root
+
+
+def rank1_trace(**nrlprof: object) -> dict:
+    trace = gpu_trace(rank=1, pid=1001)
+    trace["nrlprof"].update(nrlprof)
+    return trace
+
+
+def with_events(*extra: object) -> dict:
+    trace = rank1_trace()
+    trace["traceEvents"] += list(extra)
+    return trace
+
+
+def deeply_nested(depth: int = DEPTH) -> bytes:
+    return b'{"traceEvents": [' + b"[" * depth + b"]" * depth + b"]}"
+
+
+BAD_TRACES = {
+    "event-not-object": lambda: with_events(5, "text", None, [1, 2]),
+    "pid-not-integer": lambda: rank1_trace(pid="abc"),
+    "rank-not-integer": lambda: rank1_trace(rank=[1]),
+    "steps-not-integers": lambda: rank1_trace(steps="3-4"),
+    "deeply-nested": deeply_nested,
+    "deep-header": lambda: b'{"meta": ' + b"[" * DEPTH + b"]" * DEPTH + b', "traceEvents": []}',
+}
+REASONS = {
+    "event-not-object": "not a JSON object: 5",
+    "pid-not-integer": "nrlprof.pid is 'abc', expected an integer",
+    "rank-not-integer": "nrlprof.rank is [1], expected an integer",
+    "steps-not-integers": "nrlprof.steps is '3-4', expected a list of integers",
+    "deeply-nested": "nested more than",
+    "deep-header": "nested more than",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_TRACES))
+def test_merge_skips_a_bad_trace_and_merges_the_rest(tmp_path, kind, capsys):
+    root = run_dir(tmp_path, BAD_TRACES[kind]())
+    output = tmp_path / "timeline.json"
+    assert main(["merge", str(root), "-o", str(output), "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert [s["path"] for s in result["skipped"]] == [str(root / "policy" / "1" / BAD)]
+    assert REASONS[kind] in result["skipped"][0]["reason"]
+    assert result["merged"] == [str(root / "policy" / "0" / GOOD)]
+    good_events = gpu_trace()["traceEvents"]
+    merged = [e for e in events_of(output) if e.get("cat") in ("cpu_op", "kernel", "user_annotation")]
+    assert len(merged) == sum(1 for e in good_events if e.get("cat") in ("cpu_op", "kernel", "user_annotation"))
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_TRACES))
+def test_summary_skips_a_bad_trace_and_summarises_the_rest(tmp_path, kind, capsys):
+    root = run_dir(tmp_path, BAD_TRACES[kind]())
+    assert main(["summary", str(root), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(s["path"], REASONS[kind] in s["reason"]) for s in data["skipped"]] == [
+        (str(root / "policy" / "1" / BAD), True)
+    ]
+    (rank0,) = data["workers"]
+    # gpu_trace: steps 3 and 4 of 1 ms each, four 100 us kernels per step
+    assert (rank0["worker"], rank0["rank"]) == ("policy", 0)
+    assert rank0["steps"] == {"3": {"wall_ms": 1.0, "ranges_ms": {}}, "4": {"wall_ms": 1.0, "ranges_ms": {}}}
+    assert {k["name"]: k["total_ms"] for k in rank0["top_kernels"]} == {
+        "ampere_sgemm_128x64_nn": 0.4,
+        "elementwise_kernel": 0.4,
+    }
+
+
+def test_report_skips_a_bad_trace_and_reports_the_rest(tmp_path, capsys):
+    root = run_dir(tmp_path, with_events(7))
+    output = tmp_path / "report.html"
+    assert main(["report", str(root), "-o", str(output)]) == 1
+    assert f"skipped {root / 'policy' / '1' / BAD}" in capsys.readouterr().err
+    page = output.read_text()
+    assert "policy rank 0" in page and "ampere_sgemm_128x64_nn" in page and "not a JSON object" in page
+
+
+@pytest.mark.parametrize("name", ["ProfilerStep#²", "ProfilerStep#", "ProfilerStep#3.5", "ProfilerStep#" + "9" * 5000])
+def test_a_step_annotation_without_a_step_number(tmp_path, name, capsys):
+    bad = with_events({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1001, "tid": 1001,
+                       "ts": 1_000_000.0, "dur": 5.0, "args": {}})  # fmt: skip
+    root = run_dir(tmp_path, bad)
+    assert main(["summary", str(root), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    (skipped,) = data["skipped"]
+    assert skipped["path"] == str(root / "policy" / "1" / BAD)
+    assert "expected ProfilerStep#<n>" in skipped["reason"] and name[:30] in skipped["reason"]
+    assert [(w["worker"], w["rank"]) for w in data["workers"]] == [("policy", 0)]
+    # merge does not read step numbers: both traces merge
+    assert main(["merge", str(root), "-o", str(tmp_path / "timeline.json")]) == 0
+
+
+def test_events_with_values_of_unexpected_types(tmp_path, capsys):
+    odd = [
+        {"ph": "X", "cat": "cpu_op", "name": "odd-pid", "pid": [1], "tid": {"a": 1}, "ts": 1.0, "dur": 2.0},
+        {"ph": "X", "cat": ["cpu_op"], "name": {"n": 1}, "pid": 1001, "ts": "1", "dur": None},
+        {"ph": "X", "cat": "kernel", "name": None, "pid": 1001, "ts": 1e300, "dur": 1e300},
+        {"ph": "M", "name": "process_name", "pid": {"x": [1]}, "args": "not a dict", "id": [1, 2]},
+    ]
+    root = run_dir(tmp_path, with_events(*odd))
+    # merge keeps every event, whatever its values
+    result = merge_traces([root], tmp_path / "timeline.json")
+    assert len(result.merged) == 2 and not result.skipped
+    # summary: either reads the trace (ignoring what it cannot use) or skips it with a reason
+    summary = summarize(root, nsys="")
+    assert (summary.workers[0].worker, summary.workers[0].rank) == ("policy", 0)
+    assert all(reason for _, reason in summary.skipped)
+    # a 1e300 us kernel is not a profiler's: the second rank's figures stay finite
+    assert all(k.total_us < 1e18 for w in summary.workers for k in w.kernels)
+
+
+def test_manifests_that_cannot_be_read_are_skipped_with_a_reason(tmp_path, capsys):
+    root = run_dir(tmp_path, rank1_trace())
+    manifests = root / ".nrlprof"
+    manifests.mkdir()
+    (manifests / "manifest-h-1.jsonl").write_bytes(b'{"backend": "torch", "worker": "\xff\xfe"}\n')
+    record = {"backend": "torch", "worker": "policy", "rank": 1, "window": "3-4", "status": "ok", "host": "h",
+              "pid": 1001, "files": 5}  # fmt: skip
+    ok = {**record, "rank": 0, "files": [f"/remote/{GOOD}"], "status": "error", "message": "export failed"}
+    (manifests / "manifest-h-2.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(ok) + "\n")
+    (manifests / "manifest-h-3.jsonl").mkdir()  # a directory named like a manifest: not a manifest
+    assert main(["summary", str(root), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    reasons = {Path(s["path"]).name: s["reason"] for s in data["skipped"]}
+    assert reasons == {
+        "manifest-h-1.jsonl": "manifest is not UTF-8 text",
+        "manifest-h-2.jsonl": "record of policy: files is 5, expected a list of paths",
+    }
+    # the readable record of the same manifest still gives its note, and both traces are summarised
+    assert any("export failed" in note for note in data["notes"])
+    assert sorted(w["rank"] for w in data["workers"]) == [0, 1]
+    assert main(["report", str(root), "-o", str(tmp_path / "r.html")]) == 1
+
+
+def test_deeply_nested_trace_is_read_in_memory_bounded_by_its_size(tmp_path):
+    """The fallback parser's memory grows with the square of the depth; the file is refused first.
+
+    Peak traced memory of merge + summary with the deep file, against the same with the good file alone
+    (merge's 1 MiB write buffers and the good trace's events are in both).
+    """
+    good = run_dir(tmp_path / "good", rank1_trace())
+    (good / "policy" / "1" / BAD).unlink()
+    root = run_dir(tmp_path, deeply_nested())
+    size = (root / "policy" / "1" / BAD).stat().st_size
+    script = textwrap.dedent(
+        """
+        import json, resource, sys, tracemalloc
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails, it does not swap
+        from nrlprof.tools.merge import merge_traces
+        from nrlprof.tools.summary import summarize
+        root, output = sys.argv[1:]
+        tracemalloc.start()
+        merged = merge_traces([root], output, jobs=1)
+        summary = summarize(root, nsys="")
+        print(json.dumps({"peak": tracemalloc.get_traced_memory()[1],
+                          "skipped": [r for _, r in merged.skipped + summary.skipped]}))
+        """
+    )
+    figures = {}
+    for name, directory in (("good", good), ("deep", root)):
+        command = [sys.executable, "-c", script, str(directory), str(tmp_path / f"{name}.json")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        figures[name] = json.loads(done.stdout)
+    assert figures["good"]["skipped"] == []
+    assert len(figures["deep"]["skipped"]) == 2 and all("nested more than" in r for r in figures["deep"]["skipped"])
+    extra = figures["deep"]["peak"] - figures["good"]["peak"]
+    assert extra < 8 * size, f"{extra} bytes more at the peak for a {size}-byte file"
+
+
+def kineto_text(trace: dict) -> str:
+    """The trace as kineto lays it out: each event's closing brace alone on a line at the events' indent."""
+    head = {k: v for k, v in trace.items() if k not in ("traceEvents", "traceName")}
+    lines = ["{"] + [f'  "{k}": {json.dumps(v)},' for k, v in head.items()] + ['  "traceEvents": [']
+    body = ",".join("\n  {\n    " + json.dumps(e)[1:-1] + "\n  }" for e in trace["traceEvents"])
+    return "\n".join(lines) + body + '\n],\n  "traceName": "x"\n}\n'
+
+
+def test_reader_falls_back_without_giving_an_event_twice(tmp_path, monkeypatch):
+    """A slice orjson refuses (a lone surrogate) late in a kineto-laid-out file: ijson reads on from there."""
+    trace = gpu_trace()
+    trace["traceEvents"][-1]["args"] = {"note": "\ud800"}  # json.dumps writes it as an escape, orjson refuses it
+    path = tmp_path / GOOD
+    path.write_text(kineto_text(trace))
+    monkeypatch.setattr(traces, "_CHUNK", 512)  # several batches before the bad one
+    fallbacks = []
+    original = traces._ijson_batches
+    monkeypatch.setattr(traces, "_ijson_batches", lambda *a, **k: fallbacks.append(k["skip"]) or original(*a, **k))
+    batches = list(iter_event_batches(path))
+    expected = [(e.get("ph"), e.get("name"), e.get("ts")) for e in load(path)["traceEvents"]]
+    assert [(e.get("ph"), e.get("name"), e.get("ts")) for b in batches for e in b] == expected
+    assert len(fallbacks) == 1 and 0 < fallbacks[0] < len(expected)
+
+
+def test_merge_and_summary_turn_the_garbage_collector_back_on(tmp_path):
+    root = run_dir(tmp_path, rank1_trace())
+    assert gc.isenabled()
+    merge_traces([root], tmp_path / "timeline.json", jobs=1)
+    assert gc.isenabled()
+    summarize(root, nsys="")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        merge_traces([root], tmp_path / "again.json", jobs=1)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
+
+
+def test_a_named_file_without_trace_events_is_reported(tmp_path):
+    root = run_dir(tmp_path, rank1_trace())
+    named = tmp_path / "settings.json"
+    named.write_text('{"schemaVersion": 1, "events": []}')
+    (root / "other.json").write_text('{"schemaVersion": 1}')  # found in a directory, not named like a trace
+    no_events = root / "policy" / "2" / "policy.rank2.steps3-4.1002.pt.trace.json"
+    no_events.parent.mkdir()
+    no_events.write_text('{"schemaVersion": 1}')
+    found, unreadable = find_traces([root, named])
+    assert sorted(h.path.name for h in found) == [GOOD, BAD]
+    assert unreadable == [
+        (no_events, "not a Chrome trace: no traceEvents"),
+        (named, "not a Chrome trace: no traceEvents"),
+    ]
