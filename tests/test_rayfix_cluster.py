@@ -1,0 +1,186 @@
+"""A driver joining a `ray start` cluster started without nrlprof's fix: detected, and profiled through py_executable.
+
+The cluster runs with no `python` on its PATH and the stand-in tools, on free ports with its own temp dir and
+token; only its own processes are stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SYSTEM_PATH, TESTS_DIR, install_stand_ins
+from test_cluster_auth import free_ports, stop_own_cluster
+
+from nrlprof.rayfix.names import HOOK_CLASS_PATH, PLUGINS_VARIABLE
+
+RAY = str(Path(sys.executable).with_name("ray"))
+DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import ray
+    from nrlprof.rayfix.cluster_fix import agent_has_fix, prefixed_runtime_env
+
+    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
+
+    @ray.remote(num_cpus=0)
+    class Probe:
+        def where(self):
+            return {"pid": os.getpid(), "executable": sys.executable}
+
+    result = {"fixed": agent_has_fix(), "fixed_again": agent_has_fix(), "actors": []}
+    for spec in json.loads(sys.argv[1]):
+        env = prefixed_runtime_env(spec["env"]) if spec["prefix"] else spec["env"]
+        actor = Probe.options(runtime_env=env).remote()
+        try:
+            answer = ray.get(actor.where.remote(), timeout=spec["timeout"])
+        except ray.exceptions.GetTimeoutError:
+            answer = "HUNG"
+        result["actors"].append({"answer": answer, "py_executable": env.get("py_executable")})
+        ray.kill(actor)
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+
+@contextlib.contextmanager
+def ray_start_cluster(tmp_path: Path, with_hook: bool) -> Iterator[dict]:
+    base = tempfile.mkdtemp(prefix="nrlf", dir="/tmp")  # short: raylet socket paths are length-limited
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH"))}
+    env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=secrets.token_hex(32), NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))
+    env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=str(TESTS_DIR))
+    if with_hook:
+        env[PLUGINS_VARIABLE] = json.dumps([{"class": HOOK_CLASS_PATH}])
+    for attempt in (1, 2):  # Ray gives a raylet 30 s to register; a loaded machine sometimes needs a second try
+        gcs, client, agent = free_ports(3)
+        start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", "--num-cpus=2",
+                 "--include-dashboard=false", f"--ray-client-server-port={client}",
+                 f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats"]  # fmt: skip
+        done = subprocess.run(start, env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True, timeout=180)
+        if done.returncode == 0 or "timed out during startup" not in done.stderr or attempt == 2:
+            break
+        stop_own_cluster(f"{base}/ray")
+        shutil.rmtree(f"{base}/ray", ignore_errors=True)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        session = next(p for p in (Path(base) / "ray").glob("session_2*") if not p.is_symlink())
+        yield {"env": {k: v for k, v in env.items() if k != PLUGINS_VARIABLE}, "session": session, "calls": tmp_path}
+    finally:
+        stop_own_cluster(f"{base}/ray")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def drive(cluster: dict, specs: list[dict]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(specs)],
+        env=cluster["env"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cluster["calls"],
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout + done.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def nsys_record(cluster: dict, pid: int) -> dict:
+    records = [json.loads(p.read_text()) for p in (cluster["calls"] / "calls").glob("nsys-*.json")]
+    matching = [r for r in records if r["pid"] == pid]
+    assert len(matching) == 1, records
+    return matching[0]
+
+
+def rocprof_record(cluster: dict, pid: int) -> dict:
+    records = [json.loads(p.read_text()) for p in (cluster["calls"] / "calls").glob("rocprof-sys-python-*.json")]
+    matching = [r for r in records if r["pid"] == pid]
+    assert len(matching) == 1, records
+    return matching[0]
+
+
+def option(record: dict, name: str) -> str:
+    options = record["options"]
+    return options[options.index(name) + 1]
+
+
+@pytest.fixture(scope="module")
+def unfixed_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    with ray_start_cluster(tmp_path_factory.mktemp("unfixed"), with_hook=False) as cluster:
+        yield cluster
+
+
+def test_cluster_without_the_fix_is_detected_and_profiled_through_py_executable(unfixed_cluster: dict) -> None:
+    hostile = "it's a $(touch pwned) name_%p"
+    specs = [
+        # Control: Ray's own plugin runs `nsys ... python` and there is no `python` on the workers' PATH.
+        {"env": {"_nsight": {"t": "cuda"}}, "prefix": False, "timeout": 20},
+        {"env": {"_nsight": {"t": "cuda,nvtx", "o": "policy_%p"}}, "prefix": True, "timeout": 300},
+        {"env": {"_nsight": {"t": "cuda", "o": hostile}, "py_executable": sys.executable}, "prefix": True,
+         "timeout": 300},
+        {"env": {"_rocprof_sys": "default"}, "prefix": True, "timeout": 300},
+    ]  # fmt: skip
+    cluster = unfixed_cluster
+    result = drive(cluster, specs)
+    nsight_dir = cluster["session"] / "logs" / "nsight"
+
+    assert result["fixed"] is False and result["fixed_again"] is False
+    control, default_python, own_python, rocprof = result["actors"]
+    assert control["answer"] == "HUNG"
+
+    record = nsys_record(cluster, default_python["answer"]["pid"])
+    assert default_python["answer"]["executable"] == sys.executable
+    assert record["command"][0] == sys.executable
+    assert record["command"][1].endswith("default_worker.py")
+    assert option(record, "-t") == "cuda,nvtx"
+    assert option(record, "-o") == str(nsight_dir / "policy_%p")
+
+    record = nsys_record(cluster, own_python["answer"]["pid"])
+    assert record["command"][0] == sys.executable
+    assert option(record, "-o") == str(nsight_dir / hostile)
+    assert not (cluster["calls"] / "pwned").exists() and not (nsight_dir / "pwned").exists()
+
+    record = rocprof_record(cluster, rocprof["answer"]["pid"])
+    assert record["options"] == ["-F", "true"]
+    assert record["command"][0].endswith("default_worker.py")
+    assert record["env"]["PYTHON_EXECUTABLE"] == sys.executable
+    assert record["env"]["ROCPROFSYS_OUTPUT_PATH"] == str(cluster["session"] / "logs" / "rocprof_sys")
+    assert record["env"]["ROCPROFSYS_OUTPUT_PREFIX"] == "worker_process_%p"
+
+
+def test_cluster_with_the_agent_hook_is_detected_as_fixed(tmp_path: Path) -> None:
+    specs = [{"env": {"_nsight": {"t": "cuda", "o": "plain_%p"}}, "prefix": False, "timeout": 300}]
+    with ray_start_cluster(tmp_path, with_hook=True) as cluster:
+        result = drive(cluster, specs)
+        assert result["fixed"] is True
+        [plain] = result["actors"]
+        record = nsys_record(cluster, plain["answer"]["pid"])
+        assert record["command"][0] == sys.executable
+        assert option(record, "-o") == str(cluster["session"] / "logs" / "nsight" / "plain_%p")
+
+
+def test_prefixed_worker_without_the_tool_starts_unprofiled(unfixed_cluster: dict) -> None:
+    nsys = unfixed_cluster["calls"] / "bin" / "nsys"
+    hidden = nsys.with_name("nsys.hidden")
+    nsys.rename(hidden)
+    try:
+        result = drive(unfixed_cluster, [{"env": {"_nsight": {"t": "cuda"}}, "prefix": True, "timeout": 300}])
+    finally:
+        hidden.rename(nsys)
+    [actor] = result["actors"]
+    pid = actor["answer"]["pid"]
+    assert actor["answer"]["executable"] == sys.executable
+    records = [json.loads(p.read_text()) for p in (unfixed_cluster["calls"] / "calls").glob("nsys-*.json")]
+    assert pid not in [r["pid"] for r in records]
+    logs = (unfixed_cluster["session"] / "logs").glob(f"worker-*-{pid}.err")
+    assert "this worker runs without profiling: nsys is not on PATH" in "".join(p.read_text() for p in logs)
