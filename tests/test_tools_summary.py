@@ -171,6 +171,19 @@ def test_nsys_reports_with_current_report_names(tmp_path):
     assert summary.to_json()["nsys_reports"][0]["kernels"][1]["Instances"] == "5"
 
 
+def test_nsys_reports_of_repeated_capture_ranges(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for k in (1, 2):  # --capture-range-end=repeat:2 names the report of each range <name>.<k>.nsys-rep
+        (run_dir / f"policy_3-4_9_4242.{k}.nsys-rep").write_bytes(b"fake report")
+    reports = summarize(run_dir, nsys=fake_nsys(tmp_path)).nsys_reports
+    assert [(r.path.name, r.worker, r.window, r.pid) for r in reports] == [
+        ("policy_3-4_9_4242.1.nsys-rep", "policy", "3-4_9", 4242),
+        ("policy_3-4_9_4242.2.nsys-rep", "policy", "3-4_9", 4242),
+    ]
+    assert all(r.error is None and r.kernels for r in reports)
+
+
 def test_nsys_falls_back_to_pre_2023_report_names(tmp_path):
     nsys = fake_nsys(tmp_path, reject="cuda_gpu_kern_sum", kernels=OLD_KERNEL_CSV, nvtx=OLD_NVTX_CSV)
     (report,) = summarize(nsys_run(tmp_path), nsys=nsys).nsys_reports

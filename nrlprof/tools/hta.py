@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from nrlprof.errors import ToolError
+from nrlprof.layout import TRACE_SUFFIXES
 from nrlprof.tools.traces import TraceHeader, find_traces
 
 
@@ -43,7 +44,7 @@ def hta_folder(worker_dir: Path, window: str | None = None, dest: Path | None = 
     folder = Path(dest) if dest is not None else Path(tempfile.mkdtemp(prefix="nrlprof-hta-"))
     folder.mkdir(parents=True, exist_ok=True)
     for rank, header in sorted(by_rank.items()):
-        suffix = ".pt.trace.json.gz" if header.path.name.endswith(".gz") else ".pt.trace.json"
+        suffix = next(s for s in reversed(TRACE_SUFFIXES) if header.path.name.endswith(s))
         link = folder / f"rank{rank}{suffix}"
         link.unlink(missing_ok=True)
         try:

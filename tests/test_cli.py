@@ -1,0 +1,134 @@
+"""The `nrlprof` command: exit codes decided in one place, and only the chosen subcommand imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from nrlprof import cli
+
+TOOL_MODULES = {module for module, _ in cli.SUBCOMMANDS.values()}
+
+
+def imported_after(argv: list[str]) -> tuple[int, set[str]]:
+    """Exit status of `nrlprof <argv>` in a fresh interpreter, and the nrlprof/ray/torch modules it imported."""
+    script = textwrap.dedent(
+        """
+        import contextlib, io, json, sys
+        from nrlprof.cli import main
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                status = main(sys.argv[1:])
+            except SystemExit as exit:
+                status = exit.code
+        names = [m for m in sys.modules if m.startswith(("nrlprof.", "ray", "torch"))]
+        print(json.dumps([status, names]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, names = json.loads(done.stdout)
+    return status, set(names)
+
+
+def test_a_subcommand_imports_its_own_module_only(tmp_path):
+    status, modules = imported_after(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "t.json")])
+    assert status == 2
+    assert "nrlprof.tools.merge" in modules
+    assert not (TOOL_MODULES - {"nrlprof.tools.merge"}) & modules
+    assert not {m for m in modules if m == "ray" or m.startswith(("ray.", "torch"))}
+
+
+def test_help_lists_every_subcommand_and_imports_none():
+    status, modules = imported_after(["--help"])
+    assert status == 0 and not TOOL_MODULES & modules
+    done = subprocess.run([sys.executable, "-m", "nrlprof", "--help"], capture_output=True, text=True, timeout=120)
+    for name in ("doctor", "plan", "patch-ray", "collect", "merge", "summary", "report", "demo"):
+        assert name in done.stdout
+
+
+def test_a_subcommand_gets_its_own_options():
+    args = cli.build_parser("patch-ray").parse_args(["patch-ray", "--check", "--ray-dir", "/opt/ray"])
+    assert (args.check, args.revert, args.ray_dir) == (True, False, "/opt/ray")
+    assert cli.chosen_command(["--version"]) is None
+    assert cli.chosen_command(["summary", "--json", "merge"]) == "summary"
+    assert cli.chosen_command(["no-such-command"]) is None
+
+
+def test_unknown_command_is_bad_input(capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["no-such-command"])
+    assert exit.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_config_error_is_one_line_and_exit_code_2(tmp_path):
+    env = {**os.environ, "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "abc"}
+    done = subprocess.run([sys.executable, "-m", "nrlprof", "plan"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("nrlprof plan: ")
+    assert "NRL_NSYS_PROFILE_STEP_RANGE" in done.stderr and "abc" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+FIXTURE_TOOL = """
+import argparse
+from nrlprof.errors import ConfigError, ToolError
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("outcome")
+
+def run(args: argparse.Namespace) -> int:
+    if args.outcome == "tool-error":
+        raise ToolError("not a trace:\\nsecond line", "/data/x.json")
+    if args.outcome == "config-error":
+        raise ConfigError("NRL_X", "y", "an integer")
+    if args.outcome == "interrupt":
+        raise KeyboardInterrupt
+    if args.outcome == "value-error":
+        raise ValueError("a bug, not bad input")
+    return {"ok": 0, "partial": 1, "none": None}[args.outcome]
+"""
+
+
+@pytest.fixture
+def fixture_tool(tmp_path, monkeypatch):
+    (tmp_path / "nrlprof_fixture_tool.py").write_text(FIXTURE_TOOL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.SUBCOMMANDS, "fixture", ("nrlprof_fixture_tool", "a tool for this test"))
+    return "fixture"
+
+
+@pytest.mark.parametrize(
+    "outcome, status, stderr",
+    [
+        ("ok", 0, ""),
+        ("none", 0, ""),
+        ("partial", 1, ""),
+        ("tool-error", 2, "nrlprof fixture: /data/x.json: not a trace: second line\n"),
+        ("config-error", 2, "nrlprof fixture: NRL_X='y' is invalid. Expected an integer.\n"),
+        ("interrupt", 130, "nrlprof fixture: interrupted\n"),
+    ],
+)
+def test_outcomes_map_to_exit_codes_in_one_place(fixture_tool, capsys, outcome, status, stderr):
+    assert cli.main([fixture_tool, outcome]) == status
+    assert capsys.readouterr().err == stderr
+
+
+def test_an_unexpected_exception_is_not_reported_as_bad_input(fixture_tool):
+    with pytest.raises(ValueError, match="a bug"):
+        cli.main([fixture_tool, "value-error"])
+
+
+def test_python_dash_m_nrlprof_is_the_same_command(tmp_path):
+    missing = tmp_path / "missing"
+    done = subprocess.run([sys.executable, "-m", "nrlprof", "summary", str(missing)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == f"nrlprof summary: {missing}: no such file or directory\n"
