@@ -22,8 +22,17 @@ from nrlprof.tools import doctor as D
 from nrlprof.tools import doctor_node as N
 
 NSYS_VERSION = "2025.1.1.103-test"
+# `profile`/`export` behave as the `mode` file next to it says: `report` (a report that exports), `qdstrm` (the
+# importer fails: only the .qdstrm), anything else (nothing written).
 STAND_IN_NSYS = f"""#!/bin/sh
-if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version {NSYS_VERSION}"; fi
+mode=$(cat "$(dirname "$0")/mode" 2>/dev/null)
+out=""; prev=""
+for arg in "$@"; do [ "$prev" = "-o" ] && out="$arg"; prev="$arg"; done
+case "$1" in
+  --version) echo "NVIDIA Nsight Systems version {NSYS_VERSION}";;
+  profile) [ "$mode" = report ] && printf NSYS > "$out.nsys-rep"; [ "$mode" = qdstrm ] && printf Q > "$out.qdstrm";;
+  export) [ "$mode" = report ] && printf SQLITE > "$out";;
+esac
 exit 0
 """
 
@@ -138,3 +147,37 @@ def test_unwritable_output_dir_is_an_error(local_ray, clean_env, tmp_path):
     assert node.output_writable is False
     assert report.exit_code == 1
     assert any(p.node == node.label and "not writable" in p.message for p in report.errors)
+
+
+def canary(report: D.DoctorReport, backend: str) -> dict:
+    [node] = report.nodes
+    return next(r for r in node.canary["results"] if r["backend"] == backend)
+
+
+@pytest.mark.parametrize(
+    ("mode", "ok", "detail"),
+    [("report", True, "exported to SQLite"), ("qdstrm", False, "importer failed"), ("none", False, "wrote no report")],
+)
+def test_capture_checks_that_nsys_writes_a_readable_report(local_ray, nsys_planned, mode, ok, detail):
+    (local_ray.parent / "mode").write_text(mode)
+    try:
+        report = D.doctor(capture=True)
+    finally:
+        (local_ray.parent / "mode").unlink()
+    result = canary(report, "nsys")
+    assert result["ok"] is ok and detail in result["detail"], result
+    [node] = report.nodes
+    assert [r["backend"] for r in node.canary["results"]] == ["nsys"]  # only the configured backend
+    failures = [p for p in report.errors if "canary" in p.message]
+    assert len(failures) == (0 if ok else 1)
+    assert all(p.node == node.label and detail in p.message for p in failures)
+
+
+def test_capture_with_torch_on_cpu_writes_a_readable_trace(local_ray, clean_env):
+    clean_env.setenv("NRL_TORCH_PROFILE_WORKER_PATTERNS", "*policy*")
+    clean_env.setenv("NRL_TORCH_PROFILE_STEP_RANGE", "3:5")
+    report = D.doctor(capture=True)
+    [node] = report.nodes
+    result = canary(report, "torch")
+    assert result["ok"] is True and result["gpu"] is False and "CPU only" in result["detail"], result
+    assert any(p.severity == D.NOTE and "no GPU" in p.message and p.node == node.label for p in report.problems)

@@ -23,6 +23,8 @@ from nrlprof.tools.cluster import EXIT_OK, EXIT_PARTIAL, NodeInfo, alive_nodes, 
 from nrlprof.tools.doctor_node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
 
 NODE_TIMEOUT_S = 120.0
+CANARY_TIMEOUT_S = 600.0
+CANARY_BACKENDS = ("nsys", "torch")
 ERROR = "error"
 WARNING = "warning"
 NOTE = "note"
@@ -51,6 +53,7 @@ class NodeCheck:
     output_detail: str = ""
     python_executable: str = ""
     python_version: str = ""
+    canary: dict[str, Any] | None = None  # `--capture`: {"gpu": bool, "results": [CanaryResult as dict]}
 
     def fix_state(self, key: str) -> str | None:
         entry = self.plugin_files.get(key)
@@ -205,8 +208,12 @@ def doctor(
     address: str | None = None,
     output_dir: str | None = None,
     environ: Mapping[str, str] | None = None,
+    capture: bool = False,
 ) -> DoctorReport:
-    """Check every alive node; raises BadInput when no cluster is reachable, ConfigError for bad variables."""
+    """Check every alive node (`capture`: and run a canary capture there with each configured backend).
+
+    Raises BadInput when no cluster is reachable, ConfigError for bad variables.
+    """
     from nrlprof.config.env import is_configured, load_plan
 
     environ = os.environ if environ is None else environ
@@ -220,12 +227,56 @@ def doctor(
         driver_executable=sys.executable,
     )
     with connected(address):
-        report.nodes = check_nodes(alive_nodes(), directory)
+        nodes = alive_nodes()
+        report.nodes = check_nodes(nodes, directory)
+        if capture:
+            add_canaries(report.nodes, nodes, canary_backends(plan))
     for check in report.nodes:
         report.problems += node_problems(check, plan, report, output_dir is not None)
+        report.problems += canary_problems(check)
     if not report.configured:
         report.problems.append(Problem(NOTE, None, "nothing is configured: no NRL_* profiling variable is set"))
     return report
+
+
+def canary_backends(plan: Any) -> list[str]:
+    """The configured backends a canary can capture with; both when none is configured."""
+    kinds = [kind for kind in CANARY_BACKENDS if plan.backend(kind) is not None]
+    return kinds or list(CANARY_BACKENDS)
+
+
+def add_canaries(checks: list[NodeCheck], nodes: list[NodeInfo], backends: list[str]) -> None:
+    from nrlprof.tools.canary import run_canaries
+
+    answers = run_on_nodes(run_canaries, nodes, lambda n: (backends,), CANARY_TIMEOUT_S, "running the canary")
+    by_id = {a.node.node_id: a for a in answers}
+    for check in checks:
+        answer = by_id.get(check.node_id)
+        if answer is not None and answer.error is None:
+            check.canary = answer.value
+        elif answer is not None:
+            check.canary = {"gpu": False, "results": [], "error": answer.error}
+
+
+def canary_problems(check: NodeCheck) -> list[Problem]:
+    if check.canary is None:
+        return []
+    if check.canary.get("error"):
+        return [Problem(ERROR, check.label, f"the canary capture could not run: {check.canary['error']}")]
+    problems = []
+    if not check.canary["gpu"]:
+        problems.append(Problem(NOTE, check.label, "no GPU visible: the canary captured CPU work only"))
+    for result in check.canary["results"]:
+        if not result["ok"]:
+            problems.append(
+                Problem(
+                    ERROR,
+                    check.label,
+                    f"the {result['backend']} canary capture failed: {result['detail']}",
+                    f"fix {result['backend']} on node {check.label} before a long job",
+                )
+            )
+    return problems
 
 
 # --------------------------------------------------------------------------- output
@@ -279,6 +330,11 @@ def render(report: DoctorReport, console: Any) -> None:
     for check in report.nodes:
         if not check.error:
             console.print(_interpreters_text(check), markup=False, highlight=False)
+        for result in (check.canary or {}).get("results", []):
+            state = "ok" if result["ok"] else "FAILED"
+            took = f"{result['seconds']:.1f}s"
+            line = f"node {check.label}: {result['backend']} canary {state} in {took}: {result['detail']}"
+            console.print(line, markup=False, highlight=False)
     console.print(
         f"plan: {_plan_text(report.plan)}; output dir: {report.output_dir}; driver Python {report.driver_python}",
         markup=False,
@@ -303,6 +359,9 @@ def _interpreters_text(check: NodeCheck) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or the local one)")
     parser.add_argument("--output-dir", default=None, help="torch output directory to check (default: the plan's)")
+    parser.add_argument(
+        "--capture", action="store_true", help="also run a short real capture on every node with each backend"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -311,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    report = doctor(address=args.address, output_dir=args.output_dir)
+    report = doctor(address=args.address, output_dir=args.output_dir, capture=getattr(args, "capture", False))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
