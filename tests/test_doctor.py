@@ -98,6 +98,7 @@ def test_reports_the_interpreter_and_ray_of_the_agent_and_workers(local_ray, cle
     assert node.agent.ray_dir == ray_dir and node.workers.ray_dir == ray_dir
     assert node.agent.pid is not None and node.agent.executable == os.path.realpath(sys.executable)
     assert node.plugin_files_detail == f"Ray at {ray_dir}"
+    assert node.agent_fix is True and "RAY_RUNTIME_ENV_PLUGINS" in node.agent_fix_reason
     assert node.plugin_files["nsight"]["path"] == os.path.join(ray_dir, "_private/runtime_env/nsight.py")
 
 

@@ -45,6 +45,8 @@ class NodeCheck:
     agent: Interpreter = field(default_factory=Interpreter)  # the runtime-env agent: runs Ray's profiler plugins
     workers: Interpreter = field(default_factory=Interpreter)  # the raylet's default worker command
     agent_hook: bool | None = None  # None: the environment could not be read
+    agent_fix: bool | None = None  # the runtime-env agent builds the fixed command (hook or fixed files it imports)
+    agent_fix_reason: str = ""
     agent_detail: str = ""
     plugin_files: dict[str, Any] = field(default_factory=dict)
     plugin_files_detail: str = ""
@@ -60,6 +62,8 @@ class NodeCheck:
         return entry.get("state") if isinstance(entry, dict) else None
 
     def fix_in_place(self, key: str) -> bool:
+        if self.agent_fix is not None:
+            return self.agent_fix
         return bool(self.agent_hook) or self.fix_state(key) in FIXED_STATES
 
 
@@ -155,7 +159,8 @@ def _fix_problems(check: NodeCheck, key: str, tool: str) -> list[Problem]:
             ERROR,
             check.label,
             f"Ray's {key} plugin fix is not in place (runtime-env agent: "
-            f"{'hook not listed' if check.agent_hook is False else check.agent_detail}; plugin file: {state}); "
+            f"{'hook not listed' if check.agent_hook is False else check.agent_detail}; plugin file: {state}"
+            f"{'; ' + check.agent_fix_reason if check.agent_fix is False else ''}); "
             f"{tool} workers would lose their interpreter",
             f"run `{_patch_command(check)}` on node {check.label} and restart Ray there, "
             f"or set {HOOK_SETTING} before `ray start` on it",

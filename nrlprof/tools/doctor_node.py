@@ -100,24 +100,8 @@ def cuda_check() -> tuple[bool, str]:
     return (done.returncode == 0 and bool(gpus)), f"nvidia-smi: {len(gpus)} GPU(s)"
 
 
-def read_proc(pid: int | str, name: str) -> list[str]:
-    with open(f"/proc/{pid}/{name}", "rb") as handle:
-        return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
-
-
 def _pids() -> list[str]:
     return [p for p in os.listdir("/proc") if p.isdigit()] if os.path.isdir("/proc") else []
-
-
-def find_raylet(node_id: str) -> tuple[int | None, list[str]]:
-    """The pid and argv of the raylet running `node_id` (several raylets may share a machine: the id decides)."""
-    wanted = f"--node_id={node_id}"
-    for pid in _pids():
-        with contextlib.suppress(OSError):
-            argv = read_proc(pid, "cmdline")
-            if argv and argv[0].endswith("raylet") and wanted in argv:
-                return int(pid), argv
-    return None, []
 
 
 def children(pid: int) -> list[int]:
@@ -157,21 +141,29 @@ def interpreter_of(command: list[str], script: str) -> Interpreter:
 
 def agent_process(raylet_pid: int) -> int | None:
     """The runtime-env agent among the raylet's children (it renames its process title to ray::RuntimeEnvAgent)."""
+    from nrlprof.rayfix.node_agent import read_argv
+
     for child in children(raylet_pid):
         with contextlib.suppress(OSError):
-            argv = read_proc(child, "cmdline")
+            argv = read_argv(child)
             if argv and (argv[0].startswith(AGENT_TITLE) or any(a.endswith("/" + AGENT_SCRIPT) for a in argv)):
                 return child
     return None
 
 
 def interpreters(node_id: str) -> dict[str, Any]:
-    """Raylet pid and environment, and what its agent and workers run, read from the raylet's process."""
-    pid, argv = find_raylet(node_id)
-    if pid is None:
+    """Raylet pid, what its agent and workers run, and whether the agent has the fix, read from /proc."""
+    from nrlprof.rayfix.node_agent import agent_fix, find_raylet_pid, read_argv, read_environ
+
+    pid = find_raylet_pid(node_id)
+    argv: list[str] = []
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            argv = read_argv(pid)
+    if not argv:
         detail = "raylet not found among this machine's processes"
-        return {"raylet_pid": None, "raylet_environ": None, "agent": asdict(Interpreter(detail=detail)),
-                "workers": asdict(Interpreter(detail=detail))}  # fmt: skip
+        return {"raylet_pid": pid, "raylet_environ": None, "agent_fix": None, "agent_fix_reason": detail,
+                "agent": asdict(Interpreter(detail=detail)), "workers": asdict(Interpreter(detail=detail))}  # fmt: skip
     agent = interpreter_of(_flag(argv, AGENT_COMMAND_FLAG), AGENT_SCRIPT)
     workers = interpreter_of(_flag(argv, WORKER_COMMAND_FLAG), WORKER_SCRIPT)
     agent.pid = agent_process(pid)
@@ -185,18 +177,16 @@ def interpreters(node_id: str) -> dict[str, Any]:
         if not found.ray_dir:
             found.detail = f"the raylet's {what} command names no Ray script; " + found.detail
     try:
-        environ = dict(item.partition("=")[::2] for item in read_proc(pid, "environ"))
+        environ: dict[str, str] | None = read_environ(pid)
     except OSError:
         environ = None
-    return {"raylet_pid": pid, "raylet_environ": environ, "agent": asdict(agent), "workers": asdict(workers)}
+    verdict = agent_fix(pid)
+    return {"raylet_pid": pid, "raylet_environ": environ, "agent_fix": verdict.fixed,
+            "agent_fix_reason": verdict.reason, "agent": asdict(agent), "workers": asdict(workers)}  # fmt: skip
 
 
 def agent_check(environ: dict[str, str] | None, raylet_pid: int | None) -> tuple[bool | None, str]:
-    """Whether the runtime-env agent's RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, and where that was read.
-
-    The raylet starts the agent with its own environment. The agent's `/proc/<pid>/environ` is not read: the
-    agent renames its process title, which overwrites part of that area.
-    """
+    """Whether the runtime-env agent's RAY_RUNTIME_ENV_PLUGINS lists nrlprof's hook, and where that was read."""
     from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, agent_hook_listed
 
     if raylet_pid is None:
@@ -253,6 +243,8 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
         "cuda_detail": cuda_detail,
         "raylet_pid": found["raylet_pid"],
         "agent": found["agent"],
+        "agent_fix": found["agent_fix"],
+        "agent_fix_reason": found["agent_fix_reason"],
         "workers": found["workers"],
         "agent_hook": agent_hook,
         "agent_detail": agent_detail,
