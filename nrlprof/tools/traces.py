@@ -4,7 +4,8 @@ Torch (kineto) writes every top-level key except `traceName` before `traceEvents
 keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 64 KiB of
 text: kineto puts each event's closing brace alone on a line, at the events' indentation, so the text
 splits there and orjson parses each slice. A slice that does not parse (another writer's layout, a cut
-file) hands over to ijson, which re-reads the file, skips what was already given and names the problem.
+file) hands over to ijson, which re-reads the file, skips what was already given and names the problem;
+before it builds items, a constant-memory pass refuses JSON nested deeper than MAX_DEPTH.
 """
 
 from __future__ import annotations
@@ -253,12 +254,6 @@ def iter_event_batches(path: Path, progress: ReadProgress | None = None) -> Iter
         except _LayoutMismatch:
             pass
     yield from _ijson_batches(path, "traceEvents.item", skip=given, progress=progress)
-
-
-def iter_events(path: Path) -> Iterator[dict[str, Any]]:
-    """The items of `traceEvents`, one at a time."""
-    for batch in iter_event_batches(path):
-        yield from batch
 
 
 def iter_chrome_events(path: Path) -> Iterator[list[dict[str, Any]]]:
