@@ -35,7 +35,7 @@ DRY_RUN_PREFIX = "nrlprof-dryrun-"
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # <worker>.rank<r>.steps3-4.<pid>[.<n>].pt.trace.json; discrete mode: <worker>.rank<r>.step3.<method>.<pid>...
 _TRACE_NAME = re.compile(
-    r"^(?P<worker>[^.]+)(?:\.rank(?P<rank>\d+))?\.steps?(?P<window>[\d_-]+)(?:\.[^.]+?)??"
+    r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.steps?(?P<window>[\d_-]+)(?:\.[^.]+?)??"
     r"\.(?P<pid>\d+)(?:\.\d+)?\.pt\.trace"
 )
 # <worker>_<steps>_<pid>[.<k>].nsys-rep, steps `3`, `3-4` or `1_5-6`

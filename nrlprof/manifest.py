@@ -9,12 +9,23 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-MANIFEST_DIR_NAME = "nrlprof"
-MANIFEST_GLOB = "manifest-*.jsonl"
+from nrlprof import layout
+
+# Kept for the tools that import them from here; the names themselves live in `layout`.
+MANIFEST_DIR_NAME = layout.MANIFEST_DIR
+MANIFEST_GLOB = layout.MANIFEST_GLOB
 
 
 @dataclass
 class WindowRecord:
+    """One window of one backend in one process.
+
+    status: `ok`; `late` (the worker was busy when window actions came: its trace may miss work);
+    `no-cuda` (nsys could not capture: no CUDA device); `missing` / `import-failed` (nsys wrote no report,
+    or only its raw `.qdstrm`); `skipped` (another profiler was running); `error`.
+    start_ms / stop_ms: how long starting and stopping the profiler took in this process.
+    """
+
     backend: str
     worker: str
     rank: int | None
@@ -28,11 +39,13 @@ class WindowRecord:
     pid: int = field(default_factory=os.getpid)
     started_at: float = 0.0
     stopped_at: float = field(default_factory=time.time)
+    start_ms: float = 0.0
+    stop_ms: float = 0.0
     event: str = "window"
 
 
 def manifest_path(directory: str | Path) -> Path:
-    return Path(directory) / f"manifest-{socket.gethostname()}-{os.getpid()}.jsonl"
+    return layout.manifest_path(directory, socket.gethostname(), os.getpid())
 
 
 def append_record(directory: str | Path, record: WindowRecord) -> Path:
@@ -46,11 +59,14 @@ def append_record(directory: str | Path, record: WindowRecord) -> Path:
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """Records of one manifest; a torn last line (a killed writer) is skipped."""
+    """Records of one manifest; a torn line (a killed writer), bad UTF-8 or a line that is no object is skipped."""
     records = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(record, dict):
+                records.append(record)
     return records

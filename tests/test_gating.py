@@ -76,15 +76,17 @@ def test_gate_state_machine_outside_windows_does_no_ray_call(ray_cluster, activa
     )
     worker = DTensorPolicyWorker.remote()
     ray_cluster.get(worker.pid.remote())
-    from nrlprof.runtime import session as activation
-    gate = activation.state().gate
+    from nrlprof.runtime import state
+
+    channel = state.session.channel
     dispatched = []
-    real_dispatch = gate.dispatch
-    monkeypatch.setattr(gate, "dispatch", lambda *a: dispatched.append(a[1]) or real_dispatch(*a))
+    real_send = channel.send
+    monkeypatch.setattr(channel, "send", lambda actions: dispatched.append(actions) or real_send(actions))
     for step in (1, 2, 2, 3, 3, 4, 5, 3, 2, 3):
         nrlprof.step(step)
     ops = [[a.op for a in actions] for actions in dispatched]
-    assert ops == [["start"], ["stop"]], "one start at 3, one stop at 4; the repeated and backward steps do nothing"
+    expected = [["prepare"], ["start"], ["stop"]]
+    assert ops == expected, "warm-up at 2, start at 3, stop at 4; the repeated and backward steps do nothing"
     assert len(traces_under(torch_dir)) == 2  # worker + controller, once each
 
 
@@ -107,7 +109,8 @@ def test_dead_worker_is_skipped_and_a_killed_worker_keeps_its_closed_windows(ray
     assert [marker_steps(load_trace(f), "policy.train.") for f in survivor_traces] == [{1}, {3}]
 
 
-def test_nsys_windows_reach_workers_and_are_recorded_without_cuda(ray_cluster, activate, torch_dir):
+def test_nsys_window_report_is_written_at_window_end_and_recorded(ray_cluster, activate, torch_dir):
+    """The stand-in nsys writes the report when the worker's capture range ends; the record names that file."""
     from workload import DTensorPolicyWorker
 
     nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2:4")
@@ -115,13 +118,15 @@ def test_nsys_windows_reach_workers_and_are_recorded_without_cuda(ray_cluster, a
     pid = ray_cluster.get(worker.pid.remote())
     run_steps(ray_cluster, nrlprof, range(1, 6), [worker])
     session = Path(ray_cluster._private.worker.global_worker.node.get_session_dir_path())
+    report = session / "logs" / "nsight" / f"dtensor_policy_worker_2-3_{pid}.nsys-rep"
+    assert report.is_file(), "written at the window's end, while the worker still runs"
+    assert ray_cluster.get(worker.pid.remote()) == pid
     manifest = session / "logs" / "nrlprof" / f"manifest-{os.uname().nodename}-{pid}.jsonl"
     records = [json.loads(line) for line in manifest.read_text().splitlines()]
-    nsys_records = [r for r in records if r["backend"] == "nsys"]
-    assert len(nsys_records) == 1
-    record = nsys_records[0]
-    assert record["steps"] == [2, 3] and record["status"] == "no-cuda"
-    assert record["files"] == [str(session / "logs" / "nsight" / f"dtensor_policy_worker_2-3_{pid}.nsys-rep")]
+    (record,) = [r for r in records if r["backend"] == "nsys"]
+    assert record["steps"] == [2, 3] and record["status"] == "ok", record
+    assert record["files"] == [str(report)]
+    assert record["start_ms"] > 0 and record["stop_ms"] > 0
 
 
 DRIVER_RAISES = textwrap.dedent(

@@ -11,7 +11,7 @@ import pytest
 
 import nrlprof
 from nrlprof.ranges.annotate import reset_timings
-from nrlprof.runtime import window_state
+from nrlprof.runtime import state
 
 INERT_CHECK = (
     "import sys, nrlprof, nrlprof.runtime.patches as p, logging\n"
@@ -70,7 +70,7 @@ def test_decorator_context_manager_and_async_record_timings(timings):
 
 
 @pytest.mark.parametrize("active", [False, True])
-def test_a_function_that_raises_runs_once(timings, active, monkeypatch):
+def test_a_function_that_raises_runs_once(timings, active, activate):
     calls = []
 
     @nrlprof.annotate("fails")
@@ -79,21 +79,19 @@ def test_a_function_that_raises_runs_once(timings, active, monkeypatch):
         raise KeyError("boom")
 
     if active:
-        monkeypatch.setattr(window_state, "any_open", True)
-        monkeypatch.setitem(window_state.open_windows, "nsys", 1)
+        activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="1:3").step(1)
+        assert state.session.windows.is_open("nsys")
     with pytest.raises(KeyError):
         fails()
     assert calls == [1]
     assert timings()["fails"]["count"] == 1
 
 
-def test_active_ranges_carry_the_step_number_and_use_real_nvtx(timings, monkeypatch):
+def test_active_ranges_carry_the_step_number_and_use_real_nvtx(timings, monkeypatch, activate):
     import nvtx
 
     pushed = []
-    monkeypatch.setattr(window_state, "any_open", True)
-    monkeypatch.setattr(window_state, "current_step", 7)
-    monkeypatch.setitem(window_state.open_windows, "nsys", 1)
+    activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="6:9").step(7)
     real_push = nvtx.push_range
     monkeypatch.setattr(nvtx, "push_range", lambda **kw: pushed.append(kw["message"]) or real_push(**kw))
 
@@ -105,14 +103,20 @@ def test_active_ranges_carry_the_step_number_and_use_real_nvtx(timings, monkeypa
     assert pushed == ["rollout/generate [step 7]"]
 
 
-def test_torch_record_function_while_torch_profiles(timings, monkeypatch, tmp_path):
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+def test_torch_record_function_while_torch_profiles(timings, activate, tmp_path):
+    import json
 
-    monkeypatch.setattr(window_state, "any_open", True)
-    monkeypatch.setitem(window_state.open_windows, "torch", 1)
-    monkeypatch.setattr(window_state, "current_step", 3)
-    with profile(activities=[ProfilerActivity.CPU]) as prof, nrlprof.annotate("actor/compute_adv"):
+    import torch
+
+    profiler = activate(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="3",
+        NRL_TORCH_PROFILE_DIR=str(tmp_path),
+    )
+    profiler.step(3)
+    with nrlprof.annotate("actor/compute_adv"):
         torch.ones(4) + 1
-    names = {e.name for e in prof.events()}
+    profiler.finish()
+    (trace,) = tmp_path.glob("controller.steps3.*.pt.trace.json")
+    names = {e.get("name") for e in json.loads(trace.read_text())["traceEvents"]}
     assert "actor/compute_adv [step 3]" in names

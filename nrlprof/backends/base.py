@@ -36,6 +36,8 @@ class Backend:
     """One profiler in one process. Subclasses override what they need."""
 
     kind = ""
+    # True where starting the profiler is slow enough to be done the step before the window.
+    warms_up = False
 
     def __init__(self, backend_plan: BackendPlan, role: ProcessRole, target: Target | None = None) -> None:
         self.backend_plan = backend_plan
@@ -45,11 +47,19 @@ class Backend:
         self.window: Window | None = None
         self.steps_seen: list[int] = []
         self.started_at = 0.0
+        self.start_ms = 0.0
+        self.late = False
 
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
         """Keys merged into a matched actor's runtime_env at creation."""
         return {}
+
+    def prepare_window(self, window: Window) -> None:
+        """Warm up for `window`, which starts at the next step (backends with `warms_up`)."""
+
+    def discard_prepared(self) -> None:
+        """A prepared window that never started: drop what `prepare_window` built."""
 
     def start_window(self, window: Window, step: int) -> None:
         raise NotImplementedError
@@ -72,6 +82,9 @@ class Backend:
 
     def record(self, files: list[str], status: str = "ok", message: str = "") -> WindowRecord:
         window = self.window
+        if self.late and status == "ok":
+            status = "late"
+            message = message or "window actions reached this worker late (it was busy): the trace may miss work"
         return WindowRecord(
             backend=self.kind,
             worker=self.role.worker_name,

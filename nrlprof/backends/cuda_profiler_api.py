@@ -8,24 +8,23 @@ import sys
 from functools import cache
 
 CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
+# cudaErrorInsufficientDriver, cudaErrorNoDevice: a CUDA runtime without a GPU behind it.
+NO_DEVICE_CODES = (35, 100)
 
 
 @cache
-def _cudart() -> ctypes.CDLL | None:
-    """torch's cudart when torch sees a GPU, else the system libcudart, else None."""
+def _cudart() -> ctypes.CDLL | object | None:
+    """torch's CUDA runtime where torch is loaded and sees a GPU; else the one the loader finds; else None.
+
+    torch is not imported here: a process that has not imported it does not use CUDA through it.
+    """
     torch = sys.modules.get("torch")
-    if torch is None:
-        try:
-            import torch
-        except ImportError:
-            torch = None
     if torch is not None:
         try:
             if torch.cuda.is_available():
                 return torch.cuda.cudart()
         except Exception:
-            return None
-        return None
+            pass
     for name in (*CUDART_NAMES, ctypes.util.find_library("cudart")):
         if not name:
             continue
@@ -36,17 +35,17 @@ def _cudart() -> ctypes.CDLL | None:
     return None
 
 
-def available() -> bool:
-    return _cudart() is not None
-
-
 def _call(function_name: str) -> str | None:
     cudart = _cudart()
     if cudart is None:
-        return "CUDA is not available in this process"
+        return "no CUDA runtime in this process"
     result = getattr(cudart, function_name)()
     code = int(result[0] if isinstance(result, tuple) else result)
-    return None if code == 0 else f"{function_name} returned CUDA error {code}"
+    if code == 0:
+        return None
+    if code in NO_DEVICE_CODES:
+        return f"no CUDA device here ({function_name} returned {code})"
+    return f"{function_name} returned CUDA error {code}"
 
 
 def start() -> str | None:
@@ -55,4 +54,5 @@ def start() -> str | None:
 
 
 def stop() -> str | None:
+    """Stop the capture range; under nsys this blocks while nsys writes the report."""
     return _call("cudaProfilerStop")

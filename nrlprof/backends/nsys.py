@@ -1,4 +1,10 @@
-"""Nsight Systems: the worker runs under `nsys profile`; a window is one CUDA profiler capture range."""
+"""Nsight Systems: the worker runs under `nsys profile`; a window is one CUDA profiler capture range.
+
+nsys writes one report per capture range: `<name>.nsys-rep` with `--capture-range-end=stop`,
+`<name>.<k>.nsys-rep` for the k-th range with `repeat:K`; `%p` in the name is the pid of the process
+nsys launched (an ancestor of this one under Ray's uv hook). `cudaProfilerStop` returns once the
+report is written, so the record lists the files that really exist.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,36 @@ import os
 import time
 from pathlib import Path
 
+from nrlprof import layout
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
-from nrlprof.config.nsys_options import nsys_output_name
+from nrlprof.config.nsys_options import steps_label
 from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.ranges.step_ranges import StepRanges
+from nrlprof.ranges.nvtx import nvtx_module
+from nrlprof.ranges.step_ranges import DOMAIN, StepRanges
 from nrlprof.workers.identity import WorkerIdentity
+
+# How long a report may take to appear after cudaProfilerStop returned (a slow shared filesystem).
+REPORT_WAIT_S = 10.0
+ANCESTOR_DEPTH = 4
+
+
+def _ancestor_pids(depth: int = ANCESTOR_DEPTH) -> list[int]:
+    """This process and its parents: one of them is the process nsys launched."""
+    pids, pid = [os.getpid()], os.getpid()
+    for _ in range(depth):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+        pids.append(pid)
+    return pids
 
 
 class NsysBackend(Backend):
@@ -23,7 +50,7 @@ class NsysBackend(Backend):
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
         config: dict = dict(backend_plan.options)
-        config.setdefault("o", nsys_output_name(identity.file_name, backend_plan.steps))
+        config.setdefault("o", layout.nsys_output_name(identity.file_name, steps_label(backend_plan.steps)))
         if backend_plan.output_dir and not Path(config["o"]).is_absolute():
             config["o"] = str(Path(backend_plan.output_dir) / config["o"])
         if backend_plan.flags:
@@ -32,13 +59,21 @@ class NsysBackend(Backend):
 
     def __init__(self, backend_plan, role, target=None) -> None:
         super().__init__(backend_plan, role, target)
-        self.ranges = StepRanges(self.role.worker_name)
+        self.ranges = StepRanges()
         self.capture_problem: str | None = None
         self.captures = 0
+        # Capture ranges started in this process so far: the k of `<name>.<k>.nsys-rep`.
+        self.ranges_started = 0
+        self.first_range = 0
         self.call_range = None
+
+    @property
+    def repeats(self) -> bool:
+        return self.backend_plan.options_dict.get("capture-range-end", "stop").startswith("repeat")
 
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.captures = window, [], time.time(), 0
+        self.first_range = self.ranges_started + 1
         self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
         self.mark_step(step)
 
@@ -49,19 +84,16 @@ class NsysBackend(Backend):
             log("nsys %s for %s: %s; recorded, but nsys captures nothing", what, self.role.worker_name, problem)
         else:
             self.captures += 1
+            self.ranges_started += 1
         return problem
 
     def begin_call(self, label: str) -> None:
-        from nrlprof.ranges.nvtx import nvtx_module
-
         self.capture_problem = self._start_capture(f"capture of {label}") or self.capture_problem
         nvtx = nvtx_module()
         if nvtx is not None:
-            self.call_range = nvtx.start_range(message=f"{label} [step {self.steps_seen[-1]}]", domain="nrlprof")
+            self.call_range = nvtx.start_range(message=f"{label} [step {self.steps_seen[-1]}]", domain=DOMAIN)
 
     def end_call(self) -> None:
-        from nrlprof.ranges.nvtx import nvtx_module
-
         if self.call_range is not None:
             nvtx_module().end_range(self.call_range)
             self.call_range = None
@@ -77,14 +109,61 @@ class NsysBackend(Backend):
         problem = self.capture_problem
         if not self.discrete and not problem:
             problem = cuda_profiler_api.stop()
-        message = problem or (f"{self.captures} discrete capture(s)" if self.discrete else "")
-        record = self.record(self._expected_reports(), "no-cuda" if problem else "ok", message)
+        record = self.record([], "no-cuda", problem) if problem else self._record_reports()
         self.window = None
         return record
 
-    def _expected_reports(self) -> list[str]:
-        if self.role.identity is None or not self.role.session_dir:
-            return []
+    def _record_reports(self) -> WindowRecord:
+        """The reports of this window's capture ranges that exist; what is missing, said."""
+        expected = self.captures
+        found, unfinished = self._reports(), []
+        deadline = time.monotonic() + REPORT_WAIT_S
+        while self.role.identity is not None and len(found) < expected and time.monotonic() < deadline:
+            unfinished = self._unfinished()
+            if unfinished:
+                break
+            time.sleep(0.1)
+            found = self._reports()
+        files = [str(p) for p in found]
+        note = f"{self.captures} discrete capture(s)" if self.discrete else ""
+        if self.role.identity is None or len(found) >= expected:
+            return self.record(files, "ok", note)
+        if unfinished:
+            message = (
+                f"nsys wrote only raw captures ({', '.join(p.name for p in unfinished)}): its importer failed "
+                "(see the raylet log; a missing libdw.so.1 is a known cause); open them with `nsys import`"
+            )
+            return self.record(files + [str(p) for p in unfinished], "import-failed", message)
+        message = f"{expected - len(found)} of {expected} nsys report(s) not found after {REPORT_WAIT_S:.0f} s"
+        return self.record(files, "missing", message)
+
+    def _output(self) -> str:
         name = self.runtime_env_fragment(self.backend_plan, self.role.identity)["_nsight"]["o"]
-        name = name.replace("%p", str(os.getpid())) + ".nsys-rep"
-        return [str(Path(self.role.session_dir) / "logs" / "nsight" / name)]
+        if Path(name).is_absolute() or not self.role.session_dir:
+            return name
+        return str(layout.nsight_dir(self.role.session_dir) / name)
+
+    def _window_ranges(self) -> range:
+        return range(self.first_range, self.first_range + self.captures)
+
+    def _reports(self) -> list[Path]:
+        if self.role.identity is None or not self.captures:
+            return []
+        output = self._output()
+        for pid in _ancestor_pids() if "%p" in output else [os.getpid()]:
+            reports = layout.nsys_reports(output, pid)
+            if not reports:
+                continue
+            if not self.repeats:
+                return reports[:1]
+            wanted = {f".{k}{layout.NSYS_REPORT_SUFFIX}" for k in self._window_ranges()}
+            return [p for p in reports if any(p.name.endswith(suffix) for suffix in wanted)]
+        return []
+
+    def _unfinished(self) -> list[Path]:
+        output = self._output()
+        for pid in _ancestor_pids() if "%p" in output else [os.getpid()]:
+            found = layout.nsys_unfinished(output, pid)
+            if found:
+                return found
+        return []

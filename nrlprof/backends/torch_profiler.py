@@ -1,4 +1,10 @@
-"""PyTorch profiler: one `torch.profiler` session per window, one trace file per window."""
+"""PyTorch profiler: one `torch.profiler` session per window, one trace file per window.
+
+The session records every thread of the process (threaded and async actors, compiled-graph executors
+run the work off the thread that starts the window) where torch supports it.  It is warmed up the step
+before its window (`prepare_window`): torch's trace preparation (CUPTI on a GPU, seconds) then lands
+outside the window, and the window starts with one cheap `step()` of torch's schedule.
+"""
 
 from __future__ import annotations
 
@@ -6,55 +12,58 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 
+from nrlprof import layout
 from nrlprof.backends.base import Backend
+from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.workers.identity import file_safe
 
 STEP_MARKER = "ProfilerStep#{}"
+_ALL_THREADS_WARNED = []
 
 
-def trace_directory(torch_dir: str, worker_file_name: str | None, rank: int | None) -> Path:
-    """`<dir>/<worker>/<rank>/` for workers; `<dir>/` for the controller."""
-    base = Path(torch_dir)
-    if worker_file_name is None:
-        return base
-    return base / worker_file_name / str(rank if rank is not None else 0)
+def _experimental_config():
+    """Record every thread's ops; None where this torch cannot (said once in the log)."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    try:
+        return _ExperimentalConfig(profile_all_threads=True)
+    except TypeError:
+        if not _ALL_THREADS_WARNED:
+            _ALL_THREADS_WARNED.append(True)
+            logger.warning(
+                "this torch profiler records only the thread that starts a window (no profile_all_threads): "
+                "work of threaded/async actors on other threads is missing from the traces"
+            )
+        return None
 
 
-def trace_file_name(worker_file_name: str, rank: int | None, label: str, gzip: bool) -> str:
-    """`<worker>.rank<r>.<label>.<pid>.pt.trace.json`, label `steps3-4` or (discrete) `step3.<method>`."""
-    rank_part = "" if rank is None else f".rank{rank}"
-    suffix = ".pt.trace.json.gz" if gzip else ".pt.trace.json"
-    return f"{worker_file_name}{rank_part}.{label}.{os.getpid()}{suffix}"
+def _warm_up_then_record(step_num: int):
+    """torch's schedule, by step number: warm up from `start()` until the first `step()`, then record.
 
+    `mark_step` sets the step number to the driver's step, so no window length or repeat count applies.
+    """
+    from torch.profiler import ProfilerAction
 
-def unused_path(path: Path) -> Path:
-    """The path itself, or with `.1`, `.2`... before the suffixes: a later window never overwrites."""
-    if not path.exists():
-        return path
-    stem, dot, suffixes = path.name.partition(".pt.trace")
-    counter = 1
-    while True:
-        candidate = path.with_name(f"{stem}.{counter}{dot}{suffixes}")
-        if not candidate.exists():
-            return candidate
-        counter += 1
+    return ProfilerAction.WARMUP if step_num == 0 else ProfilerAction.RECORD
 
 
 class TorchBackend(Backend):
     kind = TORCH
+    warms_up = True
 
     def __init__(self, backend_plan, role, target=None) -> None:
         super().__init__(backend_plan, role, target)
         self.profiler = None
+        self.prepared_for: Window | None = None
         self.step_marker = None
         self.files: list[str] = []
         self.call_label = ""
+        self.skipped = ""
+        self.guard = OtherProfilerGuard(self)
 
     def _activities(self) -> list:
         import torch
@@ -77,32 +86,69 @@ class TorchBackend(Backend):
             "pid": os.getpid(),
             "backend": TORCH,
         }
-        metadata = {"nrlprof": json.dumps(nrlprof_block)}
+        # Kineto pastes these values into the trace as JSON text: ASCII-only keeps them valid JSON.
+        metadata = {"nrlprof": json.dumps(nrlprof_block, ensure_ascii=True)}
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             metadata["distributedInfo"] = json.dumps({"rank": rank, "world_size": world_size, "backend": "none"})
         return metadata
 
-    def _start_session(self, window: Window) -> None:
+    def _new_session(self, window: Window, scheduled: bool):
         from torch.profiler import profile
 
         settings = self.role.plan.torch
-        self.profiler = profile(
+        options = {"schedule": _warm_up_then_record} if scheduled else {}
+        profiler = profile(
             activities=self._activities(),
             record_shapes=settings.record_shapes,
             profile_memory=settings.profile_memory,
             with_stack=settings.with_stack,
             with_flops=settings.with_flops,
+            experimental_config=_experimental_config(),
+            **options,
         )
         for key, value in self._metadata(window).items():
-            self.profiler.preset_metadata_json(key, value)
-        self.profiler.start()
+            profiler.preset_metadata_json(key, value)
+        with self.guard.own_start():
+            profiler.start()
+        return profiler
+
+    def _other_profiler(self) -> bool:
+        if not another_profiler_running():
+            return False
+        self.skipped = "another torch profiler was running in this process; nrlprof's window was skipped"
+        logger.warning("%s: %s", self.role.worker_name, self.skipped)
+        return True
+
+    def prepare_window(self, window: Window) -> None:
+        self.discard_prepared()
+        if self.discrete or self._other_profiler():
+            return
+        self.guard.install()
+        self.profiler, self.prepared_for = self._new_session(window, scheduled=True), window
+
+    def discard_prepared(self) -> None:
+        if self.prepared_for is not None and self.window is None and self.profiler is not None:
+            profiler, self.profiler = self.profiler, None
+            with self.guard.own_start():
+                profiler.stop()
+        self.prepared_for = None
 
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
-        if not self.discrete:
-            self._start_session(window)
+        self.skipped = ""
+        if self.discrete:
+            self.mark_step(step)
+            return
+        if self.prepared_for != window:
+            self.discard_prepared()
+            if self._other_profiler():
+                self.steps_seen.append(step)
+                return
+            self.guard.install()
+            self.profiler = self._new_session(window, scheduled=True)
+        self.prepared_for = None
         self.mark_step(step)
 
     def begin_call(self, label: str) -> None:
@@ -110,39 +156,48 @@ class TorchBackend(Backend):
 
         step = self.steps_seen[-1]
         self.call_label = label
-        self._start_session(Window(step, step))
+        self.profiler = self._new_session(Window(step, step), scheduled=False)
         self.step_marker = record_function(STEP_MARKER.format(step))
         self.step_marker.__enter__()
 
     def end_call(self) -> None:
-        self._close_marker()
-        step = self.steps_seen[-1]
-        self.files.append(self._finish_session(f"step{step}.{file_safe(self.call_label)}"))
-
-    def mark_step(self, step: int) -> None:
-        from torch.profiler import record_function
-
-        self.steps_seen.append(step)
-        if self.discrete:
-            return
-        self._close_marker()
-        self.step_marker = record_function(STEP_MARKER.format(step))
-        self.step_marker.__enter__()
-
-    def _close_marker(self) -> None:
         if self.step_marker is not None:
             self.step_marker.__exit__(None, None, None)
             self.step_marker = None
+        step = self.steps_seen[-1]
+        self.files.append(self._finish_session(f"step{step}.{layout.file_safe(self.call_label)}"))
+
+    def mark_step(self, step: int) -> None:
+        self.steps_seen.append(step)
+        if self.discrete or self.profiler is None:
+            return
+        # torch's schedule opens `ProfilerStep#<step_num + 1>`: the driver's step number.
+        self.profiler.step_num = step - 1
+        self.profiler.step()
+
+    def interrupted_by_other_profiler(self) -> None:
+        """Another profiler starts in this process: end ours first (two at once crash the process)."""
+        if self.window is None:
+            self.discard_prepared()
+            return
+        self.skipped = "another torch profiler started in this process; nrlprof's window was stopped early"
+        logger.warning("%s: %s", self.role.worker_name, self.skipped)
+        if self.profiler is not None:
+            self.files.append(self._finish_session(f"steps{self.window.label}"))
 
     def _finish_session(self, label: str) -> str:
         profiler, self.profiler = self.profiler, None
-        profiler.stop()
+        with self.guard.own_start():
+            profiler.stop()
         settings = self.role.plan.torch
         identity = self.role.identity
-        worker_file = identity.file_name if identity else "controller"
-        directory = trace_directory(settings.directory, identity.file_name if identity else None, self.role.rank)
+        worker_file = identity.file_name if identity else layout.CONTROLLER
+        directory = layout.trace_directory(
+            settings.directory, identity.file_name if identity else None, self.role.rank
+        )
         directory.mkdir(parents=True, exist_ok=True)
-        target = unused_path(directory / trace_file_name(worker_file, self.role.rank, label, settings.gzip))
+        name = layout.trace_file_name(worker_file, self.role.rank, label, os.getpid(), settings.gzip)
+        target = layout.unused_path(directory / name)
         partial = target.with_name(f".{target.name}.partial{'.gz' if settings.gzip else ''}")
         profiler.export_chrome_trace(str(partial))
         os.replace(partial, target)
@@ -150,9 +205,9 @@ class TorchBackend(Backend):
         return str(target.resolve())
 
     def stop_window(self) -> WindowRecord:
-        self._close_marker()
-        if self.profiler is not None:
+        if self.profiler is not None and not self.discrete:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
-        record = self.record(list(self.files))
+        status = "skipped" if self.skipped and not self.files else "ok"
+        record = self.record(list(self.files), status, self.skipped)
         self.window = None
         return record

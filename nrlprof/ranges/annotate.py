@@ -6,61 +6,52 @@ import functools
 import time
 from collections.abc import Callable
 
-from nrlprof.ranges.nvtx import nvtx_module
-from nrlprof.runtime import window_state
+from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
+from nrlprof.runtime import state
 
-DOMAIN = "nrlprof"
 CO_COROUTINE = 0x80
-
-_timings: dict[str, list[float]] = {}
 
 
 def timings() -> dict[str, dict[str, float]]:
     """Per label: calls, total and mean seconds, like RLinf's Worker.timer metrics."""
-    return {
-        label: {"count": int(count), "total_s": total, "mean_s": total / count if count else 0.0}
-        for label, (count, total) in sorted(_timings.items())
-    }
+    return state.timings.as_dict()
 
 
 def reset_timings() -> None:
-    _timings.clear()
+    state.timings.clear()
 
 
-def _record(label: str, seconds: float) -> None:
-    entry = _timings.get(label)
-    if entry is None:
-        _timings[label] = [1, seconds]
-    else:
-        entry[0] += 1
-        entry[1] += seconds
-
-
-def range_name(label: str) -> str:
-    step = window_state.current_step
+def range_name(label: str, step: int | None) -> str:
     return label if step is None else f"{label} [step {step}]"
+
+
+def window_open() -> bool:
+    """The hot-path test: is anything being profiled in this process right now?"""
+    session = state.session
+    return session is not None and session.windows.any_open
 
 
 class _Ranges:
     """The profiler ranges (and, in discrete mode, the capture) of one annotated span while a window is open."""
 
-    __slots__ = ("discrete", "nvtx_id", "pushed", "torch_range")
+    __slots__ = ("discrete_owner", "nvtx_id", "pushed", "torch_range")
 
     def __init__(self, label: str, color: str | None, cross_thread: bool, method: str | None = None) -> None:
-        name = range_name(label)
+        windows = state.session.windows
+        name = range_name(label, windows.current_step)
         self.nvtx_id = None
         self.pushed = False
         self.torch_range = None
-        owner = window_state.discrete_profiler
-        self.discrete = None if owner is None else (owner, owner.begin_call(label, method))
+        owner = windows.discrete_owner
+        self.discrete_owner = owner if owner is not None and owner.begin_call(label, method) else None
         nvtx = nvtx_module()
-        if nvtx is not None and window_state.open_windows.get("nsys"):
+        if nvtx is not None and windows.is_open("nsys"):
             if cross_thread:
                 self.nvtx_id = nvtx.start_range(message=name, color=color, domain=DOMAIN)
             else:
                 nvtx.push_range(message=name, color=color, domain=DOMAIN)
                 self.pushed = True
-        if window_state.open_windows.get("torch"):
+        if windows.is_open("torch"):
             from torch.profiler import record_function
 
             self.torch_range = record_function(name)
@@ -74,9 +65,8 @@ class _Ranges:
             nvtx.pop_range(domain=DOMAIN)
         elif self.nvtx_id is not None:
             nvtx.end_range(self.nvtx_id)
-        if self.discrete is not None:
-            owner, started = self.discrete
-            owner.end_call(started)
+        if self.discrete_owner is not None:
+            self.discrete_owner.end_call()
 
 
 class annotate:
@@ -90,13 +80,13 @@ class annotate:
         self._stack: list[tuple[float, _Ranges | None]] = []
 
     def __enter__(self) -> annotate:
-        ranges = _Ranges(self.name or "annotated", self.color, False) if window_state.any_open else None
+        ranges = _Ranges(self.name or "annotated", self.color, False) if window_open() else None
         self._stack.append((time.perf_counter(), ranges))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         began, ranges = self._stack.pop()
-        _record(self.name or "annotated", time.perf_counter() - began)
+        state.timings.add(self.name or "annotated", time.perf_counter() - began)
         if ranges is not None:
             ranges.close()
 
@@ -107,12 +97,12 @@ class annotate:
 
             @functools.wraps(function)
             async def async_wrapper(*args: object, **kwargs: object) -> object:
-                ranges = _Ranges(label, color, True) if window_state.any_open else None
+                ranges = _Ranges(label, color, True) if window_open() else None
                 began = time.perf_counter()
                 try:
                     return await function(*args, **kwargs)
                 finally:
-                    _record(label, time.perf_counter() - began)
+                    state.timings.add(label, time.perf_counter() - began)
                     if ranges is not None:
                         ranges.close()
 
@@ -120,18 +110,19 @@ class annotate:
 
         @functools.wraps(function)
         def wrapper(*args: object, **kwargs: object) -> object:
-            if not window_state.any_open:
+            session = state.session
+            if session is None or not session.windows.any_open:
                 began = time.perf_counter()
                 try:
                     return function(*args, **kwargs)
                 finally:
-                    _record(label, time.perf_counter() - began)
+                    state.timings.add(label, time.perf_counter() - began)
             ranges = _Ranges(label, color, False)
             began = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
-                _record(label, time.perf_counter() - began)
+                state.timings.add(label, time.perf_counter() - began)
                 ranges.close()
 
         return wrapper

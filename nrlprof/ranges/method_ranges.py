@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nrlprof.runtime import patches, window_state
+from nrlprof.runtime import patches, state
 
 PATCH_NAME = "ray.FunctionActorManager._make_actor_method_executor"
 
@@ -18,7 +18,8 @@ def _traced(executor: Callable, label: str, method_name: str) -> Callable:
     from nrlprof.ranges.annotate import _Ranges
 
     def traced(__ray_actor: Any, *args: Any, **kwargs: Any) -> Any:
-        if not window_state.any_open:
+        session = state.session
+        if session is None or not session.windows.any_open:
             return executor(__ray_actor, *args, **kwargs)
         ranges = _Ranges(label, None, True, method_name)
         try:

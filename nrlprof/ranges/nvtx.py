@@ -1,9 +1,11 @@
-"""The `nvtx` package, imported once on first use; None where it is not installed."""
+"""The `nvtx` package, imported once on first use (None where it is not installed), and nrlprof's NVTX domain."""
 
 from __future__ import annotations
 
 from functools import cache
 from types import ModuleType
+
+DOMAIN = "nrlprof"
 
 
 @cache

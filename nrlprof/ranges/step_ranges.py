@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from nrlprof.ranges.nvtx import nvtx_module
+from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
 
-DOMAIN = "nrlprof"
+__all__ = ["DOMAIN", "StepRanges"]
 
 
 class StepRanges:
-    def __init__(self, worker_name: str) -> None:
-        self.worker_name = worker_name
+    def __init__(self) -> None:
         self._open: object | None = None
 
     def begin_step(self, step: int) -> None:

@@ -1,61 +1,117 @@
-"""Sending window actions to tracked actors through `__ray_call__`, in order with their work."""
+"""Sending window actions to tracked actors through `__ray_call__`, in order with their work.
+
+A worker that does not answer an action in time (busy in a long call) is not waited on again until every
+window is closed: later actions still reach it, in order, but flagged late, so its record says so.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nrlprof.log import logger
-from nrlprof.runtime.process import Action
-from nrlprof.workers.tracker import Tracker
+from nrlprof.runtime import state
+from nrlprof.runtime.process import START, STOP, Action
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
 def apply_in_actor(_actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
-    """Runs inside a worker: its own backends, then its tracked children."""
-    from nrlprof.runtime import session as activation
-    state = activation.worker_state()
-    if state is None:
+    """Runs inside a worker: its own backends, then the children it tracks."""
+    session = state.session
+    if session is None:
         return []
-    records = state.process.apply(actions)
-    if len(state.tracker):
-        records += dispatch(state.tracker, actions, state.plan.timeout_s)
+    records = session.process.apply(actions)
+    if len(session.tracker):
+        records += session.channel.send(actions)
     return records
 
 
-def dispatch(tracker: Tracker, actions: tuple[Action, ...], timeout_s: float) -> list[dict]:
-    """Apply the actions in every tracked actor; dead or silent actors are logged and skipped."""
-    import ray
-    from ray.exceptions import RayActorError
+class WorkerChannel:
+    """The tracked actors of one process, reached with window actions; remembers who fell behind."""
 
-    pending = {}
-    for actor in tracker.actors():
-        try:
-            pending[actor.handle.__ray_call__.remote(apply_in_actor, actions)] = actor
-        except Exception as err:
-            logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
-    if not pending:
-        return []
-    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=timeout_s)
-    records: list[dict] = []
-    for ref in ready:
-        actor = pending[ref]
-        try:
-            records += ray.get(ref)
-        except RayActorError as err:
+    def __init__(self, tracker: Tracker, timeout_s: float) -> None:
+        self.tracker = tracker
+        self.timeout_s = timeout_s
+        self.late: set[TrackedActor] = set()
+        self.unanswered: dict[object, TrackedActor] = {}
+        self.answered = 0
+
+    def send(self, actions: tuple[Action, ...]) -> list[dict]:
+        """Apply the actions in every tracked actor; the window records that came back."""
+        import ray
+
+        records = self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
+        if any(a.op == START for a in actions):
+            # A new window: only workers still busy with earlier actions stay late.
+            self.late = set(self.unanswered.values())
+        late_actions = tuple(replace(a, late=True) for a in actions)
+        waiting: dict[object, TrackedActor] = {}
+        for actor in self.tracker.actors():
+            is_late = actor in self.late
+            try:
+                ref = actor.handle.__ray_call__.remote(apply_in_actor, late_actions if is_late else actions)
+            except Exception as err:
+                logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
+                continue
+            (self.unanswered if is_late else waiting)[ref] = actor
+        self.answered = 0
+        if waiting:
+            ready, missed = ray.wait(list(waiting), num_returns=len(waiting), timeout=self.timeout_s)
+            self.answered = len(ready)
+            records += self._collect(ready, waiting)
+            for ref in missed:
+                self._fell_behind(waiting[ref], actions)
+                self.unanswered[ref] = waiting[ref]
+        if any(a.op == STOP for a in actions):
+            records += self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
+        return records
+
+    def drain(self) -> list[dict]:
+        """At the end of the job: what late workers still owe, waited for once more."""
+        import ray
+
+        if not self.unanswered:
+            return []
+        ready, missed = ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=self.timeout_s)
+        records = self._collect(ready)
+        for ref in missed:
+            actor = self.unanswered.pop(ref)
             logger.warning(
-                "worker '%s' rank %s is dead; it is no longer profiled (%s)",
+                "worker '%s' rank %s never answered its window actions; its files may be incomplete",
                 actor.identity.name,
                 actor.identity.rank,
-                type(err).__name__,
             )
-            tracker.remove(actor)
-        except Exception as err:
-            logger.warning(
-                "worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err
-            )
-    for ref in late:
-        actor = pending[ref]
+        return records
+
+    def _fell_behind(self, actor: TrackedActor, actions: tuple[Action, ...]) -> None:
+        self.late.add(actor)
         logger.warning(
-            "worker '%s' rank %s did not answer within %.0f s (NRL_PROFILE_TIMEOUT_S); skipped for this action",
+            "worker '%s' rank %s did not answer %s within %.0f s (NRL_PROFILE_TIMEOUT_S): it is busy; not waited "
+            "on again in this window, and its record will say 'late'",
             actor.identity.name,
             actor.identity.rank,
-            timeout_s,
+            "/".join(f"{a.kind} {a.op}" for a in actions),
+            self.timeout_s,
         )
-    return records
+
+    def _collect(self, refs: list, pending: dict | None = None) -> list[dict]:
+        import ray
+        from ray.exceptions import RayActorError
+
+        records: list[dict] = []
+        for ref in refs:
+            actor = (pending if pending is not None and ref in pending else self.unanswered).pop(ref)
+            try:
+                records += ray.get(ref)
+            except RayActorError as err:
+                logger.warning(
+                    "worker '%s' rank %s is dead; it is no longer profiled (%s)",
+                    actor.identity.name,
+                    actor.identity.rank,
+                    type(err).__name__,
+                )
+                self.tracker.remove(actor)
+            except Exception as err:
+                logger.warning(
+                    "worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err
+                )
+        return records

@@ -1,44 +1,51 @@
 """The step state machine in the driver: opens and closes windows in workers and the controller.
 
-Rules: steps outside every window cost one set lookup.  A step inside a window opens it
-(closing any other open window first) or marks the step in the open one.  A step
-outside while a window is open closes it.  A repeated step is ignored.  A step that
-goes back closes the open window; a window already closed is never opened again, so
-a file is never written twice.
+Rules: a step outside every window costs one bisect.  A step inside a window opens it (closing any
+other open window first) or marks the step in the open one.  A step outside while a window is open
+closes it.  A repeated step is ignored.  A step that goes back closes the open window; a window
+already closed is never opened again, so a file is never written twice.  The step before a window
+of a backend that warms up (the torch profiler) prepares it, so its start-up cost lands outside
+the window.
 """
 
 from __future__ import annotations
 
 import atexit
+import bisect
 import os
 import socket
 import time
-from collections.abc import Callable
 
+from nrlprof.backends import backend_class
 from nrlprof.config.plan import BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.runtime.process import START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.dispatch import WorkerChannel
+from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import Tracker
-
-Dispatch = Callable[[Tracker, tuple[Action, ...], float], list[dict]]
 
 
 class Gate:
-    def __init__(self, plan: Plan, tracker: Tracker, controller: ProcessProfiler, dispatch: Dispatch) -> None:
+    def __init__(self, plan: Plan, tracker: Tracker, controller: ProcessProfiler, channel: WorkerChannel) -> None:
         self.plan = plan
         self.tracker = tracker
         self.controller = controller
-        self.dispatch = dispatch
+        self.channel = channel
         self.gated = tuple(b for b in plan.backends if b.steps is not None)
-        self.relevant_steps = frozenset(s for b in self.gated for s in b.steps.steps)
+        self.warms_up = {b.kind for b in self.gated if backend_class(b.kind).warms_up}
+        self._starts, self._ends = _relevant_intervals(self.gated, self.warms_up)
         self.open: dict[str, Window] = {}
+        self.prepared: dict[str, Window] = {}
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
         self._exit_hook_registered = False
 
+    def _relevant(self, step: int) -> bool:
+        index = bisect.bisect_right(self._starts, step) - 1
+        return index >= 0 and step <= self._ends[index]
+
     def step(self, step: int) -> None:
-        if step not in self.relevant_steps and not self.open:
+        if not self.open and not self.prepared and not self._relevant(step):
             self.last_step = step
             return
         if step == self.last_step:
@@ -64,23 +71,40 @@ class Gate:
             del self.open[kind]
             current = None
         if target is None:
-            return actions
+            return actions + self._prepare_next(backend, step)
         if current is None:
             self.open[kind] = target
+            self.prepared.pop(kind, None)
             actions.append(Action(kind, START, target.first, target.last, step))
         else:
             actions.append(Action(kind, STEP, step=step))
         return actions
 
+    def _prepare_next(self, backend: BackendPlan, step: int) -> list[Action]:
+        """The step before a window of a backend that warms up: start that warm-up now."""
+        kind = backend.kind
+        if kind not in self.warms_up:
+            return []
+        upcoming = backend.steps.window_of(step + 1)
+        if upcoming is None or upcoming in self.done[kind] or self.prepared.get(kind) == upcoming:
+            return []
+        self.prepared[kind] = upcoming
+        return [Action(kind, PREPARE, upcoming.first, upcoming.last, step)]
+
     def finish(self) -> None:
-        """Close every open window and wait for the files."""
+        """Close every open window and wait for the files, also those of workers that fell behind."""
         actions = []
         for kind, window in list(self.open.items()):
             actions.append(Action(kind, STOP))
             self.done[kind].add(window)
+        actions += [Action(kind, STOP) for kind in self.prepared if kind not in self.open]
         self.open.clear()
+        self.prepared.clear()
         if actions:
             self._run(tuple(actions), None)
+        records = self.channel.drain()
+        if records:
+            self._log_stopped(records, None)
 
     def _run(self, actions: tuple[Action, ...], step: int | None) -> None:
         if not self._exit_hook_registered:
@@ -89,13 +113,15 @@ class Gate:
             self._exit_hook_registered = True
         began = time.perf_counter()
         records = self.controller.apply(actions)
-        workers = self.tracker.actors()
-        if workers:
-            records += self.dispatch(self.tracker, actions, self.plan.timeout_s)
+        answered = 0
+        if len(self.tracker):
+            records += self.channel.send(actions)
+            answered = self.channel.answered
         elapsed_ms = (time.perf_counter() - began) * 1000
-        self._log(actions, step, len(workers), records, elapsed_ms)
+        self._log_started(actions, step, answered, elapsed_ms)
+        self._log_stopped(records, step)
 
-    def _log(self, actions, step, worker_count: int, records: list[dict], elapsed_ms: float) -> None:
+    def _log_started(self, actions: tuple[Action, ...], step: int | None, answered: int, elapsed_ms: float) -> None:
         for action in actions:
             if action.op == START:
                 logger.info(
@@ -103,23 +129,45 @@ class Gate:
                     step,
                     action.kind,
                     action.window.label,
-                    worker_count,
+                    answered,
                     socket.gethostname(),
                     os.getpid(),
                     elapsed_ms,
                 )
-        stopped = [r for r in records if r.get("event") == "window"]
+
+    def _log_stopped(self, records: list[dict], step: int | None) -> None:
         by_kind: dict[str, list[dict]] = {}
-        for record in stopped:
-            by_kind.setdefault(record["backend"], []).append(record)
+        for record in records:
+            if record.get("event") == "window":
+                by_kind.setdefault(record["backend"], []).append(record)
         for kind, kind_records in by_kind.items():
+            late = sum(1 for r in kind_records if r.get("status") == "late")
             logger.info(
-                "%s window stopped in %d process(es)%s; files on %s",
+                "%s window stopped in %d process(es)%s%s; files on %s",
                 kind,
                 len(kind_records),
+                f" ({late} late)" if late else "",
                 "" if step is None else f" at step {step}",
                 _places(kind_records),
             )
+
+
+def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> tuple[list[int], list[int]]:
+    """Merged [first, last] step intervals in which the gate has something to do (warm-ups included)."""
+    intervals = sorted(
+        (w.first - 1 if b.kind in warms_up and w.first > 1 else w.first, w.last)
+        for b in gated
+        for w in b.steps.windows
+    )
+    starts: list[int] = []
+    ends: list[int] = []
+    for first, last in intervals:
+        if ends and first <= ends[-1] + 1:
+            ends[-1] = max(ends[-1], last)
+        else:
+            starts.append(first)
+            ends.append(last)
+    return starts, ends
 
 
 def _places(records: list[dict]) -> str:

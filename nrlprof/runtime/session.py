@@ -1,4 +1,8 @@
-"""Process-wide activation: the driver (gate + hooks) or a matched worker (backends + hooks)."""
+"""One Session per process: the driver (gate, hooks, controller backends) or a matched worker (its backends).
+
+Activation builds a Session and makes it current; `deactivate()` closes its windows, removes every patch
+and clears it. A second activation first deactivates the first, so it behaves exactly like a first one.
+"""
 
 from __future__ import annotations
 
@@ -6,50 +10,90 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from nrlprof.backends.base import ProcessRole
-from nrlprof.config.env import is_configured, load_plan
 from nrlprof.config.plan import Plan, Target
+from nrlprof.errors import ConfigError
 from nrlprof.log import configure_logging, logger
+from nrlprof.runtime import patches, state
+from nrlprof.runtime.dispatch import WorkerChannel
+from nrlprof.runtime.gate import Gate
 from nrlprof.runtime.process import ProcessProfiler
+from nrlprof.runtime.state import OpenWindows
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.workers.tracker import Tracker
 
 
-@dataclass
-class ActiveState:
-    plan: Plan
-    tracker: Tracker
-    ranks: RankCounter
-    identity: WorkerIdentity | None
-    targets: dict[str, Target | None]
-    hook: object = None
-    _process: ProcessProfiler | None = None
-    _gate: object = None
+class Session:
+    """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        identity: WorkerIdentity | None,
+        targets: Mapping[str, Target | None],
+        tracker: Tracker | None = None,
+        ranks: RankCounter | None = None,
+    ) -> None:
+        self.plan = plan
+        self.identity = identity
+        self.targets = dict(targets)
+        self.tracker = tracker or Tracker()
+        self.ranks = ranks or RankCounter()
+        self.windows = OpenWindows()
+        self._process: ProcessProfiler | None = None
+        self._gate: Gate | None = None
+        self._channel: WorkerChannel | None = None
+        # `nrlprof.step` calls this: the gate's own step once built; nothing in workers.
+        self.step = self._first_step if identity is None else _ignore_step
+
+    @property
+    def is_driver(self) -> bool:
+        return self.identity is None
 
     @property
     def process(self) -> ProcessProfiler:
-        """Built on first use, once Ray knows the session directory."""
+        """This process's backends; built on first use, once Ray knows the session directory."""
         if self._process is None:
             session_dir, node_ip = _ray_session()
             role = ProcessRole(self.identity, self.plan, session_dir, node_ip)
-            self._process = ProcessProfiler(role, self.targets)
+            self._process = ProcessProfiler(role, self.targets, self.windows)
         return self._process
 
     @property
-    def gate(self):
-        if self._gate is None:
-            from nrlprof.runtime.dispatch import dispatch
-            from nrlprof.runtime.gate import Gate
+    def channel(self) -> WorkerChannel:
+        """The tracked actors this process created, reached with window actions."""
+        if self._channel is None:
+            self._channel = WorkerChannel(self.tracker, self.plan.timeout_s)
+        return self._channel
 
-            self._gate = Gate(self.plan, self.tracker, self.process, dispatch)
+    @property
+    def gate(self) -> Gate:
+        if self._gate is None:
+            self._gate = Gate(self.plan, self.tracker, self.process, self.channel)
         return self._gate
 
+    def _first_step(self, step: int) -> None:
+        # Built at the first step, after `ray.init()`: the controller's files go under Ray's session.
+        self.step = self.gate.step
+        self.step(step)
 
-_state: ActiveState | None = None
+    def finish(self) -> None:
+        if self._gate is not None:
+            self._gate.finish()
+        elif self._process is not None:
+            self._process.close_all()
+
+
+def _ignore_step(step: int) -> None:
+    """Workers follow the driver's steps; their own `nrlprof.step` calls change nothing."""
+
+
+def current() -> Session | None:
+    return state.session
 
 
 def _ray_session() -> tuple[str | None, str]:
@@ -63,22 +107,12 @@ def _ray_session() -> tuple[str | None, str]:
         return None, ""
 
 
-def _in_ray_worker_process() -> bool:
+def in_ray_worker_process() -> bool:
     ray = sys.modules.get("ray")
     if ray is None:
         return False
     worker = ray._private.worker.global_worker
     return getattr(worker, "mode", None) == ray._private.worker.WORKER_MODE
-
-
-def state() -> ActiveState | None:
-    return _state
-
-
-def worker_state() -> ActiveState | None:
-    if _state is None and os.environ.get(WORKER_VARIABLE):
-        activate_worker()
-    return _state
 
 
 def _resolved(plan: Plan) -> Plan:
@@ -91,77 +125,74 @@ def _resolved(plan: Plan) -> Plan:
     return replace(plan, torch=torch_settings, backends=backends)
 
 
-def _install_ray_side(plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool = False):
-    from nrlprof.workers import creation_hook as ray_hooks
-    return ray_hooks.install(plan, tracker, ranks, inside_profiled_worker)
+def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR") -> Session | None:
+    """Validate, then activate in the driver: agent hook, creation hook, controller backends.
 
-
-def activate_driver(plan: Plan) -> ActiveState | None:
-    """Validate-then-activate in the driver: agent hook, creation hook, controller backends."""
-    global _state
+    A running session is deactivated first (its open windows closed, their files kept); the actors it
+    already created stay tracked, so windows still reach them.
+    """
     configure_logging(plan.log_level)
     if not plan.active:
-        return _state
+        return state.session
     plan = _resolved(plan)
-    _prepare_output_dirs(plan)
+    _prepare_output_dirs(plan, plan_source)
+    previous = state.session
+    tracker, ranks = (previous.tracker, previous.ranks) if previous is not None else (None, None)
+    deactivate()
     from nrlprof.rayfix.plugins_env import install_agent_hook
+    from nrlprof.workers import creation_hook
 
     install_agent_hook(os.environ)
-    if _state is not None:
-        _state.plan = plan
-        _state.hook.plan = plan
-        _state._gate = None
-        _state._process = None
-        return _state
-    tracker, ranks = Tracker(), RankCounter()
-    hook = _install_ray_side(plan, tracker, ranks)
     targets: dict[str, Target | None] = {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
-    _state = ActiveState(plan, tracker, ranks, None, targets, hook)
+    session = Session(plan, None, targets, tracker, ranks)
+    creation_hook.install(session)
+    state.session = session
     _warn_if_cluster_already_running()
     _log_plan(plan)
-    return _state
+    return session
 
 
-def activate_worker() -> ActiveState | None:
-    """In a matched worker: its backends, and the hook that matches the actors it creates."""
-    global _state
-    if _state is not None:
-        return _state
-    plan_text, worker_text = os.environ.get(PLAN_VARIABLE), os.environ.get(WORKER_VARIABLE)
+def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
+    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates."""
+    if state.session is not None:
+        return state.session
+    plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
     if not plan_text or not worker_text:
         return None
     plan = Plan.from_json(plan_text)
     identity, targets = parse_worker_descriptor(worker_text)
     configure_logging(plan.log_level)
-    tracker, ranks = Tracker(), RankCounter()
-    hook = _install_ray_side(plan, tracker, ranks, inside_profiled_worker=True)
-    _state = ActiveState(plan, tracker, ranks, identity, targets, hook)
     from nrlprof.ranges import method_ranges
+    from nrlprof.workers import creation_hook
+
+    session = Session(plan, identity, targets)
+    creation_hook.install(session)
     method_ranges.install(identity.name)
-    return _state
+    state.session = session
+    return session
 
 
-def activate_from_env(environ: Mapping[str, str]) -> ActiveState | None:
+def activate_from_env(environ: Mapping[str, str]) -> Session | None:
     if environ.get(WORKER_VARIABLE):
-        return activate_worker()
-    if not is_configured(environ) or _in_ray_worker_process():
+        return activate_worker(environ)
+    from nrlprof.config.env import is_configured, load_plan
+
+    if not is_configured(environ) or in_ray_worker_process():
         return None
     return activate_driver(load_plan(environ))
 
 
 def deactivate() -> None:
-    """Close windows and remove every patch (tests, and `nrlprof.disable()`)."""
-    global _state
-    from nrlprof.runtime import patches
-    if _state is not None and _state._gate is not None:
-        _state._gate.finish()
-    patches.uninstall_all()
-    _state = None
+    """Close open windows (their files are kept) and remove every patch."""
+    session, state.session = state.session, None
+    try:
+        if session is not None:
+            session.finish()
+    finally:
+        patches.uninstall_all()
 
 
-def _prepare_output_dirs(plan: Plan) -> None:
-    from nrlprof.errors import ConfigError
-
+def _prepare_output_dirs(plan: Plan, source: str) -> None:
     if plan.backend("torch") is None:
         return
     directory = Path(plan.torch.directory)
@@ -171,9 +202,7 @@ def _prepare_output_dirs(plan: Plan) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise ConfigError(
-            "NRL_TORCH_PROFILE_DIR", str(directory), "a directory this user can write", str(err)
-        ) from None
+        raise ConfigError(source, str(directory), "a directory this user can write", str(err)) from None
 
 
 def _warn_if_cluster_already_running() -> None:

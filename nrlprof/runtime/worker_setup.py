@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from nrlprof.workers.runtime_env import USER_SETUP_HOOK_VARIABLE
 
 
 def setup() -> None:
-    from nrlprof.runtime import session as activation
-    state = activation.activate_worker()
-    if state is not None and "torch" in state.targets:
-        # Paid at worker start, not when the first window opens: torch's trace preparation
-        # imports inductor, over a second on the first profile.
-        with contextlib.suppress(ImportError):
-            pass
+    """Activate this worker's Session, then run the setup hook the job or the user had before ours."""
+    from nrlprof.runtime.session import activate_worker
+
+    try:
+        activate_worker()
+    except Exception as err:  # profiling must never be the reason a worker fails to start
+        from nrlprof.log import logger
+
+        logger.error("nrlprof could not activate in this worker; it runs unprofiled: %s", err)
     earlier_hook = os.environ.get(USER_SETUP_HOOK_VARIABLE)
     if earlier_hook:
         from ray._private.runtime_env.setup_hook import load_and_execute_setup_hook

@@ -1,18 +1,29 @@
-"""The actor-creation hook: matched actors get their runtime_env fragment and are tracked."""
+"""The actor-creation hook: matched actors get their runtime_env fragment and are tracked for windows.
+
+In the driver, an actor is profiled when it matches a pattern.  Inside a profiled worker, an actor it
+creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the parent's
+backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it matches
+a pattern itself.  An actor whose runtime_env sets `NRL_PROFILE_DISABLE=1` is never profiled.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nrlprof.config.plan import NSYS, Plan
+from nrlprof.config.plan import NSYS, ROCPROF
 from nrlprof.log import logger
 from nrlprof.runtime import patches
-from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars
+from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, match_worker
 from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env
-from nrlprof.workers.tracker import TrackedActor, Tracker
+from nrlprof.workers.tracker import TrackedActor
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
+OPT_OUT_VARIABLE = "NRL_PROFILE_DISABLE"
+TOOL_NAMES = {NSYS: "Nsight", ROCPROF: "rocprof-sys"}
 
 
 def class_name_of(actor_class: Any) -> str:
@@ -23,14 +34,21 @@ def class_name_of(actor_class: Any) -> str:
     return str(meta.class_name).rsplit(".", 1)[-1]
 
 
-def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...]) -> None:
+def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> None:
     for match in matches:
-        tool = "Nsight" if match.backend.kind == NSYS else match.backend.kind.capitalize()
-        if match.backend.kind == "rocprof":
-            tool = "rocprof-sys"
-        logger.info(
-            "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
-        )
+        tool = TOOL_NAMES.get(match.backend.kind, match.backend.kind.capitalize())
+        if parent is None:
+            logger.info(
+                "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
+            )
+        else:
+            logger.info(
+                "%s profiling enabled for worker '%s' (created by '%s', which matched pattern '%s')",
+                tool,
+                identity.name,
+                parent,
+                match.target.pattern,
+            )
 
 
 def job_setup_hook() -> str | None:
@@ -60,53 +78,85 @@ def parse_runtime_env(runtime_env: dict):
     return parse_runtime_env_for_task_or_actor(runtime_env)
 
 
-class ActorCreationHook:
-    def __init__(self, plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool) -> None:
-        self.plan = plan
-        self.tracker = tracker
-        self.ranks = ranks
-        self.inside_profiled_worker = inside_profiled_worker
+def _opted_out(runtime_env: object) -> bool:
+    env_vars = runtime_env.get("env_vars") if isinstance(runtime_env, dict) else None
+    return isinstance(env_vars, dict) and str(env_vars.get(OPT_OUT_VARIABLE, "")).strip() == "1"
 
-    def identity_for(self, actor_class: Any, actor_options: dict) -> WorkerIdentity:
+
+class ActorCreationHook:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def identify(self, actor_class: Any, actor_options: dict) -> tuple[WorkerIdentity, tuple[Match, ...], str | None]:
+        """Who the new actor is, which backends profile it, and the parent it inherits them from (if any)."""
+        session = self.session
         class_name = class_name_of(actor_class)
+        actor_name = actor_options.get("name")
         runtime_env = actor_options.get("runtime_env") or {}
-        probe = WorkerIdentity(class_name, actor_options.get("name"), 0)
+        own = WorkerIdentity(class_name, actor_name, 0)
         rank = rank_from_env_vars(runtime_env.get("env_vars"))
-        if rank is None:
-            rank = self.ranks.take(probe.name)
-        return WorkerIdentity(class_name, actor_options.get("name"), rank)
+        identity = WorkerIdentity(class_name, actor_name, session.ranks.take(own.name) if rank is None else rank)
+        matches = match_worker(session.plan, identity)
+        parent = session.identity
+        if matches or parent is None:
+            return identity, matches, None
+        child_name = f"{parent.name}.{snake_case(class_name)}"
+        child = WorkerIdentity(class_name, actor_name, session.ranks.take(f"child:{child_name}"), child_name)
+        inherited = tuple(
+            Match(backend, target, parent.name)
+            for kind, target in session.targets.items()
+            if target is not None and (backend := session.plan.backend(kind)) is not None
+        )
+        return child, inherited, parent.name
 
     def wrap(self, original_remote):
         hook = self
 
         def _remote(actor_class, args=None, kwargs=None, **actor_options):
-            identity = hook.identity_for(actor_class, actor_options)
-            matches = match_worker(hook.plan, identity)
-            if matches:
-                log_matches(identity, matches)
-            fragment = fragment_for(hook.plan, identity, matches)
-            if hook.inside_profiled_worker:
-                fragment = {**isolation_from_parent(matches, job_setup_hook()), **fragment}
-            if not fragment:
+            if _opted_out(actor_options.get("runtime_env")):
                 return original_remote(actor_class, args, kwargs, **actor_options)
-            merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
-            actor_options["runtime_env"] = parse_runtime_env(merged)
-            handle = original_remote(actor_class, args, kwargs, **actor_options)
+            try:
+                prepared = hook.prepare(actor_class, actor_options)
+            except Exception as err:  # profiling must never make actor creation raise
+                logger.warning(
+                    "actor %s runs unprofiled: its runtime_env could not take nrlprof's settings (%s)",
+                    class_name_of(actor_class),
+                    err,
+                )
+                prepared = None
+            if prepared is None:
+                return original_remote(actor_class, args, kwargs, **actor_options)
+            options, identity, matches = prepared
+            try:
+                handle = original_remote(actor_class, args, kwargs, **options)
+            except (ValueError, TypeError) as err:
+                # Ray refuses the combined runtime_env (e.g. `image_uri` beside other fields): create as asked.
+                logger.warning("actor %s runs unprofiled: Ray refused its runtime_env with nrlprof's: %s", identity.name, err)
+                return original_remote(actor_class, args, kwargs, **actor_options)
             if any(m.backend.steps is not None for m in matches):
-                hook.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
+                hook.session.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
             return handle
 
         _remote.__wrapped__ = original_remote
         return _remote
 
+    def prepare(self, actor_class: Any, actor_options: dict) -> tuple[dict, WorkerIdentity, tuple[Match, ...]] | None:
+        """The actor's options with its runtime_env fragment merged in; None when nothing changes."""
+        identity, matches, parent = self.identify(actor_class, actor_options)
+        if matches:
+            log_matches(identity, matches, parent)
+        fragment = fragment_for(self.session.plan, identity, matches)
+        if self.session.identity is not None:
+            fragment = {**isolation_from_parent(matches, job_setup_hook()), **fragment}
+        if not fragment:
+            return None
+        merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
+        return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches
 
-def install(plan: Plan, tracker: Tracker, ranks: RankCounter, inside_profiled_worker: bool) -> ActorCreationHook:
+
+def install(session: Session) -> ActorCreationHook:
     from ray.actor import ActorClass
 
-    hook = ActorCreationHook(plan, tracker, ranks, inside_profiled_worker)
+    hook = ActorCreationHook(session)
     patches.install(PATCH_NAME, ActorClass, "_remote", hook.wrap)
     return hook
-
-
-def uninstall() -> None:
-    patches.uninstall(PATCH_NAME)

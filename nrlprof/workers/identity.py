@@ -7,8 +7,9 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass
 
+from nrlprof.layout import file_safe
+
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def snake_case(class_name: str) -> str:
@@ -17,11 +18,6 @@ def snake_case(class_name: str) -> str:
     An `_` goes only before an upper-case letter that follows a lower-case letter or digit.
     """
     return _CAMEL_BOUNDARY.sub("_", class_name).lower()
-
-
-def file_safe(name: str) -> str:
-    """A name usable in file and directory names on every node and in a shell."""
-    return _UNSAFE_FILE_CHARS.sub("_", name).strip("._") or "worker"
 
 
 @dataclass(frozen=True)

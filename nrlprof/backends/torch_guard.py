@@ -1,0 +1,49 @@
+"""Two torch profilers in one process crash it: detect one already running, and yield to one starting later."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from nrlprof.runtime import patches
+
+PATCH_NAME = "torch.autograd.profiler.profile._prepare_trace"
+
+
+def another_profiler_running() -> bool:
+    """A torch profiler (the user's, verl's, vLLM's) is recording in this process right now."""
+    autograd_profiler = sys.modules.get("torch.autograd.profiler")
+    return bool(autograd_profiler is not None and getattr(autograd_profiler, "_is_profiler_enabled", False))
+
+
+class OtherProfilerGuard:
+    """Every torch profiler prepares its trace through one method: one that is not ours ends our window first."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.starting_own = False
+
+    @contextlib.contextmanager
+    def own_start(self) -> Iterator[None]:
+        self.starting_own = True
+        try:
+            yield
+        finally:
+            self.starting_own = False
+
+    def install(self) -> None:
+        from torch.autograd.profiler import profile
+
+        guard = self
+
+        def wrap(original):
+            def _prepare_trace(profiler_self, *args, **kwargs):
+                if not guard.starting_own and guard.backend.profiler is not None:
+                    guard.backend.interrupted_by_other_profiler()
+                return original(profiler_self, *args, **kwargs)
+
+            return _prepare_trace
+
+        patches.install(PATCH_NAME, profile, "_prepare_trace", wrap)

@@ -1,0 +1,70 @@
+"""The process's one Session and the timings of annotated code: the only process-wide state nrlprof keeps.
+
+Read on every annotated call, so this module imports nothing and its objects are plain.
+"""
+
+from __future__ import annotations
+
+
+class OpenWindows:
+    """What this process is profiling right now."""
+
+    __slots__ = ("any_open", "current_step", "discrete_owner", "open")
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.current_step: int | None = None
+        self.any_open = False
+        # The process profiler whose discrete backends capture each annotated call, while one is open.
+        self.discrete_owner: object | None = None
+
+    def opened(self, kind: str, step: int, discrete_owner: object | None = None) -> None:
+        self.open[kind] = self.open.get(kind, 0) + 1
+        self.current_step = step
+        self.any_open = True
+        if discrete_owner is not None:
+            self.discrete_owner = discrete_owner
+
+    def step_marked(self, step: int) -> None:
+        self.current_step = step
+
+    def closed(self, kind: str) -> None:
+        self.open[kind] = max(0, self.open.get(kind, 0) - 1)
+        self.any_open = any(self.open.values())
+        if not self.any_open:
+            self.current_step = None
+            self.discrete_owner = None
+
+    def is_open(self, kind: str) -> bool:
+        return self.open.get(kind, 0) > 0
+
+
+class Timings:
+    """Per label: calls and total seconds of annotated code, like RLinf's Worker.timer metrics."""
+
+    __slots__ = ("_totals",)
+
+    def __init__(self) -> None:
+        self._totals: dict[str, list[float]] = {}
+
+    def add(self, label: str, seconds: float) -> None:
+        entry = self._totals.get(label)
+        if entry is None:
+            self._totals[label] = [1, seconds]
+        else:
+            entry[0] += 1
+            entry[1] += seconds
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        return {
+            label: {"count": int(count), "total_s": total, "mean_s": total / count if count else 0.0}
+            for label, (count, total) in sorted(self._totals.items())
+        }
+
+    def clear(self) -> None:
+        self._totals.clear()
+
+
+# The Session of this process (a driver or a matched worker), or None while nrlprof is inactive.
+session = None
+timings = Timings()
