@@ -131,7 +131,9 @@ class ActorCreationHook:
                 handle = original_remote(actor_class, args, kwargs, **options)
             except (ValueError, TypeError) as err:
                 # Ray refuses the combined runtime_env (e.g. `image_uri` beside other fields): create as asked.
-                logger.warning("actor %s runs unprofiled: Ray refused its runtime_env with nrlprof's: %s", identity.name, err)
+                logger.warning(
+                    "actor %s runs unprofiled: Ray refused its profiling runtime_env: %s", identity.name, err
+                )
                 return original_remote(actor_class, args, kwargs, **actor_options)
             if any(m.backend.steps is not None for m in matches):
                 hook.session.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
