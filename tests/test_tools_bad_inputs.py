@@ -154,7 +154,8 @@ def test_manifests_that_cannot_be_read_are_skipped_with_a_reason(tmp_path, capsy
     root = run_dir(tmp_path, rank1_trace())
     manifests = root / ".nrlprof"
     manifests.mkdir()
-    (manifests / "manifest-h-1.jsonl").write_bytes(b'{"backend": "torch", "worker": "\xff\xfe"}\n')
+    good_line = json.dumps({"backend": "torch", "worker": "policy", "rank": 1, "status": "error", "message": "m1"})
+    (manifests / "manifest-h-1.jsonl").write_bytes(b'{"worker": "\xff\xfe"}\n' + good_line.encode() + b"\n")
     record = {"backend": "torch", "worker": "policy", "rank": 1, "window": "3-4", "status": "ok", "host": "h",
               "pid": 1001, "files": 5}  # fmt: skip
     ok = {**record, "rank": 0, "files": [f"/remote/{GOOD}"], "status": "error", "message": "export failed"}
@@ -164,11 +165,11 @@ def test_manifests_that_cannot_be_read_are_skipped_with_a_reason(tmp_path, capsy
     data = json.loads(capsys.readouterr().out)
     reasons = {Path(s["path"]).name: s["reason"] for s in data["skipped"]}
     assert reasons == {
-        "manifest-h-1.jsonl": "manifest is not UTF-8 text",
+        "manifest-h-1.jsonl": "1 line(s) not UTF-8 text, skipped",
         "manifest-h-2.jsonl": "record of policy: files is 5, expected a list of paths",
     }
-    # the readable record of the same manifest still gives its note, and both traces are summarised
-    assert any("export failed" in note for note in data["notes"])
+    # the readable records of the same manifests still give their notes, and both traces are summarised
+    assert any("export failed" in note for note in data["notes"]) and any("m1" in note for note in data["notes"])
     assert sorted(w["rank"] for w in data["workers"]) == [0, 1]
     assert main(["report", str(root), "-o", str(tmp_path / "r.html")]) == 1
 

@@ -210,13 +210,13 @@ def manifest_notes(directory: Path) -> tuple[list[str], list[tuple[Path, str]]]:
     unreadable: list[tuple[Path, str]] = []
     for manifest in sorted(p for p in directory.rglob(MANIFEST_GLOB) if p.is_file()):
         try:
-            lines = read_records(manifest)
-        except UnicodeDecodeError:
-            unreadable.append((manifest, "manifest is not UTF-8 text"))
-            continue
+            not_text = sum(1 for line in manifest.read_bytes().splitlines() if not _is_utf8(line))
+            lines = read_records(manifest)  # skips lines that are not UTF-8 JSON objects
         except (OSError, RecursionError, ValueError) as exc:
             unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
             continue
+        if not_text:
+            unreadable.append((manifest, f"{not_text} line(s) not UTF-8 text, skipped"))
         for record in lines:
             if not isinstance(record, dict):
                 continue
@@ -242,6 +242,14 @@ def manifest_notes(directory: Path) -> tuple[list[str], list[tuple[Path, str]]]:
         if missing and str(record.get("backend")) in found_backends:
             notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
     return notes, unreadable
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
