@@ -12,6 +12,7 @@ from nrlprof.config.env import plan_from_env
 from nrlprof.config.files import MAX_FILE_BYTES, plan_from_file
 from nrlprof.config.plan import Plan
 from nrlprof.config.steps import StepSelection, Window, parse_step_spec
+from nrlprof.config.yaml_config import plan_from_mapping
 from nrlprof.errors import ConfigError
 
 NSYS = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
@@ -97,10 +98,17 @@ def test_window_of_and_membership_at_the_edges():
     assert "3" not in steps
 
 
-@pytest.mark.parametrize("spec", ["1:" + "9" * 5000, "9" * 5000, "99999999999", "²", "1:²", "\u0661", "1.5"])
+@pytest.mark.parametrize(
+    "spec", ["1:" + "9" * 5000, "9" * 5000, "99999999999", "2147483648", "1:2147483649", "²", "1:²", "\u0661", "1.5"]
+)
 def test_step_numbers_that_are_not_small_integers_are_rejected(spec):
     error = rejected({**NSYS, "NRL_NSYS_PROFILE_STEP_RANGE": spec}, "NRL_NSYS_PROFILE_STEP_RANGE")
     assert error.value == spec
+
+
+def test_the_largest_step_is_accepted():
+    steps = plan_from_env({**NSYS, "NRL_NSYS_PROFILE_STEP_RANGE": "2147483646:2147483648"}).backend("nsys").steps
+    assert steps.windows == (Window(2_147_483_646, 2_147_483_647),)
 
 
 # ---- ranks, patterns, booleans ----
@@ -218,6 +226,20 @@ def test_a_fifo_is_not_opened(tmp_path):
     assert "not a regular file" in file_error(str(fifo))
 
 
+def test_a_huge_file_is_refused_without_reading_it_whole(tmp_path):
+    path = tmp_path / "sparse.yaml"
+    with open(path, "wb") as handle:
+        handle.truncate(64 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        message = file_error(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "larger than" in message
+    assert peak < 3 * MAX_FILE_BYTES
+
+
 def test_a_file_over_the_size_bound_is_refused(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text(RLINF_FILE + "#" * MAX_FILE_BYTES + "\n")
@@ -239,6 +261,12 @@ def test_a_recursive_yaml_alias_is_refused(tmp_path):
     path = tmp_path / "loop.yaml"
     path.write_text("a: &a [1, *a]\n" + RLINF_FILE)
     assert "refers to a node that contains it" in file_error(str(path))
+
+
+def test_yaml_names_are_stripped():
+    config = {"cluster": {"profiling": {"backend": "nsight", "worker_groups": [" ActorGroup "], "steps": [1]}}}
+    plan = plan_from_mapping(config)
+    assert [t.pattern for t in plan.backend("nsys").targets] == ["ActorGroup", "ActorGroup:*"]
 
 
 def test_ordinary_yaml_anchors_still_work(tmp_path):

@@ -33,7 +33,7 @@ def nsys_plan(step_range: str, **extra: str) -> Plan:
         ("0", "step 0 is below 1"),
         (",", "no steps given"),
         ("99999999999", "above 2147483647"),
-        ("1:" + "9" * 5000, "above 2147483647"),
+        ("1:" + "9" * 5000, "above 2147483648"),
         ("\u00b2", "is not an integer"),
     ],
 )

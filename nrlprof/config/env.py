@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 
 from nrlprof.config.nsys_options import build_nsys_options, normalise_options
@@ -183,7 +182,7 @@ def parse_timeout(text: str, variable: str = TIMEOUT_VARIABLE) -> float:
         value = float(text)
     except ValueError:
         raise ConfigError(variable, shown(text), TIMEOUT_FORM, "not a number") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+    if not 0 < value <= MAX_TIMEOUT_S:  # also false for nan
         raise ConfigError(variable, shown(text), TIMEOUT_FORM)
     return value
 

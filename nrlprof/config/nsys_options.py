@@ -201,8 +201,3 @@ def build_nsys_options(
 
 def steps_label(steps: StepSelection | None) -> str:
     return "all" if steps is None else steps.label
-
-
-def nsys_output_name(worker_file_name: str, steps: StepSelection | None) -> str:
-    """`<worker>_<steps>_%p`: no ':' or spaces; nsys replaces %p with the pid."""
-    return f"{worker_file_name}_{steps_label(steps)}_%p"

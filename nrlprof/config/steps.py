@@ -99,14 +99,14 @@ class StepSelection:
         return cls(tuple(Window(int(a), int(b)) for a, b in data))
 
 
-def _parse_int(text: str, variable: str, spec: str) -> int:
+def _parse_int(text: str, variable: str, spec: str, maximum: int = MAX_STEP) -> int:
     digits = text.strip()
     body = digits[1:] if digits[:1] in "+-" else digits
     if not (body.isascii() and body.isdigit()):
         raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{digits!r} is not an integer")
-    if len(body.lstrip("0")) > MAX_DIGITS or int(digits) > MAX_STEP:
+    if len(body.lstrip("0")) > MAX_DIGITS or int(digits) > maximum:
         shown = digits if len(digits) <= 20 else digits[:20] + "..."
-        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{shown} is above {MAX_STEP}")
+        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{shown} is above {maximum}")
     return int(digits)
 
 
@@ -127,7 +127,7 @@ def parse_step_spec(spec: str, variable: str) -> StepSelection:
         if len(parts) != 2:
             raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{item.strip()!r} has more than one ':'")
         start = _parse_int(parts[0], variable, spec)
-        stop = _parse_int(parts[1], variable, spec)
+        stop = _parse_int(parts[1], variable, spec, MAX_STEP + 1)
         if start < 1:
             raise ConfigError(variable, spec, STEP_SPEC_FORM, f"start {start} is below 1 (steps are 1-indexed)")
         if stop <= start:
