@@ -59,7 +59,7 @@ def job():
             for name in OLD:
                 files[label][name] = plant(temp / name, f"{label}-{name[8:12]}", True)
             files[label][NEWER_WITHOUT_MANIFEST] = plant(temp / NEWER_WITHOUT_MANIFEST, f"{label}-newer", False)
-        yield {"current": current, "files": files}
+        yield {"current": current, "files": files, "head_temp": base / "h"}
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -81,7 +81,14 @@ def collected(result: C.CollectResult) -> set[str]:
 
 
 def test_default_is_the_newest_session_holding_manifests_on_every_node(job, tmp_path):
-    result = C.collect(tmp_path / "out")
+    """Another user's session dir, not chosen, is no reason for a partial result."""
+    foreign = job["head_temp"] / "session_2019-01-01_00-00-00_000000_1"
+    plant(foreign, "foreign", True)
+    os.chown(foreign, 65534, 65534)
+    try:
+        result = C.collect(tmp_path / "out")
+    finally:
+        shutil.rmtree(foreign)
     assert result.ok, result.to_json()
     assert result.sessions == [job["current"]]
     assert collected(result) == expected(job, [job["current"]])

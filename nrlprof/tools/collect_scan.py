@@ -53,7 +53,9 @@ class Scan:
     rejected: list[dict[str, str]] = field(default_factory=list)
 
     def reject(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.rejected.append({"path": str(path), "reason": reason})
+        item = {"path": str(path), "reason": reason}
+        if item not in self.rejected:
+            self.rejected.append(item)
 
     def take(self, path: str) -> None:
         self.found.setdefault(path, os.path.relpath(path, self.root).replace(os.sep, "/"))
@@ -70,10 +72,12 @@ def _lstat(path: str | os.PathLike[str]) -> os.stat_result | None:
         return None
 
 
-def session_dirs(temp_dir: Path, scan: Scan | None = None) -> list[Path]:
-    """Real `session_*` dirs owned by this process's user; refusals go to `scan`."""
+def session_dirs(temp_dir: Path, scan: Scan | None = None, wanted: set[str] | None = None) -> list[Path]:
+    """Real `session_*` dirs (those named in `wanted`, or all) owned by this process's user; refusals go to `scan`."""
     sessions = []
     for path in sorted(temp_dir.glob(SESSION_GLOB)):
+        if wanted is not None and path.name not in wanted:
+            continue
         info = _lstat(path)
         if path.name == LATEST_SESSION or info is None or not is_session_name(path.name):
             continue
@@ -90,9 +94,9 @@ def session_dirs(temp_dir: Path, scan: Scan | None = None) -> list[Path]:
     return sessions
 
 
-def _manifest_entries(session: Path) -> list[os.DirEntry]:
+def _manifest_entries(session: Path, scan: Scan | None = None) -> list[os.DirEntry]:
     directory = session / LOGS_DIR / MANIFEST_DIR
-    if not _real_dirs(session, [LOGS_DIR, MANIFEST_DIR]):
+    if not _real_dirs(session, [LOGS_DIR, MANIFEST_DIR], scan):
         return []
     with os.scandir(directory) as entries:
         return sorted((e for e in entries if fnmatch.fnmatchcase(e.name, MANIFEST_GLOB)), key=lambda e: e.name)
@@ -254,16 +258,13 @@ def scan_outputs(temp_dir: str, sessions: list[str] | None, allowed_roots: list[
     """A node's outputs in the named sessions (None: all of them), under the rule in this module's docstring."""
     root = Path(os.path.realpath(temp_dir))
     scan = Scan(str(root))
-    wanted = None if sessions is None else set(sessions)
-    for session in session_dirs(root, scan):
-        if wanted is not None and session.name not in wanted:
-            continue
+    for session in session_dirs(root, scan, None if sessions is None else set(sessions)):
         session_root = [(str(session), str(session))]
         for sub in REPORT_DIRS:
             if _real_dirs(session, [LOGS_DIR, sub], scan):
                 _walk(session / LOGS_DIR / sub, scan, session_root)
         listed_roots = session_root + root_pairs(allowed_roots)
-        for entry in _manifest_entries(session):
+        for entry in _manifest_entries(session, scan):
             if not _trusted_manifest(entry, scan):
                 continue
             scan.take(entry.path)
