@@ -312,3 +312,22 @@ def test_non_finite_yaml_options_are_refused(tmp_path):
         plan_from_file(str(path))
     assert "not a finite number" in str(caught.value)
     assert math.isnan(caught.value.value)
+
+
+def test_each_step_its_own_window_is_bounded():
+    config = {
+        "trainer": {"profile_steps": "1:20002"},
+        "global_profiler": {"profile_continuous_steps": False},
+        "actor_rollout_ref": {"actor": {"profile_ranks": [0]}},
+    }
+    with pytest.raises(ConfigError, match=r"global_profiler\.profile_continuous_steps=False") as caught:
+        plan_from_mapping(config)
+    assert "20001 steps" in str(caught.value)
+    config["trainer"]["profile_steps"] = [1, 2, 5]
+    assert plan_from_mapping(config).backend("nsys").steps.windows == (Window(1, 1), Window(2, 2), Window(5, 5))
+
+
+def test_an_output_dir_with_nul_is_refused():
+    config = {"cluster": {"profiling": {"backend": "nsight", "worker_groups": ["G"], "output_dir": "a\0b"}}}
+    with pytest.raises(ConfigError, match=r"cluster\.profiling\.output_dir"):
+        plan_from_mapping(config)

@@ -58,8 +58,8 @@ def optional_str(block: Mapping, name: str, path: str) -> str | None:
     value = block.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(key(path, name), value, "a non-empty string, or null")
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigError(key(path, name), value, "a non-empty string without NUL, or null")
     return value.strip()
 
 
