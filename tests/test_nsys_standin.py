@@ -290,3 +290,49 @@ def test_version_and_unsupported_commands():
     assert version.stdout.startswith("NVIDIA Nsight Systems version ")
     stats = subprocess.run([sys.executable, str(NSYS), "stats", "x.nsys-rep"], capture_output=True, text=True)
     assert stats.returncode == 1 and "not supported" in stats.stderr
+
+
+def test_output_name_patterns_host_environment_and_percent(tmp_path):
+    result = profile(tmp_path, ["--output", "p_%h_%q{STANDIN_TAG}_%%_%p"], "emit(pid=os.getpid())",
+                     env={"STANDIN_TAG": "tagged"})  # fmt: skip
+    host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    assert names(tmp_path) == [f"p_{host}_tagged_%_{result.emitted[0]['pid']}.nsys-rep"]
+
+
+def test_without_output_reports_are_numbered_report1_report2(tmp_path):
+    for _ in range(2):
+        profile(tmp_path, [], "pass")
+    assert names(tmp_path) == ["report1.nsys-rep", "report2.nsys-rep"]
+
+
+def test_libraries_built_concurrently_into_one_cache(tmp_path):
+    build = "import sys; sys.path.insert(0, sys.argv[1]); from nsys_standin import build; print(build.library_dir())"
+    env = {**os.environ, "NRLPROF_STANDIN_CACHE": str(tmp_path / "cache")}
+    builders = [
+        subprocess.Popen([sys.executable, "-c", build, str(NSYS.parent.parent)], env=env, stdout=subprocess.PIPE,
+                         text=True)
+        for _ in range(4)
+    ]  # fmt: skip
+    outputs = {b.communicate()[0].strip() for b in builders}
+    assert [b.returncode for b in builders] == [0] * 4 and len(outputs) == 1
+    (directory,) = outputs
+    assert sorted(os.listdir(directory)) == [
+        "libcudart.so", "libcudart.so.12", "libcudart.so.13", "libnvtx_standin_injection.so"
+    ]  # fmt: skip
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [Path(directory).name], "no build left behind"
+
+
+def test_bad_command_lines_are_refused_with_a_message(tmp_path):
+    for options, expected in (
+        (["--capture-range-end=repeat-shutdown"], "repeat-shutdown needs a count"),
+        (["--capture-range-end=repeat:0"], "positive integer"),
+        (["--capture-range=nvtx"], "--capture-range=nvtx"),
+        (["-f", "maybe"], "expected true or false"),
+    ):
+        result = profile(tmp_path, options, "emit(ran=True)")
+        assert result.returncode == 1 and expected in result.stderr and result.emitted == []
+    not_a_report = tmp_path / "plain.nsys-rep"
+    not_a_report.write_text("{}")
+    export = subprocess.run([sys.executable, str(NSYS), "export", "--type=sqlite", str(not_a_report)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert export.returncode == 1 and "not an nsys stand-in report" in export.stderr

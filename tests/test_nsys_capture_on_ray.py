@@ -1,0 +1,167 @@
+"""nsys windows on a real local Ray cluster with the nsys stand-in: the reports nsys writes, what they hold, and
+the manifest naming exactly those files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from nsys_standin.report import read_report
+
+WORKER = "dtensor_policy_worker"
+
+
+def session_dir(ray) -> Path:
+    return Path(ray._private.worker.global_worker.node.get_session_dir_path())
+
+
+def nsys_records(ray, pid: int) -> list[dict]:
+    (manifest,) = (session_dir(ray) / "logs" / "nrlprof").glob(f"manifest-*-{pid}.jsonl")
+    records = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    return [r for r in records if r["backend"] == "nsys"]
+
+
+def all_named_files_exist(ray) -> list[str]:
+    """Files named by any manifest record of this session that do not exist."""
+    missing = []
+    for manifest in (session_dir(ray) / "logs" / "nrlprof").glob("manifest-*.jsonl"):
+        for line in manifest.read_text().splitlines():
+            missing += [f for f in json.loads(line).get("files", []) if not Path(f).exists()]
+    return missing
+
+
+def run_and_list(ray, nrlprof, worker, steps, nsight: Path, prefix: str) -> dict[int, list[str]]:
+    """Drive the steps; after each, the report files of `prefix` that exist (the worker is alive throughout)."""
+    seen = {}
+    for step in steps:
+        nrlprof.step(step)
+        ray.get(worker.train.remote(step), timeout=120)
+        seen[step] = sorted(p.name for p in nsight.glob(prefix + "*"))
+    return seen
+
+
+def nrlprof_ranges(report: dict) -> list[str]:
+    return sorted(r["message"] for r in report["nvtx_ranges"] if r["domain"] == "nrlprof")
+
+
+def test_repeat_one_report_per_window_written_at_the_window_end_while_the_worker_lives(ray_cluster, activate):
+    from workload import DTensorPolicyWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2:4,6")
+    worker = DTensorPolicyWorker.remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"{WORKER}_2-3_6_{pid}"
+    seen = run_and_list(ray_cluster, nrlprof, worker, range(1, 8), nsight, base)
+
+    first, second = f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"
+    assert [seen[s] for s in range(1, 8)] == [[], [], [], [first], [first], [first], [first, second]]
+    assert ray_cluster.get(worker.pid.remote()) == pid, "the reports were written while the worker kept running"
+
+    reports = [read_report(nsight / name) for name in (first, second)]
+    assert [r["launched_pid"] for r in reports] == [pid, pid]
+    assert nrlprof_ranges(reports[0]) == [
+        f"{WORKER}.train [step 2]",
+        f"{WORKER}.train [step 3]",
+        "step 2",
+        "step 3",
+    ]
+    assert nrlprof_ranges(reports[1]) == [f"{WORKER}.train [step 6]", "step 6"]
+    assert all(r["end_ns"] is not None for report in reports for r in report["nvtx_ranges"])
+
+    records = nsys_records(ray_cluster, pid)
+    assert [(r["steps"], r["files"], r["status"]) for r in records] == [
+        ([2, 3], [str(nsight / first)], "ok"),
+        ([6], [str(nsight / second)], "ok"),
+    ]
+    assert all_named_files_exist(ray_cluster) == []
+
+
+def test_stop_one_window_one_report_without_a_number(ray_cluster, activate):
+    from workload import DTensorPolicyWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="3")
+    worker = DTensorPolicyWorker.remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"{WORKER}_3_{pid}"
+    seen = run_and_list(ray_cluster, nrlprof, worker, range(1, 6), nsight, base)
+
+    assert [seen[s] for s in range(1, 6)] == [[], [], [], [f"{base}.nsys-rep"], [f"{base}.nsys-rep"]]
+    report = read_report(nsight / f"{base}.nsys-rep")
+    assert nrlprof_ranges(report) == [f"{WORKER}.train [step 3]", "step 3"]
+    records = nsys_records(ray_cluster, pid)
+    assert [(r["steps"], r["files"], r["status"]) for r in records] == [([3], [str(nsight / f"{base}.nsys-rep")], "ok")]
+
+
+def test_discrete_one_report_per_call(ray_cluster, activate):
+    from workload import DTensorPolicyWorker
+
+    nrlprof = activate(
+        NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2:4", NRL_NSYS_DISCRETE_METHODS="train"
+    )
+    worker = DTensorPolicyWorker.remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"{WORKER}_2-3_{pid}"
+    seen = run_and_list(ray_cluster, nrlprof, worker, range(1, 6), nsight, base)
+
+    names = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]
+    assert seen[2] == names[:1], "the call of step 2 is captured as soon as it returns"
+    assert seen[5] == names
+    reports = [read_report(nsight / name) for name in names]
+    assert [nrlprof_ranges(r) for r in reports] == [[f"{WORKER}.train [step 2]"], [f"{WORKER}.train [step 3]"]]
+    records = nsys_records(ray_cluster, pid)
+    assert [(r["steps"], r["files"]) for r in records] == [([2, 3], [str(nsight / n) for n in names])]
+    assert all_named_files_exist(ray_cluster) == []
+
+
+def test_failed_import_is_reported_and_no_report_is_claimed(ray_cluster, activate):
+    from workload import DTensorPolicyWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
+    worker = DTensorPolicyWorker.options(runtime_env={"env_vars": {"NRLPROF_STANDIN_IMPORT_FAIL": "1"}}).remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"{WORKER}_2_{pid}"
+    seen = run_and_list(ray_cluster, nrlprof, worker, range(1, 4), nsight, base)
+
+    assert seen[3] == [f"{base}.qdstrm"]
+    (record,) = nsys_records(ray_cluster, pid)
+    assert record["status"] == "import-failed"
+    assert not any(f.endswith(".nsys-rep") for f in record["files"])
+    assert all_named_files_exist(ray_cluster) == []
+
+
+def wait_until_gone(pid: int) -> None:
+    deadline = time.monotonic() + 120
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} still runs")
+        time.sleep(0.1)
+
+
+def test_worker_killed_inside_a_window_leaves_no_report_and_none_is_claimed(ray_cluster, activate, calls):
+    from workload import DTensorPolicyWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2:4")
+    survivor, victim = DTensorPolicyWorker.remote(), DTensorPolicyWorker.remote()
+    pids = ray_cluster.get([survivor.pid.remote(), victim.pid.remote()], timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    for step in (1, 2):
+        nrlprof.step(step)
+        ray_cluster.get([survivor.train.remote(step), victim.train.remote(step)], timeout=120)
+    # Killed from outside, as the OOM killer or Ray's teardown does: the capture dies with the process.
+    os.kill(pids[1], signal.SIGKILL)
+    (victim_call,) = [r for r in calls() if r["pid"] == pids[1]]
+    wait_until_gone(victim_call["nsys_pid"])
+    for step in (3, 4):
+        nrlprof.step(step)
+        ray_cluster.get(survivor.train.remote(step), timeout=120)
+
+    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[1]}*")) == []
+    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[0]}*")) == [f"{WORKER}_2-3_{pids[0]}.nsys-rep"]
+    assert all_named_files_exist(ray_cluster) == []
