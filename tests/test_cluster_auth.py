@@ -82,10 +82,11 @@ def token_cluster():
     env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=token)
     try:
         for _ in range(2):  # on a loaded machine the first start can time out
-            gcs, client, agent = free_ports(3)
+            gcs, client, agent, dashboard = free_ports(4)
             start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", "--num-cpus=2",
-                     "--include-dashboard=false", f"--ray-client-server-port={client}",
-                     f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats"]  # fmt: skip
+                     "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+                     f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent}",
+                     "--disable-usage-stats"]  # fmt: skip
             env_start = {**env, "RAY_AUTH_MODE": "token"}
             done = subprocess.run(start, env=env_start, capture_output=True, text=True, timeout=300)
             if done.returncode == 0:
@@ -133,3 +134,10 @@ def test_collect_connects_with_the_token_and_takes_the_session(token_cluster, tm
     [copied] = data["copied"]
     assert (tmp_path / "out" / copied["path"]).read_bytes() == b"report bytes"
     assert copied["path"].endswith(f"{session.name}/logs/nsight/policy_3-4_123.nsys-rep")
+
+
+def test_plan_matches_live_actors_with_the_token(token_cluster, tmp_path):
+    env = {**token_cluster["env"], "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5"}
+    done = nrlprof(env, "plan", "--address", "auto", "--json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["live"] == []  # joined the cluster; no actor runs there
