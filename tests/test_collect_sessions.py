@@ -110,6 +110,13 @@ def test_all_sessions_takes_every_session_dir(job, tmp_path, capsys):
     assert copied == expected(job, [job["current"], *OLD, NEWER_WITHOUT_MANIFEST])
 
 
+def test_an_unknown_session_is_bad_input_naming_the_sessions_found(job, tmp_path):
+    from nrlprof.tools.cluster import BadInput
+
+    with pytest.raises(BadInput, match=f"session_1999-01-01.*no node has.*{OLD[0]}"):
+        C.collect(tmp_path / "out", session="session_1999-01-01_00-00-00_000000_1")
+
+
 def test_session_and_all_sessions_exclude_each_other(tmp_path):
     from nrlprof.tools.cluster import BadInput
 

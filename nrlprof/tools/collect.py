@@ -180,11 +180,14 @@ def choose_sessions(
     """The session dirs to take: the named one, all (None), or the newest holding manifests on any node."""
     if all_sessions:
         return ALL_SESSIONS
-    if session is not None:
-        if not is_session_name(session):
-            raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
-        return [session]
+    if session is not None and not is_session_name(session):
+        raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
     answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
+    if session is not None:
+        found = sorted({s["name"] for a in answers if a.value for s in a.value["sessions"]})
+        if session not in found and all(a.error is None for a in answers):
+            raise BadInput(f"--session {session!r}: no node has this session dir (found: {', '.join(found) or 'none'})")
+        return [session]
     with_manifests = [s["name"] for a in answers if a.value for s in a.value["sessions"] if s["manifests"]]
     current = [a.value["current"] for a in answers if a.value]
     # Session names start with their start time (session_YYYY-MM-DD_hh-mm-ss_...): the largest is the newest.
