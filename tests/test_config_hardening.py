@@ -331,3 +331,28 @@ def test_an_output_dir_with_nul_is_refused():
     config = {"cluster": {"profiling": {"backend": "nsight", "worker_groups": ["G"], "output_dir": "a\0b"}}}
     with pytest.raises(ConfigError, match=r"cluster\.profiling\.output_dir"):
         plan_from_mapping(config)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("NRL_NSYS_PROFILE_STEP_RANGE", "a:b"),
+        ("NRL_NSYS_PROFILE_STEP_RANGE", "1:2:3"),
+        ("NRL_NSYS_PROFILE_STEP_RANGE", ","),
+        ("NRL_NSYS_PROFILE_STEP_RANGE", "0"),
+        ("NRL_NSYS_RANKS", "x"),
+        ("NRL_NSYS_RANKS", ","),
+        ("NRL_NSYS_DISCRETE", "maybe"),
+        ("NRL_NSYS_EXTRA_OPTIONS", "not json"),
+        ("NRL_NSYS_EXTRA_OPTIONS", "[1]"),
+        ("NRL_PROFILE_TIMEOUT_S", "abc"),
+        ("NRL_PROFILE_LOG_LEVEL", "LOUD"),
+    ],
+)
+def test_an_error_names_its_variable_once(variable, value):
+    with pytest.raises(ConfigError) as caught:
+        plan_from_env({**NSYS, variable: value})
+    message = str(caught.value)
+    assert message.startswith(f"{variable}={value!r} is invalid")
+    assert message.count(variable) == 1
+    assert "Error parsing" not in message
