@@ -99,11 +99,29 @@ def test_window_of_and_membership_at_the_edges():
 
 
 @pytest.mark.parametrize(
-    "spec", ["1:" + "9" * 5000, "9" * 5000, "99999999999", "2147483648", "1:2147483649", "²", "1:²", "\u0661", "1.5"]
+    "spec",
+    [
+        "-" + "0" * 5000 + "1",
+        "1:" + "9" * 5000,
+        "9" * 5000,
+        "99999999999",
+        "2147483648",
+        "1:2147483649",
+        "²",
+        "1:²",
+        "\u0661",
+        "1.5",
+    ],
 )
 def test_step_numbers_that_are_not_small_integers_are_rejected(spec):
     error = rejected({**NSYS, "NRL_NSYS_PROFILE_STEP_RANGE": spec}, "NRL_NSYS_PROFILE_STEP_RANGE")
     assert error.value == spec
+
+
+@pytest.mark.parametrize("spec", ["0" * 5000 + "1:3", "1:" + "0" * 5000 + "3", "+1:3", "01:003"])
+def test_leading_zeros_and_plus_signs_are_read_as_decimal(spec):
+    steps = plan_from_env({**NSYS, "NRL_NSYS_PROFILE_STEP_RANGE": spec}).backend("nsys").steps
+    assert steps.windows == (Window(1, 2),)
 
 
 def test_the_largest_step_is_accepted():
@@ -114,13 +132,15 @@ def test_the_largest_step_is_accepted():
 # ---- ranks, patterns, booleans ----
 
 
-@pytest.mark.parametrize("text", ["²", "\u0663", "9" * 5000, "99999999999", "+1", "1 2", "0x1"])
+@pytest.mark.parametrize("text", ["²", "\u0663", "0" * 5000 + "1" * 11, "9" * 5000, "99999999999", "+1", "1 2", "0x1"])
 def test_ranks_that_are_not_small_decimal_integers_are_rejected(text):
     error = rejected({**NSYS, "NRL_NSYS_RANKS": text}, "NRL_NSYS_RANKS")
     assert "a comma list of ranks" in str(error)
 
 
-@pytest.mark.parametrize(("text", "ranks"), [(" 0 , ,2 ", {0, 2}), ("3,,", {3}), (",1", {1}), ("007", {7})])
+@pytest.mark.parametrize(
+    ("text", "ranks"), [(" 0 , ,2 ", {0, 2}), ("3,,", {3}), (",1", {1}), ("007", {7}), ("0" * 5000 + "4", {4})]
+)
 def test_rank_items_are_stripped_and_empty_items_skipped(text, ranks):
     target = plan_from_env({**NSYS, "NRL_NSYS_RANKS": text}).backend("nsys").targets[0]
     assert target.ranks == frozenset(ranks)

@@ -6,8 +6,18 @@ import json
 from collections.abc import Mapping
 
 from nrlprof.config.nsys_options import build_nsys_options, normalise_options
-from nrlprof.config.plan import DEFAULT_TIMEOUT_S, NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target, TorchSettings
-from nrlprof.config.steps import MAX_STEP, StepSelection, parse_step_spec
+from nrlprof.config.plan import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RANK,
+    NSYS,
+    ROCPROF,
+    TORCH,
+    BackendPlan,
+    Plan,
+    Target,
+    TorchSettings,
+)
+from nrlprof.config.steps import StepSelection, parse_step_spec
 from nrlprof.config.tool_env import environment_items
 from nrlprof.config.variables import (
     CONFIG_FILE_VARIABLE,
@@ -31,7 +41,6 @@ from nrlprof.config.variables import (
 from nrlprof.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-MAX_RANK = MAX_STEP
 RANK_TEXT_FORM = f"'all' or a comma list of ranks from 0 to {MAX_RANK} such as '0,1'"
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 BOOL_FORM = "one of 1/0, true/false, yes/no, on/off"
@@ -53,9 +62,10 @@ def parse_patterns(text: str) -> tuple[str, ...]:
 def _rank(item: str, variable: str, text: str) -> int:
     if not (item.isascii() and item.isdigit()):
         raise ConfigError(variable, shown(text), RANK_TEXT_FORM, f"{shown(item)!r} is not a rank")
-    if len(item.lstrip("0")) > len(str(MAX_RANK)) or int(item) > MAX_RANK:
+    magnitude = item.lstrip("0") or "0"
+    if len(magnitude) > len(str(MAX_RANK)) or int(magnitude) > MAX_RANK:
         raise ConfigError(variable, shown(text), RANK_TEXT_FORM, f"{shown(item)} is above {MAX_RANK}")
-    return int(item)
+    return int(magnitude)
 
 
 def parse_ranks(text: str, variable: str) -> frozenset[int] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from nrlprof.config.steps import StepSelection
+from nrlprof.config.steps import MAX_STEP, StepSelection
 
 NSYS = "nsys"
 TORCH = "torch"
@@ -14,6 +14,7 @@ BACKEND_KINDS = (NSYS, TORCH, ROCPROF)
 
 DEFAULT_TORCH_DIR = "torch_profiler_trace"
 DEFAULT_TIMEOUT_S = 120.0
+MAX_RANK = MAX_STEP
 
 
 @dataclass(frozen=True)

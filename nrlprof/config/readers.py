@@ -5,14 +5,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 
-from nrlprof.config.steps import MAX_STEP, StepSelection, steps_from_list
+from nrlprof.config.plan import MAX_RANK
+from nrlprof.config.steps import StepSelection, steps_from_list
 from nrlprof.errors import ConfigError
 
 BOOL_FORM = "true or false"
 RANK_LIST_FORM = "a list of ranks >= 0 such as [0, 1] ([] selects no rank, null all ranks)"
 NAMES_FORM = "a list of names such as [ActorGroup, RolloutGroup] (fnmatch patterns allowed)"
 STEPS_FORM = "a list of step numbers >= 1 such as [1, 2, 5], or null"
-MAX_RANK = MAX_STEP
 
 
 def key(prefix: str, name: str) -> str:

@@ -101,13 +101,14 @@ class StepSelection:
 
 def _parse_int(text: str, variable: str, spec: str, maximum: int = MAX_STEP) -> int:
     digits = text.strip()
-    body = digits[1:] if digits[:1] in "+-" else digits
+    sign, body = (digits[0], digits[1:]) if digits[:1] in ("+", "-") else ("", digits)
     if not (body.isascii() and body.isdigit()):
         raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{digits!r} is not an integer")
-    if len(body.lstrip("0")) > MAX_DIGITS or int(digits) > maximum:
+    magnitude = body.lstrip("0") or "0"
+    if len(magnitude) > MAX_DIGITS or int(sign + magnitude) > maximum:
         shown = digits if len(digits) <= 20 else digits[:20] + "..."
         raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{shown} is above {maximum}")
-    return int(digits)
+    return int(sign + magnitude)
 
 
 def parse_step_spec(spec: str, variable: str) -> StepSelection:
