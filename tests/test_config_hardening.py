@@ -376,3 +376,9 @@ def test_an_error_names_its_variable_once(variable, value):
     assert message.startswith(f"{variable}={value!r} is invalid")
     assert message.count(variable) == 1
     assert "Error parsing" not in message
+
+
+@pytest.mark.parametrize("backend", [{"nsight": []}, ["nsight"], 3, None])
+def test_an_rlinf_backend_that_is_not_a_name_is_refused(backend):
+    with pytest.raises(ConfigError, match=r"cluster\.profiling\.backend"):
+        plan_from_mapping({"cluster": {"profiling": {"backend": backend, "worker_groups": ["G"]}}})

@@ -54,7 +54,7 @@ def _group_targets(groups: tuple[str, ...]) -> tuple[Target, ...]:
 
 def _rlinf_backend(section: Mapping, path: str) -> str:
     backend = section.get("backend")
-    if backend not in RLINF_BACKENDS:
+    if not isinstance(backend, str) or backend not in RLINF_BACKENDS:
         detail = "backend is required" if backend is None else "unknown backend"
         raise ConfigError(key(path, "backend"), backend, "one of " + ", ".join(repr(b) for b in RLINF_BACKENDS), detail)
     return RLINF_BACKENDS[backend]
