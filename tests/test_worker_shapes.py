@@ -250,3 +250,23 @@ def test_python_dash_m_of_a_package_that_imports_nrlprof_activates(tmp_path):
         [sys.executable, "-m", "nrlprof", "--version"], env=env, capture_output=True, text=True, timeout=120
     )
     assert as_cli.returncode == 0 and "planned" not in as_cli.stderr
+
+
+def test_discrete_captures_survive_overlapping_calls(ray_cluster, activate, torch_dir):
+    from worker_shapes import OverlappingGenerationWorker
+
+    nrlprof = activate(
+        **torch_env(torch_dir, "*overlapping*", "2"), NRL_TORCH_PROFILE_DISCRETE_METHODS="generate_sequences"
+    )
+    worker = OverlappingGenerationWorker.remote()
+    nrlprof.step(1)
+    ray_cluster.get(worker.generate_sequences.remote(1, 0))
+    nrlprof.step(2)
+    ray_cluster.get([worker.generate_sequences.remote(2, 0.5) for _ in range(3)], timeout=120)
+    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=120)
+    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=120)
+    nrlprof.step(3)
+    nrlprof.finish()
+    captures = traces_under(torch_dir / "overlapping_generation_worker")
+    assert len(captures) == 3, "one capture for the overlapping calls, then one per later call"
+    assert all(marker_steps(load_trace(f), "overlap.generate.") == {2} for f in captures)

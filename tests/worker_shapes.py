@@ -95,3 +95,13 @@ class BusyWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class OverlappingGenerationWorker:
+    """Calls of one method overlap in time (an engine serving several requests at once)."""
+
+    def generate_sequences(self, step: int, hold_s: float) -> int:
+        matmuls(f"overlap.generate.{step}")
+        time.sleep(hold_s)
+        return threading.get_ident()

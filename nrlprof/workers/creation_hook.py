@@ -15,7 +15,7 @@ from nrlprof.log import logger
 from nrlprof.runtime import patches
 from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, match_worker
-from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env
+from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
 from nrlprof.workers.tracker import TrackedActor
 
 if TYPE_CHECKING:
@@ -86,6 +86,17 @@ def _opted_out(runtime_env: object) -> bool:
 class ActorCreationHook:
     def __init__(self, session: Session) -> None:
         self.session = session
+        self._package: dict | None = None
+
+    def package(self) -> dict:
+        """nrlprof's `py_modules` entry, uploaded once; empty (workers need nrlprof installed) if that fails."""
+        if self._package is None:
+            try:
+                self._package = package_fragment()
+            except Exception as err:
+                logger.warning("could not ship nrlprof to the workers (they need it installed): %s", err)
+                self._package = {}
+        return self._package
 
     def identify(self, actor_class: Any, actor_options: dict) -> tuple[WorkerIdentity, tuple[Match, ...], str | None]:
         """Who the new actor is, which backends profile it, and the parent it inherits them from (if any)."""
@@ -113,8 +124,6 @@ class ActorCreationHook:
         hook = self
 
         def _remote(actor_class, args=None, kwargs=None, **actor_options):
-            if _opted_out(actor_options.get("runtime_env")):
-                return original_remote(actor_class, args, kwargs, **actor_options)
             try:
                 prepared = hook.prepare(actor_class, actor_options)
             except Exception as err:  # profiling must never make actor creation raise
@@ -144,11 +153,17 @@ class ActorCreationHook:
 
     def prepare(self, actor_class: Any, actor_options: dict) -> tuple[dict, WorkerIdentity, tuple[Match, ...]] | None:
         """The actor's options with its runtime_env fragment merged in; None when nothing changes."""
-        identity, matches, parent = self.identify(actor_class, actor_options)
-        if matches:
-            log_matches(identity, matches, parent)
-        fragment = fragment_for(self.session.plan, identity, matches)
-        if self.session.identity is not None:
+        in_worker = self.session.identity is not None
+        if _opted_out(actor_options.get("runtime_env")):
+            identity, matches, fragment = WorkerIdentity(class_name_of(actor_class), None, 0), (), {}
+        else:
+            identity, matches, parent = self.identify(actor_class, actor_options)
+            if matches:
+                log_matches(identity, matches, parent)
+            fragment = fragment_for(self.session.plan, identity, matches)
+            if matches and not in_worker:
+                fragment.update(self.package())
+        if in_worker:
             fragment = {**isolation_from_parent(matches, job_setup_hook()), **fragment}
         if not fragment:
             return None

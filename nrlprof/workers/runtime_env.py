@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import Plan, Target
@@ -84,13 +85,35 @@ def isolation_from_parent(matches: tuple[Match, ...], earlier_setup_hook: str | 
     return overrides
 
 
+def package_fragment() -> dict:
+    """nrlprof itself, uploaded to the cluster and shipped to workers as a `py_modules` URI.
+
+    A worker's interpreter (a per-worker venv) then needs no nrlprof installed. Ray takes local
+    directories only at the job level, so the package is uploaded here, as `ray.init` would do it.
+    Only the driver adds it; actors created inside a worker inherit it from their parent's runtime_env.
+    """
+    import tempfile
+
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+
+    import nrlprof
+
+    package = {"py_modules": [str(Path(nrlprof.__file__).parent)], "excludes": ["__pycache__", "*.pyc"]}
+    with tempfile.TemporaryDirectory(prefix="nrlprof-ship-") as scratch:
+        uploaded = upload_py_modules_if_needed(package, include_gitignore=False, scratch_dir=scratch)
+    return {"py_modules": list(uploaded["py_modules"])}
+
+
 def merge_runtime_env(user_env: Mapping | None, fragment: Mapping, inherited_setup_hook: str | None = None) -> dict:
-    """The user's runtime_env with the fragment added; every key the user set wins.
+    """The user's runtime_env with the fragment added; every key the user set wins, `py_modules` are joined.
 
     A setup hook the job or the user already has runs after nrlprof's (`NRLPROF_USER_SETUP_HOOK`).
     """
     merged = dict(user_env or {})
     for key, value in fragment.items():
+        if key == "py_modules":
+            merged[key] = [*(merged.get(key) or []), *value]
+            continue
         if key != "env_vars":
             merged.setdefault(key, value)
             continue

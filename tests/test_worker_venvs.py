@@ -1,0 +1,57 @@
+"""A matched worker whose interpreter (a per-worker venv, as NeMo RL uses) has no nrlprof installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from trace_reading import load_trace, marker_steps, traces_under
+
+# What a worker venv of an RL framework has: Ray (with what Ray needs) and torch; not nrlprof or its own dependencies.
+LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "nvtx", "orjson", "ijson")
+
+
+@pytest.fixture(scope="module")
+def bare_worker_venv(tmp_path_factory) -> Path:
+    """A venv whose site-packages links every package of this one except nrlprof and its dependencies."""
+    root = tmp_path_factory.mktemp("worker-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    ours = Path(sysconfig.get_paths()["purelib"])
+    theirs = root / ours.relative_to(Path(sys.prefix))
+    for entry in ours.iterdir():
+        if not entry.name.lower().startswith(LEFT_OUT):
+            (theirs / entry.name).symlink_to(entry)
+    python = root / "bin" / "python"
+    probe = subprocess.run(
+        [python, "-c", "import ray, torch; import nrlprof"], capture_output=True, text=True, cwd=root, timeout=120
+    )
+    assert "No module named 'nrlprof'" in probe.stderr, probe.stderr
+    return python
+
+
+def test_matched_worker_in_a_venv_without_nrlprof_runs_and_is_profiled(
+    ray_cluster, activate, tmp_path, bare_worker_venv
+):
+    from workload import DTensorPolicyWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2",
+        NRL_TORCH_PROFILE_DIR=str(torch_dir),
+    )
+    worker = DTensorPolicyWorker.options(runtime_env={"py_executable": str(bare_worker_venv)}).remote()
+    assert ray_cluster.get(worker.executable.remote(), timeout=180) == str(bare_worker_venv)
+    shipped = ray_cluster.get(worker.__ray_call__.remote(lambda _: sys.modules["nrlprof"].__file__))
+    assert "runtime_resources" in shipped, f"nrlprof came from Ray's py_modules, not an install: {shipped}"
+    for step in (1, 2, 3):
+        nrlprof.step(step)
+        ray_cluster.get(worker.train.remote(step), timeout=120)
+    nrlprof.finish()
+    (trace,) = traces_under(torch_dir / "dtensor_policy_worker")
+    assert marker_steps(load_trace(trace), "policy.train.") == {2}
+    assert os.path.exists(trace)
