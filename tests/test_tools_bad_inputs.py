@@ -263,3 +263,19 @@ def test_a_named_file_without_trace_events_is_reported(tmp_path):
         (no_events, "not a Chrome trace: no traceEvents"),
         (named, "not a Chrome trace: no traceEvents"),
     ]
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [(b"[1, 2]", "not a JSON object: 1"), (b"[" * DEPTH + b"]" * DEPTH, "nested more than")],
+    ids=["events-not-objects", "deeply-nested"],
+)
+def test_a_bad_ray_timeline_is_bad_input_and_nothing_is_written(tmp_path, capsys, content, reason):
+    root = run_dir(tmp_path, rank1_trace())
+    timeline = tmp_path / "ray.json"
+    timeline.write_bytes(content)
+    output = tmp_path / "timeline.json"
+    assert main(["merge", str(root), "-o", str(output), "--ray-timeline", str(timeline)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nrlprof merge: {timeline}: ") and reason in err and err.count("\n") == 1
+    assert not output.exists() and not list(tmp_path.glob(".*.tmp"))
