@@ -5,7 +5,8 @@
 #   scripts/patch_ray_nsight.sh [PYTHON] [--check|--revert] [--ray-dir DIR]
 #
 # PYTHON (default python3) is the interpreter whose Ray gets fixed. When it can import nrlprof, the installed
-# `nrlprof.rayfix.patch_ray` runs; otherwise the patch_ray.py of this checkout runs by path (standard library only).
+# `nrlprof.rayfix.patch_ray` runs; otherwise the patch_ray.py of this checkout runs by path (standard library only;
+# it reads fix.py, names.py and plugin_source.py beside it, so copy the whole nrlprof/rayfix/ directory).
 # Exit codes: 0 ok, 1 --check found an unfixed plugin, 2 could not patch / Ray not found.
 set -euo pipefail
 

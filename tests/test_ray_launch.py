@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import SYSTEM_PATH, install_stand_ins
+from conftest import SYSTEM_PATH, install_stand_ins, tool_records
 
 
 def test_matched_actor_runs_under_nsys_with_driver_interpreter(ray_cluster, activate, calls):
@@ -119,3 +119,49 @@ def test_unmatched_children_of_a_profiled_worker_inherit_nothing(ray_cluster, ac
     assert parent_pid in wrapped
     assert all(child["pid"] not in wrapped for child in children)
     assert all(child["NRLPROF_WORKER"] == "" and child["NRLPROF_PLAN"] == "" for child in children)
+
+
+IMPORT_ONLY_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import nrlprof  # the NRL_* variables alone: no activate call, no agent-hook call
+
+    plugins = os.environ.get("RAY_RUNTIME_ENV_PLUGINS")
+    import ray
+    from workload import DTensorPolicyWorker
+    from nrlprof.rayfix.cluster_fix import agent_has_fix
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    worker = DTensorPolicyWorker.remote()
+    try:
+        pid = ray.get(worker.pid.remote(), timeout=float(sys.argv[1]))
+    except ray.exceptions.GetTimeoutError:
+        pid = "HUNG"
+    print("RESULT " + json.dumps({"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix()}))
+    ray.shutdown()
+    """
+)
+
+
+def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
+    """A driver that only imports nrlprof (NRL_* set) and then starts Ray: the agent runs the fixed plugin."""
+    from nrlprof.rayfix.names import HOOK_CLASS_PATH
+
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=os.path.dirname(__file__))
+    env.update(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
+    env["NRLPROF_FAKE_TOOL_LOG"] = str(tmp_path / "calls")
+    script = tmp_path / "import_only.py"
+    script.write_text(IMPORT_ONLY_SCRIPT)
+
+    done = subprocess.run([sys.executable, str(script), "300"], env=env, capture_output=True, text=True, timeout=600)
+
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, shlex.quote(done.stdout + done.stderr[-3000:])
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert json.loads(result["plugins"]) == [{"class": HOOK_CLASS_PATH}]
+    assert result["pid"] != "HUNG"
+    assert result["agent_has_fix"] is True
+    [record] = [r for r in tool_records(tmp_path / "calls") if r["pid"] == result["pid"]]
+    assert record["command"][0] == sys.executable

@@ -7,7 +7,8 @@ driver's memory does not reach, so this appends the fixed methods (the source of
 two marker lines.  `--revert` removes that block and restores the original bytes.
 
 Standard library only: SLURM scripts run it by path on nodes where nrlprof is not
-installed (`python nrlprof/rayfix/patch_ray.py [--check|--revert] [--ray-dir DIR]`).
+installed (`python nrlprof/rayfix/patch_ray.py [--check|--revert] [--ray-dir DIR]`); it reads `fix.py`,
+`names.py` and `plugin_source.py` beside it.
 """
 
 import os

@@ -5,7 +5,7 @@ Ray runs a worker as `bash -c "exec <py_executable> <default_worker.py> <args>"`
 (`<temp dir>/<session name>`) and writes reports to `<session dir>/logs/nsight/` as the plugin does. With no
 interpreter of the user's, it runs the node's default one: the first word of the raylet's `--python_worker_command`
 (what Ray's agent uses too). A missing tool or session directory starts the worker unprofiled, with a warning on its
-stderr: profiling is never the reason a worker does not start.
+stderr (which is the raylet's, `logs/raylet.err`): profiling is never the reason a worker does not start.
 """
 
 from __future__ import annotations
@@ -109,6 +109,6 @@ def worker_prefix(nsight: object = None, rocprof: object = None, interpreter: st
     lines.append('if [ -z "$why" ]; then\n')
     lines += [f"  {line}\n" for line in exports]
     lines.append(f'  exec {launch} "$@"\nfi\n')
-    lines.append('echo "[nrlprof] WARNING: this worker runs without profiling: $why" >&2\n')
+    lines.append('echo "[nrlprof] WARNING: worker pid $$ runs without profiling: $why" >&2\n')
     lines.append(f'exec {base} "$@"\n')
     return f"bash -c {shlex.quote(''.join(lines))} {SCRIPT_NAME}"
