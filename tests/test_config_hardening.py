@@ -382,3 +382,10 @@ def test_an_error_names_its_variable_once(variable, value):
 def test_an_rlinf_backend_that_is_not_a_name_is_refused(backend):
     with pytest.raises(ConfigError, match=r"cluster\.profiling\.backend"):
         plan_from_mapping({"cluster": {"profiling": {"backend": backend, "worker_groups": ["G"]}}})
+
+
+@pytest.mark.parametrize("text", ["a: !!timestamp 2001-12-14!!set\n", "a: !!python/object:os.system x\n", "\0"])
+def test_malformed_or_unsafe_yaml_is_a_config_error(tmp_path, text):
+    path = tmp_path / "odd.yaml"
+    path.write_text(text)
+    assert "invalid YAML" in file_error(str(path))

@@ -120,7 +120,8 @@ def _load_yaml(path: str, spec: str) -> object:
         data = _parse_yaml(text)
     except _YamlTooLarge as err:
         raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"refused YAML in {path!r}: {err}") from None
-    except (yaml.YAMLError, ValueError, RecursionError) as err:
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, RecursionError) as err:
+        # PyYAML's constructors raise the last three on malformed tagged values such as `!!timestamp x`
         raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"invalid YAML in {path!r}: {err}") from None
     if "${" in text and isinstance(data, dict):
         data = _resolve_interpolations(data, spec)
