@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -34,12 +35,12 @@ def all_named_files_exist(ray) -> list[str]:
 
 
 def run_and_list(ray, nrlprof, worker, steps, nsight: Path, prefix: str) -> dict[int, list[str]]:
-    """Drive the steps; after each, the report files of `prefix` that exist (the worker is alive throughout)."""
+    """Drive the steps; after each, the files `<prefix>.*` that exist (the worker is alive throughout)."""
     seen = {}
     for step in steps:
         nrlprof.step(step)
         ray.get(worker.train.remote(step), timeout=120)
-        seen[step] = sorted(p.name for p in nsight.glob(prefix + "*"))
+        seen[step] = sorted(p.name for p in nsight.glob(prefix + ".*"))
     return seen
 
 
@@ -162,6 +163,35 @@ def test_worker_killed_inside_a_window_leaves_no_report_and_none_is_claimed(ray_
         nrlprof.step(step)
         ray_cluster.get(survivor.train.remote(step), timeout=120)
 
-    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[1]}*")) == []
-    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[0]}*")) == [f"{WORKER}_2-3_{pids[0]}.nsys-rep"]
+    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[1]}.*")) == []
+    assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[0]}.*")) == [f"{WORKER}_2-3_{pids[0]}.nsys-rep"]
     assert all_named_files_exist(ray_cluster) == []
+
+
+UV_LIKE_WRAPPER = """\
+import subprocess, sys
+# Like `uv run ... python`: the interpreter runs as this process's child, so nsys's %p is this process.
+sys.exit(subprocess.call([{python!r}, *sys.argv[1:]]))
+"""
+
+
+def test_wrapper_interpreter_reports_are_named_after_the_wrapper_and_recorded(ray_cluster, activate, calls, tmp_path):
+    from workload import DTensorPolicyWorker
+
+    wrapper = tmp_path / "uv-like"
+    wrapper.write_text(f"#!{sys.executable}\n" + UV_LIKE_WRAPPER.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
+    worker = DTensorPolicyWorker.options(runtime_env={"py_executable": str(wrapper)}).remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    (launched,) = [r["pid"] for r in calls() if r["command"][0] == str(wrapper)]
+    assert launched != pid
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    seen = run_and_list(ray_cluster, nrlprof, worker, range(1, 4), nsight, f"{WORKER}_2_{launched}")
+
+    report = f"{WORKER}_2_{launched}.nsys-rep"
+    assert seen[3] == [report]
+    assert list(nsight.glob(f"{WORKER}_2_{pid}.*")) == [], "nothing is named after the interpreter under the wrapper"
+    assert nrlprof_ranges(read_report(nsight / report)) == [f"{WORKER}.train [step 2]", "step 2"]
+    (record,) = nsys_records(ray_cluster, pid)
+    assert (record["files"], record["status"]) == ([str(nsight / report)], "ok")
