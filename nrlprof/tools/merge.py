@@ -7,12 +7,15 @@ Streaming, one batch of events at a time, so memory stays bounded whatever the i
 - flow ids (`id`) and `args.correlation` / `args["External id"]` of the i-th input move up by i * 2**40 so
   they stay distinct; ids that are not integers in [0, 2**40) become strings prefixed `<i>:`;
 - every input event is written; the only additions are one `process_name` event per new pid.
+(The rewriting of each event: merge_rewrite.py.)
 
 Each input becomes a "part" (its rewritten events, gzip-compressed when the output is) in a temporary
-directory beside the output, then parts are appended in order. Pids and ids depend only on the input's
-place in the sorted list, so parts can be written by several processes at once (`jobs`).
+directory beside the output, then parts are appended in order into one gzip member (gzip_member.py).
+Pids and ids depend only on the input's place in the sorted list, so parts can be written by several
+processes at once (`jobs`).
 
-Bad inputs: a trace that cannot be read (not JSON, cut short, damaged gzip) is skipped with its reason in
+Bad inputs: a trace that cannot be read (not JSON, cut short, damaged gzip, nested too deep, an event
+that is not an object or values of types a trace does not hold) is skipped with its reason in
 `MergeResult.skipped`, its part dropped, and the output holds every other trace. With `strict=True` the
 first bad trace raises ToolError instead. A missing input, or no readable trace at all, raises ToolError.
 The output is written under a temporary name and renamed into place only when complete; on any error
