@@ -389,3 +389,34 @@ def test_malformed_or_unsafe_yaml_is_a_config_error(tmp_path, text):
     path = tmp_path / "odd.yaml"
     path.write_text(text)
     assert "invalid YAML" in file_error(str(path))
+
+
+INTERPOLATION_LINES = [f"l{i + 1}: '" + ("${l" + str(i) + "}") * 10 + "'" for i in range(9)]
+INTERPOLATION_BOMB = "\n".join(["l0: 'xxxxxxxxxx'", *INTERPOLATION_LINES]) + "\n"
+
+
+def test_an_interpolation_bomb_is_refused_before_resolving(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(RLINF_FILE + INTERPOLATION_BOMB)
+    assert len(INTERPOLATION_BOMB) < 700
+    assert "interpolations expand to more than" in file_error(str(path))
+
+
+@pytest.mark.parametrize("reference", ["${shared.groups}", "${oc.select:shared.groups,null}", "${..groups}"])
+def test_interpolations_that_copy_a_little_still_resolve(tmp_path, reference):
+    path = tmp_path / "shared.yaml"
+    groups = "shared:\n  groups: [ActorGroup]\n" if reference != "${..groups}" else "groups: [ActorGroup]\n"
+    section = "cluster:\n  profiling:\n    backend: nsight\n    steps: [3]\n"
+    if reference == "${..groups}":
+        section = "cluster:\n  groups: [ActorGroup]\n  profiling:\n    backend: nsight\n    steps: [3]\n"
+        groups = ""
+    path.write_text(groups + section + f"    worker_groups: '{reference}'\n")
+    plan = plan_from_file(str(path))
+    assert [t.pattern for t in plan.backend("nsys").targets] == ["ActorGroup", "ActorGroup:*"]
+
+
+def test_a_long_chain_of_interpolations_is_a_config_error(tmp_path):
+    path = tmp_path / "chain.yaml"
+    path.write_text(RLINF_FILE + "a0: x\n" + "".join(f"a{i + 1}: ${{a{i}}}\n" for i in range(5000)))
+    with pytest.raises(ConfigError):
+        plan_from_file(str(path))

@@ -6,6 +6,7 @@ import os
 import stat
 from collections.abc import Mapping
 
+from nrlprof.config.interpolation import InterpolationTooLarge, check_interpolation_size
 from nrlprof.config.plan import Plan
 from nrlprof.config.readers import lookup
 from nrlprof.config.variables import CONFIG_FILE_VARIABLE
@@ -18,6 +19,7 @@ FILE_FORM = (
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 100
 MAX_EXPANDED_NODES = 200_000
+MAX_INTERPOLATED_SIZE = 10_000_000
 
 
 class _YamlTooLarge(Exception):
@@ -134,6 +136,13 @@ def _resolve_interpolations(data: dict, spec: str) -> dict:
         from omegaconf.errors import OmegaConfBaseException
     except ImportError:
         return data
+    try:
+        check_interpolation_size(data, MAX_INTERPOLATED_SIZE)
+    except InterpolationTooLarge as err:
+        raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"refused YAML: {err}") from None
+    except RecursionError:
+        detail = "refused YAML: interpolations nest too deeply"
+        raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, detail) from None
     try:
         return OmegaConf.to_container(OmegaConf.create(data), resolve=True)
     except OmegaConfBaseException as err:
