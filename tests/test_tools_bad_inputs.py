@@ -59,6 +59,7 @@ def deeply_nested(depth: int = DEPTH) -> bytes:
 
 BAD_TRACES = {
     "event-not-object": lambda: with_events(5, "text", None, [1, 2]),
+    "events-not-a-list": lambda: rank1_trace() | {"traceEvents": {"0": {"ph": "X"}}},
     "pid-not-integer": lambda: rank1_trace(pid="abc"),
     "rank-not-integer": lambda: rank1_trace(rank=[1]),
     "steps-not-integers": lambda: rank1_trace(steps="3-4"),
@@ -67,6 +68,7 @@ BAD_TRACES = {
 }
 REASONS = {
     "event-not-object": "not a JSON object: 5",
+    "events-not-a-list": "traceEvents is not a list",
     "pid-not-integer": "nrlprof.pid is 'abc', expected an integer",
     "rank-not-integer": "nrlprof.rank is [1], expected an integer",
     "steps-not-integers": "nrlprof.steps is '3-4', expected a list of integers",

@@ -219,6 +219,8 @@ def read_header(path: Path) -> TraceHeader:
                         break
                     key = value
                     if key == "traceEvents":
+                        if next(events, (None, None))[0] != "start_array":
+                            raise ToolError("not a Chrome trace: traceEvents is not a list", path)
                         header.has_events = True
                         break
                     builder, depth = ijson.ObjectBuilder(), 0
