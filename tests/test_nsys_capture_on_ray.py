@@ -48,7 +48,7 @@ def nrlprof_ranges(report: dict) -> list[str]:
     return sorted(r["message"] for r in report["nvtx_ranges"] if r["domain"] == "nrlprof")
 
 
-def test_repeat_one_report_per_window_written_at_the_window_end_while_the_worker_lives(ray_cluster, activate):
+def test_repeat_one_report_per_window_written_at_the_window_end_while_the_worker_lives(ray_cluster, activate, tmp_path):
     from workload import DTensorPolicyWorker
 
     nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2:4,6")
@@ -79,6 +79,12 @@ def test_repeat_one_report_per_window_written_at_the_window_end_while_the_worker
         ([6], [str(nsight / second)], "ok"),
     ]
     assert all_named_files_exist(ray_cluster) == []
+
+    from nrlprof.tools.collect import collect
+
+    collect(tmp_path / "collected", session=session_dir(ray_cluster).name)
+    collected = {p.name: p.read_bytes() for p in (tmp_path / "collected").rglob(f"{base}.*")}
+    assert collected == {name: (nsight / name).read_bytes() for name in (first, second)}
 
 
 def test_stop_one_window_one_report_without_a_number(ray_cluster, activate):
