@@ -336,3 +336,17 @@ def test_bad_command_lines_are_refused_with_a_message(tmp_path):
     export = subprocess.run([sys.executable, str(NSYS), "export", "--type=sqlite", str(not_a_report)],
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert export.returncode == 1 and "not an nsys stand-in report" in export.stderr
+
+
+def test_start_while_open_and_stop_with_none_open_succeed_and_do_nothing(tmp_path):
+    body = """
+    codes = [runtime.cudaProfilerStop(), runtime.cudaProfilerStart(), runtime.cudaProfilerStart()]
+    time.sleep(0.2)
+    codes += [runtime.cudaProfilerStop(), runtime.cudaProfilerStop()]
+    emit(codes=codes)
+    """
+    result = profile(tmp_path, ["-o", "o", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"], body)
+    assert result.emitted == [{"codes": [0, 0, 0, 0, 0]}]
+    assert names(tmp_path) == ["o.1.nsys-rep"]
+    report = read_report(tmp_path / "o.1.nsys-rep")
+    assert report["stop_ns"] - report["start_ns"] >= 200_000_000, "the range runs from the first start"
