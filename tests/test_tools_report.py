@@ -101,6 +101,8 @@ def test_cli_exit_codes(run_dir, tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "c.html")]) == 2
     assert capsys.readouterr().err == f"nrlprof report: {tmp_path / 'missing'}: no such file or directory\n"
     assert not (tmp_path / "c.html").exists()
+    assert main(["report", str(run_dir), "-o", str(tmp_path / "no" / "d.html")]) == 2
+    assert capsys.readouterr().err == f"nrlprof report: {tmp_path / 'no'}: output directory does not exist\n"
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:

@@ -16,18 +16,22 @@ from nrlprof.tools.summary import Summary, summarize
 
 def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
     """Summarise `directory` (unless `summary` is given) into the HTML file `output`, written atomically."""
-    summary = summary if summary is not None else summarize(Path(directory))
     output = Path(output)
-    if not output.parent.is_dir():
-        raise ToolError("output directory does not exist", output.parent)
+    _check_output_dir(output)
+    summary = summary if summary is not None else summarize(Path(directory))
     fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(render_html(summary).encode())
+            handle.write(render_html(summary).encode("utf-8", "replace"))
         os.replace(tmp, output)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _check_output_dir(output: Path) -> None:
+    if not output.parent.is_dir():
+        raise ToolError("output directory does not exist", output.parent)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """0: report written; 1: written, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    _check_output_dir(Path(args.output))
     with progress_bar("reading traces") as progress:
         summary = summarize(args.directory, progress=progress)
     write_report(args.directory, args.output, summary)
