@@ -1,0 +1,89 @@
+"""Benchmark where the torch profiler's start-up lands: in the step before the window (warmed) or inside it (cold).
+
+Each case runs in a fresh interpreter (the first profiler start of a process is the expensive one), with
+the driver's own torch backend (the controller) and no Ray:
+- warmed: window 3:5; `step(2)` warms the profiler up, `step(3)` starts the window.
+- cold: window 1:3; `step(1)` starts the profiler and the window at once (nothing before step 1).
+- unprofiled: the same steps with nrlprof inactive.
+Printed per case: how long the `step()` calls around the window start took, and the wall time of the
+window's first step (the same work each step) against the unprofiled step.
+
+    python bench/bench_window_start.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CASE = r"""
+import json, os, sys, time
+import torch
+import nrlprof
+
+def work():
+    x = torch.ones(256, 256)
+    for _ in range(20):
+        x = x @ x / 256
+    return x
+
+step_calls, step_walls = {}, {}
+for step in range(1, 7):
+    began = time.perf_counter()
+    nrlprof.step(step)
+    step_calls[step] = (time.perf_counter() - began) * 1000
+    began = time.perf_counter()
+    work()
+    step_walls[step] = (time.perf_counter() - began) * 1000
+nrlprof.finish()
+print(json.dumps({"calls": step_calls, "walls": step_walls}))
+"""
+
+
+def run_case(steps: str | None, directory: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL")}
+    if steps:
+        env.update(
+            NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
+            NRL_TORCH_PROFILE_STEP_RANGE=steps,
+            NRL_TORCH_PROFILE_DIR=directory,
+            NRL_PROFILE_LOG_LEVEL="WARNING",
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", CASE], env=env, capture_output=True, text=True, check=True, timeout=600
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    rows: dict[str, list[tuple[float, ...]]] = {"warmed": [], "cold": [], "unprofiled": []}
+    with tempfile.TemporaryDirectory() as directory:
+        for _ in range(args.repeat):
+            warmed = run_case("3:5", directory)
+            calls, walls = warmed["calls"], warmed["walls"]
+            rows["warmed"].append((calls["2"], calls["3"], walls["3"], walls["4"]))
+            cold = run_case("1:3", directory)
+            calls, walls = cold["calls"], cold["walls"]
+            rows["cold"].append((0.0, calls["1"], walls["1"], walls["2"]))
+            plain = run_case(None, directory)
+            calls, walls = plain["calls"], plain["walls"]
+            rows["unprofiled"].append((calls["2"], calls["3"], walls["3"], walls["4"]))
+    base = statistics.median(r[2] for r in rows["unprofiled"])
+    print(f"torch window start, median of {args.repeat} fresh processes (ms; the same work in every step)")
+    header = ("case", "step before", "window start", "1st step wall", "2nd step wall", "1st vs unprofiled")
+    print("{:<11} {:>12} {:>13} {:>14} {:>14} {:>18}".format(*header))
+    for case, values in rows.items():
+        before, start, first, second = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"{case:<11} {before:>12.2f} {start:>13.2f} {first:>14.2f} {second:>14.2f} {first / base:>17.2f}x")
+
+
+if __name__ == "__main__":
+    main()
