@@ -62,3 +62,11 @@ def test_an_earlier_setup_hook_still_runs_after_ours():
     assert merged["env_vars"][USER_SETUP_HOOK_VARIABLE] == "pkg.hook"
     inherited = merge_runtime_env(None, piece, inherited_setup_hook="job.hook")
     assert inherited["env_vars"][USER_SETUP_HOOK_VARIABLE] == "job.hook"
+
+
+def test_py_modules_of_the_user_are_kept_and_nrlprofs_added():
+    shipped = {"py_modules": ["gcs://_ray_pkg_nrlprof.zip"]}
+    merged = merge_runtime_env({"py_modules": ["gcs://_ray_pkg_user.zip"], "pip": ["x"]}, shipped)
+    assert merged["py_modules"] == ["gcs://_ray_pkg_user.zip", "gcs://_ray_pkg_nrlprof.zip"]
+    assert merged["pip"] == ["x"]
+    assert merge_runtime_env(None, shipped)["py_modules"] == ["gcs://_ray_pkg_nrlprof.zip"]
