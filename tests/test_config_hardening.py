@@ -420,3 +420,13 @@ def test_a_long_chain_of_interpolations_is_a_config_error(tmp_path):
     path.write_text(RLINF_FILE + "a0: x\n" + "".join(f"a{i + 1}: ${{a{i}}}\n" for i in range(5000)))
     with pytest.raises(ConfigError):
         plan_from_file(str(path))
+
+
+RELATIVE_LINES = [f"  l{i + 1}: {{v: '" + ("${..l" + str(i) + ".v}") * 10 + "'}" for i in range(7)]
+RELATIVE_BOMB = "\n".join(["b:", "  l0: {v: xxxxxxxxxx}", *RELATIVE_LINES]) + "\n"
+
+
+def test_an_interpolation_bomb_of_relative_references_is_refused(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(RLINF_FILE + RELATIVE_BOMB)
+    assert "interpolations expand to more than" in file_error(str(path))

@@ -85,13 +85,9 @@ def parse_bool(text: str, variable: str) -> bool:
         raise ConfigError(variable, shown(text), BOOL_FORM) from None
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a finite number")
-
-
 def parse_json_object(text: str, variable: str) -> dict:
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(variable, shown(text), JSON_OBJECT_FORM, f"not JSON ({err.msg})") from None
     except RecursionError:
