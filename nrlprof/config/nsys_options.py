@@ -1,4 +1,13 @@
-"""Tool options: one builder of nsys options for the NRL_* and YAML routes, and option checks shared with rocprof."""
+"""nsys options: one builder for the NRL_* and YAML routes, and the option checks rocprof's args share.
+
+Each window is one cudaProfilerStart/Stop range; what `--capture-range-end` does with K windows:
+`stop` ends collecting after the first range and `stop-shutdown` (nsys's default) also ends the
+process, so both keep only window 1; `repeat[:N]` makes each range its own report, N at most;
+`repeat-shutdown:N` does the same, then ends the process; `none` keeps collecting after the first
+range until the process exits (one report holding every window and the steps between).
+An explicit end that keeps fewer than K ranges is an error. A null or absent end becomes `stop`
+for one window, `repeat:K` for K windows, and `repeat` when a target is discrete (one capture per call).
+"""
 
 from __future__ import annotations
 
