@@ -63,6 +63,7 @@ def test_ten_million_steps_parse_as_one_window_in_little_memory():
     assert 1 in steps and 9_999_999 in steps and 5_000_000 in steps
     assert 10_000_000 not in steps and 0 not in steps
     assert steps.step_count == 9_999_999
+    assert not hasattr(steps, "steps")
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ STEP_SPEC_FORM = (
 )
 MAX_STEP = 2**31 - 1
 MAX_DIGITS = len(str(MAX_STEP))
-MAX_LISTED_STEPS = 100_000
 
 
 @dataclass(frozen=True, order=True)
@@ -71,13 +70,6 @@ class StepSelection:
     @property
     def label(self) -> str:
         return "_".join(w.label for w in self.windows)
-
-    @property
-    def steps(self) -> tuple[int, ...]:
-        """Every selected step, for small selections only: test membership with `step in selection`."""
-        if self.step_count > MAX_LISTED_STEPS:
-            raise ValueError(f"{self.step_count} steps selected: use `step in selection`, not the step list")
-        return tuple(s for w in self.windows for s in w.steps)
 
     def window_of(self, step: int) -> Window | None:
         index = bisect_right(self.windows, step, key=lambda w: w.first) - 1
