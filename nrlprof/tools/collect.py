@@ -184,7 +184,10 @@ def choose_sessions(
         raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
     answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
     if session is not None:
-        found = sorted({s["name"] for a in answers if a.value for s in a.value["sessions"]})
+        found = sorted(
+            {s["name"] for a in answers if a.value for s in a.value["sessions"]}
+            | {os.path.basename(r["path"]) for a in answers if a.value for r in a.value["rejected"]}
+        )  # a refused session is reported by the listing, with the reason
         if session not in found and all(a.error is None for a in answers):
             raise BadInput(f"--session {session!r}: no node has this session dir (found: {', '.join(found) or 'none'})")
         return [session]
