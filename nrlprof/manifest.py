@@ -65,7 +65,7 @@ def read_records(path: str | Path) -> list[dict]:
         for raw in handle:
             try:
                 record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(record, dict):
                 records.append(record)
