@@ -107,18 +107,22 @@ def _child_profiling_env(actor_instance) -> list[dict]:
     return ray_in_worker.get([c.__ray_call__.remote(read) for c in actor_instance.children])
 
 
-def test_unmatched_children_of_a_profiled_worker_inherit_nothing(ray_cluster, activate, calls):
-    """Ray merges a parent's runtime_env into its children's; an unmatched child must not run under nsys."""
+def test_children_of_a_profiled_worker_run_under_nsys_as_themselves(ray_cluster, activate, calls):
+    """Engine children (vLLM's tensor-parallel workers) run under nsys too, each as itself, not as the parent."""
     from workload import VllmGenerationWorker
 
     activate(NRL_NSYS_WORKER_PATTERNS="*generation*", NRL_NSYS_PROFILE_STEP_RANGE="2")
     generator = VllmGenerationWorker.remote(2)
     parent_pid = ray_cluster.get(generator.pid.remote(), timeout=120)
+    parent_env = ray_cluster.get(generator.__ray_call__.remote(lambda _self: os.environ.get("NRLPROF_WORKER")))
     children = ray_cluster.get(generator.__ray_call__.remote(_child_profiling_env), timeout=120)
-    wrapped = {r["pid"] for r in calls()}
-    assert parent_pid in wrapped
-    assert all(child["pid"] not in wrapped for child in children)
-    assert all(child["NRLPROF_WORKER"] == "" and child["NRLPROF_PLAN"] == "" for child in children)
+    by_pid = {r["pid"]: r for r in calls()}
+    assert parent_pid in by_pid
+    assert [child["pid"] in by_pid for child in children] == [True, True]
+    assert all("tensor_parallel_worker" in child["NRLPROF_WORKER"] for child in children)
+    assert all(child["NRLPROF_WORKER"] != parent_env for child in children)
+    outputs = [by_pid[child["pid"]]["options"] for child in children]
+    assert all("tensor_parallel_worker" in options[options.index("-o") + 1] for options in outputs)
 
 
 IMPORT_ONLY_SCRIPT = textwrap.dedent(
