@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -203,8 +204,6 @@ def run_on_nodes(
     what: str,
 ) -> list[NodeAnswer]:
     """One task per node, all at once, each pinned to its node; a node that fails gets its error, not an exception."""
-    import time
-
     import ray
 
     remote = ray.remote(max_retries=0)(function)
