@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,16 @@ DRIVER = textwrap.dedent(
         def where(self):
             return {"pid": os.getpid(), "executable": sys.executable}
 
+        def child(self, mode):
+            from nrlprof.rayfix.cluster_fix import isolation_overrides
+
+            if mode == "prefixed":
+                env = prefixed_runtime_env({"_nsight": {"t": "nvtx", "o": "child_%p"}})
+            else:
+                env = isolation_overrides()
+            child = Probe.options(runtime_env=env).remote()
+            return ray.get(child.where.remote()) | {"py_executable": env.get("py_executable")}
+
     result = {"fixed": agent_has_fix(), "fixed_again": agent_has_fix(), "actors": []}
     for spec in json.loads(sys.argv[1]):
         env = prefixed_runtime_env(spec["env"]) if spec["prefix"] else spec["env"]
@@ -46,6 +57,9 @@ DRIVER = textwrap.dedent(
             answer = ray.get(actor.where.remote(), timeout=spec["timeout"])
         except ray.exceptions.GetTimeoutError:
             answer = "HUNG"
+        if spec.get("children") and answer != "HUNG":
+            children = [actor.child.remote(mode) for mode in spec["children"]]
+            answer["children"] = ray.get(children, timeout=spec["timeout"])
         result["actors"].append({"answer": answer, "py_executable": env.get("py_executable")})
         ray.kill(actor)
     print("RESULT " + json.dumps(result))
@@ -185,3 +199,22 @@ def test_prefixed_worker_without_the_tool_starts_unprofiled(unfixed_cluster: dic
     # The launcher writes before the worker redirects its output: the setup process shares the raylet's stderr.
     raylet_err = (unfixed_cluster["session"] / "logs" / "raylet.err").read_text(errors="replace")
     assert f"worker pid {pid} runs without profiling: nsys is not on PATH" in raylet_err
+
+
+def test_children_of_a_prefixed_worker_get_one_prefix_or_none(unfixed_cluster: dict) -> None:
+    """Ray merges the parent's py_executable into a child's: a profiled child is not wrapped twice, an opted-out
+    child runs the plain interpreter."""
+    spec = {"env": {"_nsight": {"t": "cuda", "o": "parent_%p"}}, "prefix": True, "timeout": 300}
+    [parent] = drive(unfixed_cluster, [{**spec, "children": ["prefixed", "isolated"]}])["actors"]
+    profiled, isolated = parent["answer"]["children"]
+    nsight_dir = unfixed_cluster["session"] / "logs" / "nsight"
+
+    record = nsys_record(unfixed_cluster, profiled["pid"])
+    assert record["command"][0] == sys.executable
+    assert option(record, "-o") == str(nsight_dir / "child_%p")
+    assert option(record, "-t") == "nvtx"
+
+    assert isolated["executable"] == sys.executable
+    assert "nsys" not in shlex.split(isolated["py_executable"])[2]
+    records = [json.loads(p.read_text()) for p in (unfixed_cluster["calls"] / "calls").glob("nsys-*.json")]
+    assert isolated["pid"] not in [r["pid"] for r in records]
