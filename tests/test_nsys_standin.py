@@ -350,3 +350,18 @@ def test_start_while_open_and_stop_with_none_open_succeed_and_do_nothing(tmp_pat
     assert names(tmp_path) == ["o.1.nsys-rep"]
     report = read_report(tmp_path / "o.1.nsys-rep")
     assert report["stop_ns"] - report["start_ns"] >= 200_000_000, "the range runs from the first start"
+
+
+def test_work_dirs_are_removed_also_those_of_killed_stand_ins(tmp_path):
+    import tempfile
+
+    # Above the kernel's largest pid (2**22): a stand-in that no longer runs.
+    stale = Path(tempfile.gettempdir()) / f"nsys-standin-{2**22 + 12345}-left"
+    stale.mkdir(exist_ok=True)
+    (tmp_path / "same.nsys-rep").write_text("old")
+    refused = profile(tmp_path, ["-o", "same", "--capture-range=cudaProfilerApi"], "pass")
+    assert refused.returncode == 1 and not stale.exists()
+    owners = [p.name.split("-")[2] for p in Path(tempfile.gettempdir()).glob("nsys-standin-*-*")]
+    assert [o for o in owners if not Path(f"/proc/{o}").exists()] == [], "the refused run removed its work dir"
+    ran = profile(tmp_path, ["-o", "ran"], "emit(socket=os.environ['NRLPROF_STANDIN_SOCKET'])")
+    assert not Path(ran.emitted[0]["socket"]).parent.exists()

@@ -21,6 +21,15 @@ from nsys_standin.report import FORMAT, write_atomically
 
 CUDA_SUCCESS = 0
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WORKDIR_PREFIX = "nsys-standin-"
+
+
+def remove_stale_workdirs() -> None:
+    """Work dirs of stand-ins that were killed (Ray's teardown uses SIGKILL) and could not clean up."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        owner = path.name.removeprefix(WORKDIR_PREFIX).partition("-")[0]
+        if owner.isdecimal() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def say(message: str) -> None:
@@ -39,7 +48,7 @@ class CaptureSession:
         self.ranges_done = 0
         self.finished = False
         self.sent_signals: set[int] = set()
-        self.workdir = Path(tempfile.mkdtemp(prefix="nsys-standin-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
         self.nvtx = NvtxCollector(self.workdir / "nvtx")
         self.child: subprocess.Popen | None = None
         self.name = ""
@@ -47,6 +56,13 @@ class CaptureSession:
     # --- launch and wait ------------------------------------------------------------------------------------
 
     def run(self) -> int:
+        remove_stale_workdirs()
+        try:
+            return self._run()
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _run(self) -> int:
         if not self.options.command:
             say("nsys stand-in: no application to launch")
             return 1
@@ -74,7 +90,6 @@ class CaptureSession:
         code = self.child.wait()
         self._at_exit(code)
         listener.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
         return 128 - code if code < 0 else code
 
     def _child_env(self) -> dict[str, str]:
