@@ -130,7 +130,7 @@ def test_json_and_rich_output(recorded, capsys):
     console = Console(file=io.StringIO(), width=200)
     render_summary(summary, console)
     text = console.file.getvalue()
-    assert "Step wall time" in text and "policy rank 1" in text and "policy.train" in text
+    assert "Time per step" in text and "policy rank 1" in text and "policy.train" in text
 
 
 def test_unreadable_traces_are_listed_and_bad_directories_refused(recorded, tmp_path):

@@ -7,8 +7,12 @@ Torch traces are streamed batch by batch. A step's wall time is the duration of 
 user annotation; every other user annotation (nrlprof.annotate, record_function, `<worker>.<method>`
 remote calls) is summed per label into the step whose span contains its start ("-" when none does).
 Operators (`cpu_op`) are ranked by self time (duration less that of the operators directly inside them on
-the same thread); kernels (`cat == "kernel"`) by total time. Nsight Systems reports are summarised with
-`nsys stats` when nsys is on PATH. A trace or manifest that cannot be read is listed in `skipped`.
+the same thread); kernels (`cat == "kernel"`) by total time. GPU time per step (nrlprof.tools.gpu_time):
+a kernel, memcpy or memset belongs to the step in which the runtime call that launched it started (linked
+by `args.correlation`); in a trace without correlation ids, to the step its own start falls in.
+Nsight Systems captures give the same per-step figures from their SQLite export (tools.nsys_sqlite), and
+whole-report tables from `nsys stats` when nsys is on PATH. A trace or manifest that cannot be read is
+listed in `skipped`.
 """
 
 from __future__ import annotations
@@ -25,11 +29,16 @@ from typing import Any
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER
+from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, LongestSpans, StepAttribution, StepGpu
+from nrlprof.tools.kernel_names import short_kernel_name
+from nrlprof.tools.manifest_view import Overhead, read_manifests
+from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
 from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.traces import (
     TraceHeader,
     check_events,
+    find_nsys_exports,
     find_nsys_reports,
     find_traces,
     gc_paused,
@@ -44,6 +53,8 @@ _MAX_STEP_DIGITS = 18
 _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) are not a profiler's
 # Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
 _CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
+GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
 @dataclass
@@ -56,6 +67,7 @@ class OpStat:
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "short_name": short_kernel_name(self.name),
             "calls": self.calls,
             "total_ms": round(self.total_us / 1000, 3),
             "self_ms": round(self.self_us / 1000, 3),
@@ -88,6 +100,11 @@ class TraceStats:
     kernels: dict[str, OpStat] = field(default_factory=dict)
     start_us: float | None = None
     end_us: float | None = None
+    # GPU activity as read: (ts, dur, kind, correlation, name); launches: correlation -> start of the call
+    gpu: list[tuple[float, float, int, Any, str]] = field(default_factory=list)
+    launches: dict[Any, float] = field(default_factory=dict)
+    step_gpu: dict[int, StepGpu] = field(default_factory=dict)
+    gpu_spans: list[Span] = field(default_factory=list)
 
 
 @dataclass
@@ -105,6 +122,9 @@ class WorkerSummary:
     kernels: list[OpStat] = field(default_factory=list)
     steps: list[Span] = field(default_factory=list)
     ranges: list[Span] = field(default_factory=list)
+    step_gpu: dict[int, StepGpu] = field(default_factory=dict)
+    gpu_spans: list[Span] = field(default_factory=list)
+    source: str = "torch"
 
     @property
     def label(self) -> str:
@@ -118,9 +138,11 @@ class WorkerSummary:
             "rank": self.rank,
             "hosts": self.hosts,
             "files": [str(p) for p in self.files],
+            "source": self.source,
             "steps": {
                 str(step): {
                     "wall_ms": round(ms, 3),
+                    **(self.step_gpu[step].to_json() if step in self.step_gpu else {}),
                     "ranges_ms": {
                         label: round(per_step[step], 3)
                         for label, per_step in self.ranges_ms.items()
@@ -145,16 +167,21 @@ class Summary:
     nsys_reports: list[NsysReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+    overhead: list[Overhead] = field(default_factory=list)
 
     @property
     def steps(self) -> list[int]:
         return sorted({step for w in self.workers for step in w.step_wall_ms})
 
     def to_json(self) -> dict[str, Any]:
+        from nrlprof.tools.stragglers import stragglers
+
         return {
             "directory": str(self.directory),
             "steps": self.steps,
             "workers": [w.to_json() for w in self.workers],
+            "stragglers": {str(step): [s.to_json() for s in rows] for step, rows in stragglers(self).items()},
+            "profiler_overhead": [o.to_json() for o in self.overhead],
             "nsys_reports": [r.to_json() for r in self.nsys_reports],
             "notes": self.notes,
             "skipped": [{"path": str(p), "reason": reason} for p, reason in self.skipped],
@@ -170,7 +197,8 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None) ->
     directory = Path(directory)
     headers, skipped = find_traces([directory])
     reports = find_nsys_reports([directory])
-    if not headers and not reports:
+    exports = find_nsys_exports([directory])
+    if not headers and not reports and not exports:
         reason = "; ".join(r for _, r in skipped) or "no torch trace or Nsight Systems report found"
         raise ToolError(reason, directory)
     summary = Summary(directory, skipped=list(skipped))
@@ -188,68 +216,39 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None) ->
                 summary.skipped.append((header.path, unexpected_content(exc)))
             done += header.path.stat().st_size
     summary.workers = combine(stats)
-    summary.nsys_reports, notes = summarize_nsys(reports, nsys if nsys is not None else shutil.which("nsys"))
+    nsys = nsys if nsys is not None else shutil.which("nsys")
+    summary.nsys_reports, notes = summarize_nsys(reports, nsys)
     summary.notes.extend(notes)
-    notes, bad_manifests = manifest_notes(directory)
+    manifests = read_manifests(directory)
+    captures, notes = read_reports(reports, exports, nsys or None)
+    summary.workers.extend(capture_summary(c, manifests.rank_of_file) for c in captures)
     summary.notes.extend(notes)
-    summary.skipped.extend(bad_manifests)
+    summary.notes.extend(manifests.notes)
+    summary.skipped.extend(manifests.unreadable)
+    summary.overhead = manifests.overhead
     return summary
 
 
-def manifest_notes(directory: Path) -> tuple[list[str], list[tuple[Path, str]]]:
-    """Windows the manifests under `directory` record as not ok, and listed files missing from it.
-
-    A backend none of whose listed files is here (say nsys reports, when `directory` holds only the torch
-    traces) is not reported as missing: those files were never meant to be here. Returns the notes and
-    the manifests (or records) that could not be read, with the reason.
-    """
-    from nrlprof.manifest import MANIFEST_GLOB, read_records
-
-    present = {p.name for p in directory.rglob("*") if not p.is_dir()}
-    records: list[tuple[Path, dict[str, Any]]] = []
-    unreadable: list[tuple[Path, str]] = []
-    for manifest in sorted(p for p in directory.rglob(MANIFEST_GLOB) if p.is_file()):
-        try:
-            not_text = sum(1 for line in manifest.read_bytes().splitlines() if not _is_utf8(line))
-            lines = read_records(manifest)  # skips lines that are not UTF-8 JSON objects
-        except (OSError, RecursionError, ValueError) as exc:
-            unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
-            continue
-        if not_text:
-            unreadable.append((manifest, f"{not_text} line(s) not UTF-8 text, skipped"))
-        for record in lines:
-            if not isinstance(record, dict):
-                continue
-            files = record.get("files")
-            if files is not None and not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
-                worker = str(record.get("worker", "?"))[:80]
-                reason = f"record of {worker}: files is {str(files)[:80]}, expected a list of paths"
-                unreadable.append((manifest, reason))
-                continue
-            records.append((manifest, record))
-    found_backends = {
-        str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
-    }
-    notes = []
-    for manifest, record in records:
-        where = f"{record.get('worker', '?')} rank {record.get('rank')} window {record.get('window', '?')}"
-        where += f" ({record.get('backend', '?')}, {record.get('host', '?')} pid {record.get('pid', '?')})"
-        if record.get("status", "ok") != "ok":
-            message = f": {record['message']}" if record.get("message") else ""
-            notes.append(f"{where}: {record.get('status')}{message}")
-            continue
-        missing = [Path(f).name for f in record.get("files") or [] if Path(f).name not in present]
-        if missing and str(record.get("backend")) in found_backends:
-            notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
-    return notes, unreadable
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+def capture_summary(capture: NsysCapture, rank_of_file: dict[str, int]) -> WorkerSummary:
+    """An Nsight Systems capture as a worker entry: steps from NVTX, GPU figures from its export."""
+    stem = export_stem(capture.path)
+    rank = next((r for name, r in rank_of_file.items() if export_stem(Path(name)) == stem), None)
+    summary = WorkerSummary(capture.worker, rank, files=[capture.path], source="nsys")
+    for start, end, step in capture.steps:
+        summary.step_wall_ms[step] = summary.step_wall_ms.get(step, 0.0) + (end - start) / 1000
+        summary.steps.append(Span(str(step), start, end))
+    summary.step_gpu = capture.step_gpu
+    windows = sorted((lo, hi, step) for lo, hi, step in capture.steps)
+    for label, start, end in capture.ranges:
+        step = next((s for lo, hi, s in windows if lo <= start <= hi), None)
+        per_step = summary.ranges_ms.setdefault(label, {})
+        per_step[step] = per_step.get(step, 0.0) + (end - start) / 1000
+        summary.range_calls[label] = summary.range_calls.get(label, 0) + 1
+        summary.ranges.append(Span(label, start, end))
+    kernels = [OpStat(name, calls, total, total) for name, (calls, total) in capture.kernels.items()]
+    summary.kernels = sorted(kernels, key=lambda s: -s.total_us)[:TOP]
+    summary.gpu_spans = [Span(name, start, end) for start, end, name in capture.gpu_spans]
+    return summary
 
 
 def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
@@ -261,7 +260,7 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
     for batch in iter_event_batches(header.path, progress):
         stats.events += len(batch)
         try:
-            _read_batch(batch, threads, annotations, stats.kernels, bounds)
+            _read_batch(batch, threads, annotations, stats, bounds)
         except (TypeError, AttributeError):
             check_events(batch, header.path)
             raise
@@ -270,16 +269,35 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
         stats.start_us, stats.end_us = start + base_us, end + base_us
     _steps_and_ranges(stats, annotations, base_us, header.path)
     stats.ops = _operator_stats(threads)
+    _step_gpu(stats, base_us)
     return stats
+
+
+def _step_gpu(stats: TraceStats, base_us: float) -> None:
+    """Per-step GPU figures: by the launching call's correlation when the trace links them, else by time."""
+    if not stats.gpu:
+        return
+    windows = [(s.start_us - base_us, s.end_us - base_us, int(s.label)) for s in stats.steps]
+    attribution = StepAttribution(windows)
+    longest = LongestSpans()
+    launches = stats.launches
+    for ts, dur, kind, correlation, name in stats.gpu:
+        anchor = launches.get(correlation) if correlation is not None else None
+        if attribution.add(ts, ts + dur, kind, name, anchor) is not None:
+            longest.add(ts + base_us, ts + dur + base_us, name)
+    stats.step_gpu = attribution.finish()
+    stats.gpu_spans = [Span(name, start, end) for start, end, name in longest.spans()]
+    stats.gpu, stats.launches = [], {}
 
 
 def _read_batch(
     batch: list[dict[str, Any]],
     threads: dict[tuple[Any, Any], list[tuple[float, float, str]]],
     annotations: list[tuple[str, float, float]],
-    kernels: dict[str, OpStat],
+    stats: TraceStats,
     bounds: list[float],
 ) -> None:
+    kernels, gpu, launches = stats.kernels, stats.gpu, stats.launches
     start, end = bounds
     for event in batch:
         if event.get("ph") != "X":
@@ -295,11 +313,18 @@ def _read_batch(
             threads[(event.get("pid"), event.get("tid"))].append((ts, dur, name))
         elif cat == "user_annotation":
             annotations.append((name, ts, dur))
-        elif cat == "kernel":
-            stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
-            stat.calls += 1
-            stat.total_us += dur
-            stat.self_us += dur
+        elif cat in LAUNCH_CATEGORIES:
+            args = event.get("args")
+            if args and (correlation := args.get("correlation")) is not None:
+                launches[correlation] = ts
+        elif cat in GPU_CATEGORIES:
+            args = event.get("args")
+            gpu.append((ts, dur, GPU_CATEGORIES[cat], args.get("correlation") if args else None, name))
+            if cat == "kernel":
+                stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
+                stat.calls += 1
+                stat.total_us += dur
+                stat.self_us += dur
     bounds[:] = start, end
 
 
@@ -385,6 +410,9 @@ def combine(stats: list[TraceStats]) -> list[WorkerSummary]:
         _add_stats(kernels[key], item.kernels)
         summary.steps.extend(item.steps)
         summary.ranges.extend(item.ranges)
+        summary.gpu_spans.extend(item.gpu_spans)
+        for step, figures in item.step_gpu.items():
+            summary.step_gpu.setdefault(step, StepGpu()).add(figures)
     for key, summary in groups.items():
         summary.ops = sorted(ops[key].values(), key=lambda s: -s.self_us)[:TOP]
         summary.kernels = sorted(kernels[key].values(), key=lambda s: -s.total_us)[:TOP]

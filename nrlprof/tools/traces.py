@@ -443,6 +443,11 @@ def find_nsys_reports(inputs: Iterable[Path]) -> list[Path]:
     return [path for path, _ in _candidates(inputs, NSYS_SUFFIXES)]
 
 
+def find_nsys_exports(inputs: Iterable[Path]) -> list[Path]:
+    """SQLite exports of Nsight Systems reports (`*.sqlite`) under `inputs`."""
+    return [path for path, _ in _candidates(inputs, (".sqlite",))]
+
+
 def _candidates(inputs: Iterable[Path], suffixes: tuple[str, ...]) -> Iterator[tuple[Path, bool]]:
     for root in inputs:
         root = Path(root)

@@ -1,4 +1,8 @@
-"""A summary as rich tables on a terminal. Every name from a trace or report is escaped: `[` is not markup."""
+"""A summary as rich tables on a terminal. Every name from a trace or report is escaped: `[` is not markup.
+
+One worker's summary fits a screen: tables have a bounded number of rows and names are cut to NAME_WIDTH
+(kernels by their short name); `summary --json` has everything in full.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from nrlprof.tools.kernel_names import short_kernel_name, truncate
 from nrlprof.tools.summary import TOP
 
 if TYPE_CHECKING:
@@ -13,6 +18,11 @@ if TYPE_CHECKING:
 
     from nrlprof.tools.nsys_stats import NsysReport
     from nrlprof.tools.summary import Summary
+
+NAME_WIDTH = 48
+MAX_ROWS = 40  # per table
+GPU_COLUMNS = (("wall", None), ("kernels", "gpu_kernel_ms"), ("busy %", "gpu_busy_pct"), ("idle", "gpu_idle_ms"),
+               ("comm", "comm_ms"), ("memcpy", "memcpy_ms"))  # fmt: skip
 
 
 def terminal(stderr: bool = False) -> Console:
@@ -27,46 +37,26 @@ def plain(value: object) -> str:
     return escape(str(value))
 
 
+def name(value: object) -> str:
+    """A name from a trace, cut to NAME_WIDTH and escaped."""
+    return plain(truncate(str(value), NAME_WIDTH))
+
+
 def render_summary(summary: Summary, console: Console | None = None) -> None:
-    """Step wall time, annotated ranges, top operators and kernels per worker; nsys tables; skips and notes."""
-    from rich.table import Table
+    """Per-step time and GPU figures, the slowest rank per step, ranges, top operators and kernels, overhead."""
+    from nrlprof.tools.stragglers import step_lines
 
     console = console or terminal()
-    steps = summary.steps
     if summary.workers:
-        table = Table(title="Step wall time (ms)")
-        table.add_column("worker")
-        for step in steps:
-            table.add_column(str(step), justify="right")
-        for w in summary.workers:
-            table.add_row(plain(w.label), *[_ms(w.step_wall_ms.get(step)) for step in steps])
-        console.print(table)
-        outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
-        columns: list[int | None] = [*steps, None] if outside else list(steps)
-        title = "Annotated ranges (ms per step" + ("; '-' = outside any profiled step)" if outside else ")")
-        table = Table(title=title)
-        table.add_column("worker")
-        table.add_column("range")
-        table.add_column("calls", justify="right")
-        for step in columns:
-            table.add_column(str(step) if step is not None else "-", justify="right")
-        for w in summary.workers:
-            for label, per_step in sorted(w.ranges_ms.items()):
-                calls = str(w.range_calls.get(label, 0))
-                table.add_row(plain(w.label), plain(label), calls, *[_ms(per_step.get(s)) for s in columns])
-        if table.row_count:
-            console.print(table)
-        for title, attr in (("Top operators (by self time)", "ops"), ("Top kernels (by total time)", "kernels")):
-            table = Table(title=title)
-            for name, justify in (("worker", "left"), ("name", "left"), ("calls", "right"), ("self ms", "right"),
-                                  ("total ms", "right")):  # fmt: skip
-                table.add_column(name, justify=justify, overflow="fold")
-            for w in summary.workers:
-                for op in getattr(w, attr):
-                    table.add_row(plain(w.label), plain(op.name), str(op.calls), _ms(op.self_us / 1000),
-                                  _ms(op.total_us / 1000))  # fmt: skip
-            if table.row_count:
-                console.print(table)
+        _step_table(summary, console)
+        lines = step_lines(summary)
+        if any(len(rows) for rows in lines):
+            console.print("[bold]Slowest rank per step[/] (wall time over the median rank's)")
+            for line in lines:
+                console.print(plain(line), soft_wrap=True)
+        _ranges_table(summary, console)
+        _top_tables(summary, console)
+    _overhead_table(summary, console)
     for report in summary.nsys_reports:
         _render_nsys(report, console)
     for path, reason in summary.skipped:
@@ -75,23 +65,92 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         console.print(f"[yellow]note:[/] {plain(note)}", soft_wrap=True)
 
 
-def _render_nsys(report: NsysReport, console: Any) -> None:
+def _table(title: str, columns: list[tuple[str, str]]) -> Any:
     from rich.table import Table
 
+    table = Table(title=title)
+    for column, justify in columns:
+        numbers = justify == "right"
+        table.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis",
+                         min_width=len(column) if numbers else min(len(column), 12))  # fmt: skip
+    return table
+
+
+def _print(table: Any, rows: list[list[str]], console: Console) -> None:
+    for row in rows[:MAX_ROWS]:
+        table.add_row(*row)
+    if rows:
+        console.print(table)
+    if len(rows) > MAX_ROWS:
+        console.print(f"... {len(rows) - MAX_ROWS} more row(s) in `nrlprof summary --json`")
+
+
+def _step_table(summary: Summary, console: Console) -> None:
+    gpu = any(w.step_gpu for w in summary.workers)
+    columns = GPU_COLUMNS if gpu else GPU_COLUMNS[:1]
+    title = "Time per step (ms" + ("; GPU kernels, busy share, idle, NCCL, memcpy/memset)" if gpu else ")")
+    table = _table(title,
+                   [("worker", "left"), ("step", "right"), *[(c, "right") for c, _ in columns]])  # fmt: skip
+    rows = []
+    for w in summary.workers:
+        for step, wall in sorted(w.step_wall_ms.items()):
+            figures = w.step_gpu[step].to_json() if step in w.step_gpu else {}
+            cells = [_ms(wall), *[_ms(figures.get(key)) for _, key in columns[1:]]]
+            rows.append([name(w.label), str(step), *cells])
+    _print(table, rows, console)
+
+
+def _ranges_table(summary: Summary, console: Console) -> None:
+    steps = summary.steps
+    outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
+    columns: list[int | None] = [*steps, None] if outside else list(steps)
+    title = "Annotated ranges (ms per step" + ("; '-' = outside any profiled step)" if outside else ")")
+    table = _table(title, [("worker", "left"), ("range", "left"), ("calls", "right"),
+                           *[(str(s) if s is not None else "-", "right") for s in columns]])  # fmt: skip
+    rows = [
+        [name(w.label), name(label), str(w.range_calls.get(label, 0)), *[_ms(per_step.get(s)) for s in columns]]
+        for w in summary.workers
+        for label, per_step in sorted(w.ranges_ms.items())
+    ]
+    _print(table, rows, console)
+
+
+def _top_tables(summary: Summary, console: Console) -> None:
+    head = [("worker", "left"), ("name", "left"), ("calls", "right")]
+    table = _table("Top operators (by self time)", [*head, ("self ms", "right"), ("total ms", "right")])
+    rows = [[name(w.label), name(op.name), str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
+            for w in summary.workers for op in w.ops]  # fmt: skip
+    _print(table, rows, console)
+    table = _table("Top kernels (by total time; full names in --json)", [*head, ("total ms", "right")])
+    rows = [[name(w.label), name(short_kernel_name(k.name)), str(k.calls), _ms(k.total_us / 1000)]
+            for w in summary.workers for k in w.kernels]  # fmt: skip
+    _print(table, rows, console)
+
+
+def _overhead_table(summary: Summary, console: Console) -> None:
+    table = _table("Profiler overhead (starting / stopping the profiler, not the workload)",
+                   [("worker", "left"), ("window", "left"), ("backend", "left"), ("host", "left"), ("pid", "right"),
+                    ("start ms", "right"), ("stop ms", "right")])  # fmt: skip
+    rows = [[name(o.label), plain(o.window), plain(o.backend), name(o.host), str(o.pid), _ms(o.start_ms),
+             _ms(o.stop_ms)] for o in summary.overhead]  # fmt: skip
+    _print(table, rows, console)
+
+
+def _render_nsys(report: NsysReport, console: Any) -> None:
     if report.error:
-        console.print(f"[red]{plain(report.path)}[/]: {plain(report.error)}")
+        console.print(f"[red]{plain(report.path)}[/]: {plain(report.error)}", soft_wrap=True)
         return
     for title, rows, key in (("kernels", report.kernels, "Name"), ("NVTX ranges", report.nvtx, "Range")):
         if not rows:
             continue
-        table = Table(title=plain(f"{report.path.name}: {title}"))
         columns = [c for c in rows[0] if c in (key, "Instances") or c.startswith(("Time", "Total Time"))]
-        for column in columns:
-            table.add_column(plain(column), overflow="fold")
-        for row in rows[:TOP]:
-            table.add_row(*[plain(row.get(c, "")) for c in columns])
-        console.print(table)
+        table = _table(plain(f"{report.path.name}: {title}"), [(plain(c), "left") for c in columns])
+        cells = [[name(short_kernel_name(row.get(c, "")) if c == "Name" else row.get(c, "")) for c in columns]
+                 for row in rows[:TOP]]  # fmt: skip
+        _print(table, cells, console)
 
 
 def _ms(value: float | None) -> str:
-    return "" if value is None else f"{value:,.1f}"
+    if value is None:
+        return ""
+    return f"{value:,.1f}" if abs(value) >= 100 or value == 0 else f"{value:.3g}"

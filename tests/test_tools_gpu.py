@@ -1,0 +1,264 @@
+"""GPU time per worker x rank x step: GPU-shaped torch traces (figures worked out by hand), a real nsys export."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from test_tools_merge import write_json
+
+from nrlprof.tools.kernel_names import short_kernel_name
+from nrlprof.tools.render.console import render_summary
+from nrlprof.tools.summary import summarize
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "worker_window.sqlite"
+if not FIXTURE.exists():
+    FIXTURE = Path("/work/shared/fixtures/nsys/worker_window.sqlite")
+GPU_KEYS = ("gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels")
+
+BASE_NS = 1_790_000_000_000_000_000
+SGEMM = "ampere_sgemm_128x64_nn"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::add_kernel<float>>(int, float*, float*)"
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _launch(name: str, ts: float, correlation: int, pid: int) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": 5.0,
+            "args": {"correlation": correlation, "cbid": 211}}  # fmt: skip
+
+
+def _gpu(cat: str, name: str, ts: float, dur: float, correlation: int, stream: int = 7) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "stream": stream, "device": 0}}  # fmt: skip
+
+
+def gpu_step_trace(rank: int = 0, pid: int = 1000, step3_us: float = 1000.0, worker: str = "policy") -> dict:
+    """Steps 3 (1000 us from ts 1000, or `step3_us`) and 4 (2100-3100) with kernels, NCCL, memcpy and memset.
+
+    Step 3 launches: elementwise 1100-1300 and sgemm 1200-1500 on another stream (overlapping by 100),
+    NCCL 1600-1700, memcpy 1700-1750, memset 1750-1760, and at ts 1900 a kernel that runs 2120-2170, in
+    step 4's window. Step 4 launches one kernel, 2200-2300.
+    """
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": pid, "tid": pid, "ts": 1000.0,
+         "dur": step3_us, "args": {}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": pid, "tid": pid, "ts": 2100.0,
+         "dur": 1000.0, "args": {}},
+        _launch("cudaLaunchKernel", 1010.0, 1, pid), _gpu("kernel", ELEMENTWISE, 1100.0, 200.0, 1),
+        _launch("cudaLaunchKernel", 1020.0, 2, pid), _gpu("kernel", SGEMM, 1200.0, 300.0, 2, stream=8),
+        _launch("cudaLaunchKernel", 1030.0, 3, pid), _gpu("kernel", NCCL, 1600.0, 100.0, 3, stream=9),
+        _launch("cudaMemcpyAsync", 1040.0, 4, pid), _gpu("gpu_memcpy", "Memcpy HtoD", 1700.0, 50.0, 4),
+        _launch("cudaMemsetAsync", 1050.0, 5, pid), _gpu("gpu_memset", "Memset (Device)", 1750.0, 10.0, 5),
+        _launch("cudaLaunchKernel", 1900.0, 6, pid), _gpu("kernel", SGEMM, 2120.0, 50.0, 6),
+        _launch("cudaLaunchKernel", 2110.0, 7, pid), _gpu("kernel", SGEMM, 2200.0, 100.0, 7),
+    ]  # fmt: skip
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
+        "nrlprof": {
+            "worker": worker,
+            "rank": rank,
+            "steps": [3, 4],
+            "window": "3-4",
+            "host": "gpu-node",
+            "pid": pid,
+            "backend": "torch",
+        },
+        "baseTimeNanoseconds": BASE_NS,
+        "traceEvents": events,
+    }
+
+
+def without_correlation(trace: dict) -> dict:
+    """The same trace with no correlation ids (an older or filtered trace)."""
+    trace = copy.deepcopy(trace)
+    for event in trace["traceEvents"]:
+        event.get("args", {}).pop("correlation", None)
+    return trace
+
+
+def step_figures(data: dict, worker: str, rank: int | None, step: int) -> dict:
+    entry = next(w for w in data["workers"] if w["worker"] == worker and w["rank"] == rank)
+    figures = entry["steps"][str(step)]
+    return {key: figures[key] for key in ("wall_ms", *GPU_KEYS)}
+
+
+def test_kernels_belong_to_the_step_that_launched_them(tmp_path):
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
+    data = summarize(tmp_path, nsys="").to_json()
+    # step 3: kernels 200 + 300 + 100 (NCCL) + 50 (launched in step 3, run in step 4's window) us;
+    # busy inside 1000-2000: 1100-1500, 1600-1700, 1700-1750, 1750-1760 = 560 us
+    assert step_figures(data, "policy", 0, 3) == {
+        "wall_ms": 1.0, "gpu_kernel_ms": 0.65, "gpu_busy_pct": 56.0, "gpu_idle_ms": 0.44, "comm_ms": 0.1,
+        "memcpy_ms": 0.06, "gpu_kernels": 4,
+    }  # fmt: skip
+    assert step_figures(data, "policy", 0, 4) == {
+        "wall_ms": 1.0, "gpu_kernel_ms": 0.1, "gpu_busy_pct": 10.0, "gpu_idle_ms": 0.9, "comm_ms": 0.0,
+        "memcpy_ms": 0.0, "gpu_kernels": 1,
+    }  # fmt: skip
+
+
+def test_without_correlation_kernels_belong_to_the_step_they_start_in(tmp_path):
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", without_correlation(gpu_step_trace()))
+    data = summarize(tmp_path, nsys="").to_json()
+    assert step_figures(data, "policy", 0, 3)["gpu_kernel_ms"] == 0.6
+    # the kernel at 2120-2170 now counts in step 4: 50 + 100 us busy
+    assert step_figures(data, "policy", 0, 4) == {
+        "wall_ms": 1.0, "gpu_kernel_ms": 0.15, "gpu_busy_pct": 15.0, "gpu_idle_ms": 0.85, "comm_ms": 0.0,
+        "memcpy_ms": 0.0, "gpu_kernels": 2,
+    }  # fmt: skip
+
+
+def test_cpu_only_traces_claim_no_gpu_figures(tmp_path):
+    trace = gpu_step_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e["cat"] == "user_annotation"]
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", trace)
+    steps = summarize(tmp_path, nsys="").to_json()["workers"][0]["steps"]
+    assert steps["3"]["wall_ms"] == 1.0 and "gpu_kernel_ms" not in steps["3"]
+
+
+def test_slowest_rank_per_step_is_one_line(tmp_path):
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
+    write_json(tmp_path / "policy.rank1.steps3-4.1001.pt.trace.json", gpu_step_trace(1, 1001, step3_us=1500.0))
+    write_json(tmp_path / "policy.rank2.steps3-4.1002.pt.trace.json", gpu_step_trace(2, 1002, step3_us=1100.0))
+    summary = summarize(tmp_path, nsys="")
+    (row,) = summary.to_json()["stragglers"]["3"]
+    # walls 1.0, 1.5 and 1.1 ms: the median is 1.1
+    assert row["worker"] == "policy" and row["slowest_rank"] == 1 and row["ranks"] == 3
+    assert (row["wall_ms"], row["median_ms"], row["spread"]) == (1.5, 1.1, round(1.5 / 1.1, 3))
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=120)
+    render_summary(summary, console)
+    lines = [line for line in console.file.getvalue().splitlines() if line.startswith("step 3:")]
+    assert len(lines) == 1 and "policy rank 1" in lines[0] and "1.36x" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        (ELEMENTWISE, "vectorized_elementwise_kernel"),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(T1::Params)", "cutlass::Kernel2"),
+        ("cutlass::Kernel2<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8>", "cutlass::Kernel2"),
+        (NCCL, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+        ("ampere_sgemm_128x64_nn", "ampere_sgemm_128x64_nn"),
+        (
+            "void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<float, (int)4>(long, T3)",
+            "distribution_elementwise_grid_stride_kernel",
+        ),
+        ("void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float>>(T3)", "reduce_kernel"),
+        ("void foo::bar<std::less<int>, operator<>(int)", "bar"),
+    ],
+)
+def test_kernel_names_are_shortened_the_way_nsys_does(name, short):
+    assert short_kernel_name(name) == short
+
+
+def nsys_expected(path: Path) -> dict:
+    """Figures of the real capture's `step 3` worked out with plain SQL (and a plain interval union)."""
+    db = sqlite3.connect(path)
+    step = "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId WHERE s.value = 'step 3'"
+    lo, hi = db.execute(step).fetchone()
+    launched = "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId) WHERE r.start BETWEEN ? AND ?"
+    kernels = f"SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k {launched}"
+    count, kernel_ns = db.execute(kernels, (lo, hi)).fetchone()
+    copies_ns = 0
+    for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        copies_ns += db.execute(
+            f"SELECT coalesce(sum(k.end - k.start), 0) FROM {table} k {launched}", (lo, hi)
+        ).fetchone()[0]
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    union = " UNION ALL ".join(f"SELECT k.start, k.end FROM {t} k {launched}" for t in tables) + " ORDER BY 1"
+    busy, reach = 0, lo
+    for start, end in db.execute(union, (lo, hi) * 3):
+        start, end = max(start, reach), min(end, hi)
+        if end > start:
+            busy, reach = busy + end - start, end
+    wall = hi - lo
+    return {
+        "wall_ms": round(wall / 1e6, 3),
+        "gpu_kernel_ms": round(kernel_ns / 1e6, 3),
+        "gpu_busy_pct": round(100 * busy / wall, 2),
+        "gpu_idle_ms": round((wall - busy) / 1e6, 3),
+        "comm_ms": 0.0,
+        "memcpy_ms": round(copies_ns / 1e6, 3),
+        "gpu_kernels": count,
+    }
+
+
+@pytest.fixture
+def nsys_export(tmp_path) -> Path:
+    if not FIXTURE.exists():
+        pytest.skip(f"the Nsight Systems fixture is not at {FIXTURE}")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return Path(shutil.copyfile(FIXTURE, run_dir / "vllm_generation_worker_3_5_4242.1.sqlite"))
+
+
+def test_a_real_nsys_export_gives_per_step_gpu_time(nsys_export):
+    expected = nsys_expected(nsys_export)
+    assert expected["gpu_kernels"] == 82 and expected["wall_ms"] > 0
+    data = summarize(nsys_export.parent, nsys="").to_json()
+    (entry,) = data["workers"]
+    assert (entry["worker"], entry["source"], list(entry["steps"])) == ("vllm_generation_worker", "nsys", ["3"])
+    assert step_figures(data, "vllm_generation_worker", None, 3) == expected
+    names = {k["short_name"] for k in entry["top_kernels"]}
+    assert {"vectorized_elementwise_kernel", "reduce_kernel", "distribution_elementwise_grid_stride_kernel"} <= names
+    assert "vllm_generation_worker.generate [step 3]" in entry["steps"]["3"]["ranges_ms"]
+
+
+def test_the_rank_of_an_nsys_capture_comes_from_its_manifest(nsys_export):
+    manifest = nsys_export.parent / ".nrlprof" / "manifest-h-1.jsonl"
+    manifest.parent.mkdir()
+    record = {"backend": "nsys", "worker": "vllm_generation_worker", "rank": 2, "window": "3-5", "status": "ok",
+              "host": "h", "pid": 4242, "start_ms": 150.0, "stop_ms": 3012.5,
+              "files": ["/tmp/ray/logs/nsight/vllm_generation_worker_3_5_4242.1.nsys-rep"]}  # fmt: skip
+    manifest.write_text(json.dumps(record) + "\n")
+    data = summarize(nsys_export.parent, nsys="").to_json()
+    assert data["workers"][0]["rank"] == 2
+    assert data["profiler_overhead"] == [{"worker": "vllm_generation_worker", "rank": 2, "window": "3-5",
+                                          "backend": "nsys", "host": "h", "pid": 4242, "start_ms": 150.0,
+                                          "stop_ms": 3012.5}]  # fmt: skip
+
+
+FAKE_EXPORT = """#!{python}
+import shutil, sys
+args = sys.argv[1:]
+options = dict(zip(args[1:-1:2], args[2:-1:2]))
+expected = {{"--type": "sqlite", "--force-overwrite": "true", "--output": options.get("--output")}}
+if args[0] != "export" or options != expected:
+    print("ERROR: unexpected arguments " + repr(args), file=sys.stderr)
+    sys.exit(2)
+if not args[-1].endswith(".nsys-rep"):
+    sys.exit(3)
+shutil.copyfile({fixture!r}, options["--output"])
+"""
+
+
+def test_a_report_without_export_is_exported_with_nsys(nsys_export, tmp_path):
+    report = nsys_export.with_name("vllm_generation_worker_3_5_4242.1.nsys-rep")
+    report.write_bytes(b"report")
+    nsys_export.unlink()
+    nsys = tmp_path / "nsys"
+    nsys.write_text(FAKE_EXPORT.format(python=sys.executable, fixture=str(FIXTURE)))
+    nsys.chmod(0o755)
+    data = summarize(report.parent, nsys=str(nsys)).to_json()
+    nsys_workers = [w for w in data["workers"] if w["source"] == "nsys"]
+    assert len(nsys_workers) == 1 and nsys_workers[0]["steps"]["3"]["gpu_kernels"] == 82
+    assert nsys_workers[0]["files"] == [str(report)]
+    assert not list(report.parent.glob("*.sqlite"))  # the export went to a temporary directory
+
+
+def test_a_sqlite_file_that_is_not_an_export_is_a_note(tmp_path):
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
+    sqlite3.connect(tmp_path / "other.sqlite").execute("CREATE TABLE t (x)").connection.commit()
+    (tmp_path / "broken.sqlite").write_bytes(b"not a database at all" * 100)
+    notes = summarize(tmp_path, nsys="").notes
+    assert any("other.sqlite" in n and "NVTX_EVENTS" in n for n in notes)
+    assert any("broken.sqlite" in n and "not a readable" in n for n in notes)
