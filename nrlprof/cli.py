@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "collect": ("nrlprof.tools.collect", "copy every report, trace and manifest from every node into one directory"),
     "merge": ("nrlprof.tools.merge", "merge torch traces into one Chrome/Perfetto timeline"),
     "summary": ("nrlprof.tools.summary", "worker x step table of times, ranges, operators and kernels"),
+    "diff": ("nrlprof.tools.diff", "two runs' per-step time and GPU figures side by side, with the change"),
     "report": ("nrlprof.tools.report", "one self-contained HTML report: timeline picture and tables"),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
