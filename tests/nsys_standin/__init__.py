@@ -19,6 +19,10 @@ Each finished range is written as `<name>.qdstrm`, then "imported" to `<name>.ns
 `nsys export --type sqlite` turns it into the tables of a real export (`NVTX_EVENTS`, `StringIds`, an empty
 `CUPTI_ACTIVITY_KIND_KERNEL`, ...). A child killed by a signal while a range is open leaves no report for it.
 
+The socket and NVTX files live in `<tmp>/nsys-standin-<nsys pid>-*/`, removed at exit (and, for stand-ins that
+were killed, by the next stand-in). For CPU machines only: the fake `libcudart.so` would shadow a real CUDA
+runtime that a CUDA build of torch loads through the library path.
+
 Environment of the stand-in:
 - `NRLPROF_FAKE_TOOL_LOG`: directory for the call record `nsys-<nsys pid>.json` (options, command, pid of the
   launched process, nsys_pid, time, env).
