@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -168,3 +169,80 @@ def test_report_shows_nsys_tables(tmp_path):
     assert "Nsight Systems reports" in page and "dtensor_policy_worker_3-4_10_4242.nsys-rep" in page
     assert "ampere_sgemm_128x64_nn" in page and ":policy.train" in page
     assert "<svg" not in page  # no torch trace: no timeline
+
+
+@pytest.fixture(scope="session")
+def gpu_run_dir(tmp_path_factory) -> Path:
+    """Two GPU-shaped policy ranks (rank 1's step 3 is slower), the real nsys export, and a manifest."""
+    from test_tools_gpu import BASE_NS, FIXTURE, gpu_step_trace
+
+    root = tmp_path_factory.mktemp("gpu_report_run")
+    write_json(root / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
+    write_json(root / "policy" / "1" / "policy.rank1.steps3-4.1001.pt.trace.json",
+               gpu_step_trace(1, 1001, step3_us=1500.0))  # fmt: skip
+    if FIXTURE.exists():
+        shutil.copyfile(FIXTURE, root / "vllm_generation_worker_3_5_4242.1.sqlite")
+    base_s = BASE_NS / 1e9
+    records = [{"backend": "torch", "worker": "policy", "rank": rank, "window": "3-4", "status": "ok", "host": "h",
+                "pid": 1000 + rank, "start_ms": 150.0 + rank, "stop_ms": 3012.5, "started_at": base_s,
+                "stopped_at": base_s + 0.004, "files": [f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json"]}
+               for rank in (0, 1)]  # fmt: skip
+    (root / ".nrlprof").mkdir()
+    (root / ".nrlprof" / "manifest-h-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return root
+
+
+def test_report_shows_the_gpu_lane_overhead_and_slowest_rank(gpu_run_dir):
+    import html as html_lib
+
+    from test_tools_gpu import ELEMENTWISE, NCCL, SGEMM
+
+    page = render_html(summarize(gpu_run_dir, nsys=""))
+    # GPU lanes: every activity of the two ranks (7 each), hover text = the full kernel name
+    gpu_titles = re.findall(r'<rect class="gpu"[^>]*fill="(#[0-9a-f]+)"><title>([^<]*)</title>', page)
+    torch_names = {html_lib.escape(n) for n in (ELEMENTWISE, SGEMM, NCCL, "Memcpy HtoD", "Memset (Device)")}
+    torch_titles = [(fill, t) for fill, t in gpu_titles if t.rsplit(": ", 1)[0] in torch_names]
+    assert len(torch_titles) == 14
+    assert (("#dc2626", f"{html_lib.escape(NCCL)}: 100.0 us")) in torch_titles
+    assert ("#1d4ed8", f"{html_lib.escape(ELEMENTWISE)}: 200.0 us") in torch_titles
+    # kernels tables: the short name shown, the full one as hover text
+    assert f'<td class="l" title="{html_lib.escape(ELEMENTWISE)}">vectorized_elementwise_kernel</td>' in page
+    # step boundaries share one clock: both ranks' step 3 starts at the same x
+    starts = re.findall(r'<line x1="([\d.]+)" y1="(\d+)"[^>]*stroke-dasharray', page)
+    xs = {}
+    for x, y in starts:
+        xs.setdefault(int(y), []).append(x)
+    first_two_lanes = [xs[y] for y in sorted(xs)][:2]
+    assert first_two_lanes[0][0] == first_two_lanes[1][0]
+    # profiler start/stop flags and the overhead table
+    assert "profiler start (torch, window 3-4): 150.0 ms of overhead, not workload" in page
+    assert "profiler stop (torch, window 3-4): 3,012.5 ms of overhead, not workload" in page
+    assert "Profiler overhead" in page and "<td>151.0</td>" in page
+    # per-step GPU figures and the one line per step naming the straggler
+    assert "GPU per step" in page and "<td>56.00</td><td>0.44</td><td>0.10</td><td>0.06</td>" in page
+    (step3,) = re.findall(r'<p class="straggler">(step 3: .*)</p>', page)
+    # rank 1: 1.5 ms against a median of 1.25; busy 1100-1500, 1600-1760, 2120-2170 of 1000-2500: 41%
+    assert "policy rank 1 1.5 ms = 1.20x median of 2 rank(s), GPU busy 41%" in step3
+    assert ("#16a34a", "Memset (Device): 10.0 us") in torch_titles
+
+
+def test_gpu_report_renders_in_headless_chromium(gpu_run_dir, tmp_path):
+    browser = chromium()
+    output = tmp_path / "report.html"
+    write_report(gpu_run_dir, output)
+    screenshot = tmp_path / "report.png"
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={screenshot}", "--window-size=1200,900",
+               f"file://{output}"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    width, _, rows = png_pixels(screenshot.read_bytes())
+    channels = len(rows[0]) // width
+    seen = {row[i : i + 3] for row in rows for i in range(0, len(row), channels)}
+
+    def near(rgb: tuple[int, int, int]) -> bool:
+        return any(all(abs(a - b) <= 6 for a, b in zip(c, rgb, strict=True)) for c in seen)
+
+    # the GPU lane's compute (blue), NCCL (red) and copy (green) bars, and the grey profiler flags
+    assert near((0x1D, 0x4E, 0xD8)) and near((0xDC, 0x26, 0x26)) and near((0x16, 0xA3, 0x4A))
+    assert near((0x6B, 0x72, 0x80))

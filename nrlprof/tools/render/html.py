@@ -1,8 +1,12 @@
 """The HTML report's page: a timeline picture (inline SVG) and the summary tables, every value escaped.
 
 No network: the CSS is inline and the picture is SVG with native tooltips (`<title>`); no script.
-The timeline has one lane per worker rank. Time runs left to right over the profiled step windows only:
-windows far apart are drawn side by side with a gap, so steps 3-4 and 10 both stay readable.
+The timeline has one lane per worker rank: its step bars and annotated ranges (CPU), and under them a GPU
+lane of its longest kernels, copies and memsets (blue: compute, red: NCCL, green: memcpy/memset; full
+kernel names as hover text). All lanes share one clock, so step boundaries line up across workers. Time
+runs left to right over the profiled step windows only: windows far apart are drawn side by side with a
+gap, so steps 3-4 and 10 both stay readable. The profiler's own start and stop (from the manifests) are
+grey flags at the edges of each window: overhead, not workload.
 """
 
 from __future__ import annotations
@@ -13,19 +17,28 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from nrlprof.tools.gpu_time import is_comm
+from nrlprof.tools.kernel_names import short_kernel_name
+from nrlprof.tools.manifest_view import Overhead
 from nrlprof.tools.summary import TOP, Span, Summary, WorkerSummary
 
 WIDTH = 1160
 LABEL_WIDTH = 190
-LANE = 40
+LANE = 60
+CPU_LANE = 44
+GPU_BAR = 12
 AXIS = 34
 GAP = 18
 MIN_SEGMENT = 48
 BAR = 6
 MAX_DEPTH = 3
+NAME_WIDTH = 80
+GPU_KEYS = ("gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms")
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2",
            "#ca8a04", "#db2777", "#4f46e5", "#65a30d", "#0d9488", "#b91c1c")  # fmt: skip
 STEP_FILLS = ("#dbeafe", "#fef3c7")
+GPU_FILLS = {"compute": "#1d4ed8", "comm": "#dc2626", "copy": "#16a34a"}
+OVERHEAD_FILL = "#6b7280"
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #111827; background: #fff; }
@@ -33,7 +46,9 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8p
 .meta { color: #4b5563; margin: 0 0 12px; }
 table { border-collapse: collapse; margin: 4px 0 12px; }
 th, td { border: 1px solid #d1d5db; padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #f3f4f6; } td.l, th.l { text-align: left; white-space: normal; max-width: 520px; }
+th { background: #f3f4f6; } td.l, th.l { text-align: left; white-space: normal; max-width: 520px;
+  overflow-wrap: anywhere; }
+.straggler { font-family: ui-monospace, monospace; margin: 2px 0; }
 tr:nth-child(even) td { background: #f9fafb; }
 .note { color: #92400e; background: #fffbeb; border: 1px solid #fcd34d; padding: 6px 10px; margin: 6px 0; }
 .legend span { display: inline-block; margin: 0 14px 4px 0; }
@@ -57,8 +72,9 @@ def render_html(summary: Summary) -> str:
     for note in summary.notes:
         parts.append(f'<div class="note">{_e(note)}</div>')
     if summary.workers:
-        parts += ["<h2>Timeline</h2>", timeline_svg(summary.workers), _legend(summary.workers)]
+        parts += ["<h2>Timeline</h2>", timeline_svg(summary.workers, summary.overhead), _legend(summary.workers)]
         parts += _tables(summary)
+    parts += _overhead_tables(summary)
     parts += _nsys_tables(summary)
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -112,7 +128,7 @@ def _color(label: str) -> str:
     return PALETTE[zlib.crc32(label.encode()) % len(PALETTE)]
 
 
-def timeline_svg(workers: list[WorkerSummary]) -> str:
+def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None = None) -> str:
     spans = [s for w in workers for s in w.steps] or [s for w in workers for s in w.ranges]
     height = AXIS + LANE * len(workers) + 8
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
@@ -144,14 +160,18 @@ def timeline_svg(workers: list[WorkerSummary]) -> str:
                 continue
             x0, x1 = box
             color = STEP_FILLS[int(step.label) % 2] if step.label.isdigit() else STEP_FILLS[0]
+            out.append(f'<line x1="{x0:.1f}" y1="{y + 2}" x2="{x0:.1f}" y2="{y + LANE - 2}" stroke="#1e3a8a" '
+                       'stroke-dasharray="2,2"/>')  # fmt: skip
             ms = (step.end_us - step.start_us) / 1000
             out.append(
                 f"<g><title>{_e(worker.label)} step {_e(step.label)}: {ms:.1f} ms</title>"
-                f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 1):.1f}" height="{LANE - 4}" '
+                f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 1):.1f}" height="{CPU_LANE - 4}" '
                 f'fill="{color}" stroke="#93c5fd"/>'
                 f'<text x="{x0 + 3:.1f}" y="{y + 13}" fill="#1e3a8a">{_e(step.label)}</text></g>'
             )
         out.extend(_range_bars(worker, axis, y))
+        out.extend(_gpu_lane(worker, axis, y + CPU_LANE))
+        out.extend(_overhead_flags(worker, overhead or [], axis, y))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -176,16 +196,83 @@ def _range_bars(worker: WorkerSummary, axis: _Axis, y: float) -> list[str]:
     return bars
 
 
+def _gpu_kind(name: str) -> str:
+    if is_comm(name):
+        return "comm"
+    return "copy" if name in ("memcpy", "memset") or name.startswith(("Memcpy", "Memset")) else "compute"
+
+
+def _gpu_lane(worker: WorkerSummary, axis: _Axis, y: float) -> list[str]:
+    """The worker's longest GPU activities under its steps; hover text: the full kernel name and duration."""
+    if not worker.gpu_spans:
+        return []
+    width = WIDTH - LABEL_WIDTH - 10
+    out = [f'<text x="{LABEL_WIDTH - 8}" y="{y + GPU_BAR - 2}" text-anchor="end" fill="#374151">GPU</text>',
+           f'<rect x="{LABEL_WIDTH}" y="{y}" width="{width}" height="{GPU_BAR}" fill="#e5e7eb"/>']  # fmt: skip
+    for span in worker.gpu_spans:
+        box = axis.clip(span.start_us, span.end_us)
+        if box is None:
+            continue
+        x0, x1 = box
+        us = span.end_us - span.start_us
+        out.append(
+            f'<rect class="gpu" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.8):.1f}" height="{GPU_BAR}" '
+            f'fill="{GPU_FILLS[_gpu_kind(span.label)]}"><title>{_e(span.label)}: {us:,.1f} us</title></rect>'
+        )
+    return out
+
+
+def _overhead_flags(worker: WorkerSummary, overhead: list[Overhead], axis: _Axis, y: float) -> list[str]:
+    """Grey flags where this worker's profiler started (left of its window) and stopped (right of it)."""
+    out = []
+    for item in overhead:
+        if (item.worker, item.rank) != (worker.worker, worker.rank):
+            continue
+        window = [s for s in worker.steps if item.started_at <= s.start_us / 1e6 <= item.stopped_at] or worker.steps
+        if not window:
+            continue
+        first = axis.clip(min(s.start_us for s in window), min(s.end_us for s in window))
+        last_span = max(window, key=lambda s: s.end_us)
+        last = axis.clip(last_span.start_us, last_span.end_us)
+        marks = ((first[0] if first else None, "start", item.start_ms, -1),
+                 (last[1] if last else None, "stop", item.stop_ms, 1))  # fmt: skip
+        for x, what, ms, side in marks:
+            if x is None:
+                continue
+            tip = f"profiler {what} ({item.backend}, window {item.window}): {ms:,.1f} ms of overhead, not workload"
+            points = f"{x:.1f},{y + 2} {x + 7 * side:.1f},{y + 7} {x:.1f},{y + 12}"
+            out.append(f'<polygon class="overhead" points="{points}" fill="{OVERHEAD_FILL}"><title>{_e(tip)}</title>'
+                       "</polygon>")  # fmt: skip
+    return out
+
+
 def _legend(workers: list[WorkerSummary]) -> str:
     labels = sorted({s.label for w in workers for s in w.ranges})
     items = [f'<span><i style="background:{_color(label)}"></i>{_e(label)}</span>' for label in labels]
+    if any(w.gpu_spans for w in workers):
+        items += [f'<span><i style="background:{GPU_FILLS[k]}"></i>GPU {k}</span>' for k in GPU_FILLS]
+    items.append(f'<span><i style="background:{OVERHEAD_FILL}"></i>profiler start/stop (overhead)</span>')
     return f'<div class="legend">{"".join(items)}</div>' if items else ""
 
 
 def _tables(summary: Summary) -> list[str]:
+    from nrlprof.tools.stragglers import step_lines
+
     steps = summary.steps
     parts = ["<h2>Step wall time (ms)</h2>", _table(["worker", *map(str, steps)],
              [[w.label, *[_ms(w.step_wall_ms.get(s)) for s in steps]] for w in summary.workers])]  # fmt: skip
+    gpu_rows = [
+        [w.label, str(step), _fig(w.step_wall_ms.get(step)), *[_fig(f[k]) for k in GPU_KEYS]]
+        for w in summary.workers
+        for step, f in ((step, g.to_json()) for step, g in sorted(w.step_gpu.items()))
+    ]
+    if gpu_rows:
+        head = ["worker", "step", "wall ms", "GPU kernels ms", "GPU busy %", "GPU idle ms", "NCCL ms", "memcpy ms"]
+        parts += ["<h2>GPU per step</h2>", _table(head, gpu_rows)]
+    lines = step_lines(summary)
+    if lines:
+        parts.append("<h2>Slowest rank per step</h2>")
+        parts += [f'<p class="straggler">{_e(line)}</p>' for line in lines]
     outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
     columns: list[int | None] = [*steps, None] if outside else list(steps)
     rows = [
@@ -196,16 +283,26 @@ def _tables(summary: Summary) -> list[str]:
     if rows:
         head = ["worker", "range", "calls", *[str(s) if s is not None else "outside steps" for s in columns]]
         parts += ["<h2>Annotated ranges (ms per step)</h2>", _table(head, rows, text_columns=2)]
-    for title, attr in (("Top operators (by self time)", "ops"), ("Top kernels (by total time)", "kernels")):
-        rows = [
-            [w.label, op.name, str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
-            for w in summary.workers
-            for op in getattr(w, attr)
-        ]
-        if rows:
-            head = ["worker", "name", "calls", "self ms", "total ms"]
-            parts += [f"<h2>{title}</h2>", _table(head, rows, text_columns=2)]
+    rows = [[w.label, op.name, str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
+            for w in summary.workers for op in w.ops]  # fmt: skip
+    if rows:
+        head = ["worker", "name", "calls", "self ms", "total ms"]
+        parts += ["<h2>Top operators (by self time)</h2>", _table(head, rows, text_columns=2)]
+    rows = [[w.label, k.name, str(k.calls), _ms(k.total_us / 1000)] for w in summary.workers for k in w.kernels]
+    if rows:
+        head = ["worker", "kernel (hover: full name)", "calls", "total ms"]
+        parts += ["<h2>Top kernels (by total time)</h2>", _table(head, rows, text_columns=2, names=(1,))]
     return parts
+
+
+def _overhead_tables(summary: Summary) -> list[str]:
+    if not summary.overhead:
+        return []
+    head = ["worker", "window", "backend", "host", "pid", "start ms", "stop ms"]
+    rows = [[o.label, o.window, o.backend, o.host, str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)]
+            for o in summary.overhead]  # fmt: skip
+    title = "Profiler overhead (time to start and stop the profiler in each process, not the workload)"
+    return [f"<h2>{title}</h2>", _table(head, rows, text_columns=4)]
 
 
 def _nsys_tables(summary: Summary) -> list[str]:
@@ -220,16 +317,22 @@ def _nsys_tables(summary: Summary) -> list[str]:
             if rows:
                 columns = [c for c in rows[0] if c in (key, "Instances") or c.startswith(("Time", "Total Time"))]
                 head = [columns[-1], *columns[:-1]] if columns and columns[-1] == key else columns
-                parts.append(_table(head, [[row.get(c, "") for c in head] for row in rows[:TOP]], text_columns=1))
+                cells = [[row.get(c, "") for c in head] for row in rows[:TOP]]
+                parts.append(_table(head, cells, text_columns=1, names=(0,) if key == "Name" else ()))
     return parts
 
 
-def _table(head: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
+def _table(head: list[str], rows: list[list[str]], text_columns: int = 1, names: tuple[int, ...] = ()) -> str:
+    """A table; the columns in `names` hold kernel names: shown short, the full name as hover text."""
+
+    def cell(tag: str, i: int, value: str) -> str:
+        if tag == "td" and i in names:
+            short = _short(short_kernel_name(value), NAME_WIDTH)
+            return f'<td class="l" title="{_e(value)}">{_e(short)}</td>'
+        return f'<{tag} class="l">{_e(value)}</{tag}>' if i < text_columns else f"<{tag}>{_e(value)}</{tag}>"
+
     def cells(tag: str, values: list[str]) -> str:
-        return "".join(
-            f'<{tag} class="l">{_e(v)}</{tag}>' if i < text_columns else f"<{tag}>{_e(v)}</{tag}>"
-            for i, v in enumerate(values)
-        )
+        return "".join(cell(tag, i, v) for i, v in enumerate(values))
 
     body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
     return f"<table><thead><tr>{cells('th', head)}</tr></thead><tbody>{body}</tbody></table>"
@@ -237,6 +340,11 @@ def _table(head: list[str], rows: list[list[str]], text_columns: int = 1) -> str
 
 def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:,.1f}"
+
+
+def _fig(value: float | None) -> str:
+    """Per-step figures: two decimals, kernels of tens of microseconds stay visible."""
+    return "" if value is None else f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
 
 
 def _short(text: str, limit: int) -> str:
