@@ -5,6 +5,8 @@
 - rocprof-sys: `<ray session dir>/logs/rocprof_sys/`.
 - torch: `<dir>/<worker>/<rank>/<worker>.rank<r>.<label>.<pid>[.<n>].pt.trace.json[.gz]`,
   the controller's directly in `<dir>/`; label `steps3-4`, or `step3.<method>` in discrete mode.
+- memory: `<dir>/<worker>/<rank>/<worker>.rank<r>.steps<a>-<b>.<pid>.memory.json` (per-step figures) and
+  `.pickle` (the CUDA allocator snapshot); `...oom.<pid>.pickle` when the process ran out of memory.
 - manifests: `<ray session dir>/logs/nrlprof/manifest-<host>-<pid>.jsonl`, or
   `<torch dir>/.nrlprof/` when a process has no Ray session.
 """
@@ -29,6 +31,8 @@ NSYS_SUFFIXES = (NSYS_REPORT_SUFFIX, ".qdrep")
 NSYS_UNFINISHED_SUFFIX = ".qdstrm"
 TRACE_SUFFIX = ".pt.trace.json"
 TRACE_SUFFIXES = (TRACE_SUFFIX, TRACE_SUFFIX + ".gz")
+MEMORY_FIGURES_SUFFIX = ".memory.json"
+MEMORY_SNAPSHOT_SUFFIX = ".pickle"
 # Written by the nsight plugin's dry run at actor creation; removed right after.
 DRY_RUN_PREFIX = "nrlprof-dryrun-"
 
@@ -134,6 +138,12 @@ def trace_file_name(worker_file_name: str, rank: int | None, label: str, pid: in
     """`<worker>.rank<r>.<label>.<pid>.pt.trace.json`, label `steps3-4` or (discrete) `step3.<method>`."""
     rank_part = "" if rank is None else f".rank{rank}"
     suffix = TRACE_SUFFIXES[1] if gzip else TRACE_SUFFIX
+    return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
+
+
+def memory_file_name(worker_file_name: str, rank: int | None, label: str, pid: int, suffix: str) -> str:
+    """`<worker>.rank<r>.<label>.<pid><suffix>`, named like the torch traces; label `steps3-4` or `oom`."""
+    rank_part = "" if rank is None else f".rank{rank}"
     return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
 
 

@@ -25,7 +25,7 @@ def test_each_selecting_variable_configures(name):
         {"NRL_PROFILE_CONFIG": ""},
         {"NRL_PROFILE_LOG_LEVEL": "DEBUG", "NRL_PROFILE_TIMEOUT_S": "5", "NRL_NSYS_RANKS": "0"},
         {"NRL_TORCH_PROFILE_DIR": "/tmp/t", "NRL_NSYS_EXTRA_OPTIONS": "{}"},
-        {"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*"},
+        {"NRL_MEMORY_PROFILE_MAX_ENTRIES": "1000", "NRL_MEMORY_PROFILE_DIR": "/tmp/m"},
         {"NRLPROF_WORKER": ""},
     ],
 )
@@ -47,6 +47,8 @@ def test_the_names_are_the_documented_ones():
         "NRL_TORCH_PROFILE_STEP_RANGE",
         "NRL_ROCPROF_WORKER_PATTERNS",
         "NRL_ROCPROF_PROFILE_STEP_RANGE",
+        "NRL_MEMORY_PROFILE_WORKER_PATTERNS",
+        "NRL_MEMORY_PROFILE_STEP_RANGE",
         "NRL_PROFILE_CONFIG",
     }
     assert variables.CONFIG_FILE_VARIABLE == "NRL_PROFILE_CONFIG"

@@ -105,3 +105,26 @@ class OverlappingGenerationWorker:
         matmuls(f"overlap.generate.{step}")
         time.sleep(hold_s)
         return threading.get_ident()
+
+
+@ray.remote(num_cpus=0)
+class LeakyPolicyWorker:
+    """Keeps 40 MB more every call (a cache nobody frees)."""
+
+    def __init__(self):
+        self.kept = []
+
+    def train(self, step: int) -> int:
+        self.kept.append(bytearray(40 << 20))
+        for index in range(0, len(self.kept[-1]), 4096):
+            self.kept[-1][index] = 1
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class SteadyPolicyWorker:
+    def train(self, step: int) -> int:
+        scratch = bytearray(40 << 20)
+        for index in range(0, len(scratch), 4096):
+            scratch[index] = 1
+        return os.getpid()

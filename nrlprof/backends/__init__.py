@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nrlprof.backends.base import Backend
-from nrlprof.config.plan import NSYS, ROCPROF, TORCH
+from nrlprof.config.plan import MEMORY, NSYS, ROCPROF, TORCH
 
 
 def backend_class(kind: str) -> type[Backend]:
@@ -19,4 +19,8 @@ def backend_class(kind: str) -> type[Backend]:
         from nrlprof.backends.rocprof import RocprofBackend
 
         return RocprofBackend
+    if kind == MEMORY:
+        from nrlprof.backends.memory import MemoryBackend
+
+        return MemoryBackend
     raise KeyError(kind)

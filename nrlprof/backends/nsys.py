@@ -20,8 +20,7 @@ from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.ranges.nvtx import nvtx_module
-from nrlprof.ranges.step_ranges import DOMAIN, StepRanges
+from nrlprof.ranges.step_ranges import StepRanges
 from nrlprof.workers.identity import WorkerIdentity
 
 # How long a report may take to appear after cudaProfilerStop returned (a slow shared filesystem).
@@ -65,7 +64,6 @@ class NsysBackend(Backend):
         # Capture ranges started in this process so far: the k of `<name>.<k>.nsys-rep`.
         self.ranges_started = 0
         self.first_range = 0
-        self.call_range = None
 
     @property
     def repeats(self) -> bool:
@@ -88,15 +86,10 @@ class NsysBackend(Backend):
         return problem
 
     def begin_call(self, label: str) -> None:
+        """A discrete capture; the call's own NVTX range is opened by the annotation that began it."""
         self.capture_problem = self._start_capture(f"capture of {label}") or self.capture_problem
-        nvtx = nvtx_module()
-        if nvtx is not None:
-            self.call_range = nvtx.start_range(message=f"{label} [step {self.steps_seen[-1]}]", domain=DOMAIN)
 
     def end_call(self) -> None:
-        if self.call_range is not None:
-            nvtx_module().end_range(self.call_range)
-            self.call_range = None
         if not self.capture_problem:
             cuda_profiler_api.stop()
 

@@ -192,9 +192,7 @@ class TorchBackend(Backend):
         settings = self.role.plan.torch
         identity = self.role.identity
         worker_file = identity.file_name if identity else layout.CONTROLLER
-        directory = layout.trace_directory(
-            settings.directory, identity.file_name if identity else None, self.role.rank
-        )
+        directory = layout.trace_directory(settings.directory, identity.file_name if identity else None, self.role.rank)
         directory.mkdir(parents=True, exist_ok=True)
         name = layout.trace_file_name(worker_file, self.role.rank, label, os.getpid(), settings.gzip)
         target = layout.unused_path(directory / name)

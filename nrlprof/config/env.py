@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from nrlprof.config.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MEMORY_DIR, memory_options, parse_max_entries
 from nrlprof.config.nsys_options import build_nsys_options, normalise_options
 from nrlprof.config.plan import (
     DEFAULT_TIMEOUT_S,
     MAX_RANK,
+    MEMORY,
     NSYS,
     ROCPROF,
     TORCH,
@@ -22,6 +24,11 @@ from nrlprof.config.tool_env import environment_items
 from nrlprof.config.variables import (
     CONFIG_FILE_VARIABLE,
     LOG_LEVEL_VARIABLE,
+    MEMORY_DIR_VARIABLE,
+    MEMORY_MAX_ENTRIES_VARIABLE,
+    MEMORY_ON_OOM_VARIABLE,
+    MEMORY_PREFIX,
+    MEMORY_STEP_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
     NSYS_PREFIX,
     NSYS_STEP_VARIABLE,
@@ -99,7 +106,7 @@ def parse_json_object(text: str, variable: str) -> dict:
     return value
 
 
-def _selection(
+def selection(
     environ: Mapping[str, str], prefix: str, step_variable: str, *, steps_required: bool
 ) -> tuple[tuple[Target, ...], StepSelection | None] | None:
     patterns_variable = f"{prefix}_WORKER_PATTERNS"
@@ -134,7 +141,7 @@ def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
 
 
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
+    selected = selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
     targets, steps = selected
@@ -145,7 +152,7 @@ def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 
 
 def torch_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, TORCH_PREFIX, TORCH_STEP_VARIABLE, steps_required=True)
+    selected = selection(environ, TORCH_PREFIX, TORCH_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
     targets, steps = selected
@@ -153,7 +160,7 @@ def torch_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 
 
 def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = _selection(environ, ROCPROF_PREFIX, ROCPROF_STEP_VARIABLE, steps_required=False)
+    selected = selection(environ, ROCPROF_PREFIX, ROCPROF_STEP_VARIABLE, steps_required=False)
     if selected is None:
         return None
     targets, steps = selected
@@ -162,6 +169,27 @@ def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     output_dir = environ.get(ROCPROF_OUTPUT_DIR_VARIABLE, "").strip() or None
     options = tuple((k, v) for k, v in args.items() if v is not None)
     return BackendPlan(ROCPROF, targets, steps, options=options, env=env, output_dir=output_dir)
+
+
+def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
+    selected = selection(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, steps_required=True)
+    entries_text = environ.get(MEMORY_MAX_ENTRIES_VARIABLE, "")
+    max_entries = parse_max_entries(entries_text, MEMORY_MAX_ENTRIES_VARIABLE) if entries_text.strip() else None
+    oom_text = environ.get(MEMORY_ON_OOM_VARIABLE, "")
+    on_oom = parse_bool(oom_text, MEMORY_ON_OOM_VARIABLE) if oom_text.strip() else False
+    if selected is None:
+        for variable in (MEMORY_MAX_ENTRIES_VARIABLE, MEMORY_ON_OOM_VARIABLE, MEMORY_DIR_VARIABLE):
+            if environ.get(variable, "").strip():
+                raise ConfigError(
+                    f"{MEMORY_PREFIX}_WORKER_PATTERNS",
+                    environ.get(f"{MEMORY_PREFIX}_WORKER_PATTERNS", ""),
+                    f"worker patterns such as '*policy*' because {variable} is set",
+                )
+        return None
+    targets, steps = selected
+    directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
+    options = memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom)
+    return BackendPlan(MEMORY, targets, steps, options=options, output_dir=directory)
 
 
 def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> TorchSettings:
@@ -202,7 +230,8 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
     """The plan the variables describe; a backend the variables name replaces the base's one."""
     plan = base or Plan()
     sources = list(plan.sources)
-    for backend in (nsys_from_env(environ), torch_from_env(environ), rocprof_from_env(environ)):
+    readers = (nsys_from_env, torch_from_env, rocprof_from_env, memory_from_env)
+    for backend in (read(environ) for read in readers):
         if backend is not None:
             plan = plan.with_backend(backend)
             sources.append(f"env:{backend.kind}")

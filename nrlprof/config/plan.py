@@ -10,7 +10,8 @@ from nrlprof.config.steps import MAX_STEP, StepSelection
 NSYS = "nsys"
 TORCH = "torch"
 ROCPROF = "rocprof"
-BACKEND_KINDS = (NSYS, TORCH, ROCPROF)
+MEMORY = "memory"
+BACKEND_KINDS = (NSYS, TORCH, ROCPROF, MEMORY)
 
 DEFAULT_TORCH_DIR = "torch_profiler_trace"
 DEFAULT_TIMEOUT_S = 120.0

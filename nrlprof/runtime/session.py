@@ -169,7 +169,17 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     creation_hook.install(session)
     method_ranges.install(identity.name)
     state.session = session
+    _arm_oom_snapshot(session)
     return session
+
+
+def _arm_oom_snapshot(session: Session) -> None:
+    """With NRL_MEMORY_PROFILE_ON_OOM=1, a selected worker keeps allocator history from its CUDA start."""
+    backend = session.process.backends.get("memory")
+    if backend is not None and backend.on_oom:
+        from nrlprof.backends.memory import arm_oom_snapshot
+
+        arm_oom_snapshot(backend)
 
 
 def activate_from_env(environ: Mapping[str, str]) -> Session | None:
@@ -193,9 +203,14 @@ def deactivate() -> None:
 
 
 def _prepare_output_dirs(plan: Plan, source: str) -> None:
-    if plan.backend("torch") is None:
-        return
-    directory = Path(plan.torch.directory)
+    if plan.backend("torch") is not None:
+        _check_writable(Path(plan.torch.directory), source)
+    memory = plan.backend("memory")
+    if memory is not None and memory.output_dir:
+        _check_writable(Path(memory.output_dir), "NRL_MEMORY_PROFILE_DIR")
+
+
+def _check_writable(directory: Path, source: str) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / f".nrlprof-write-test-{os.getpid()}"

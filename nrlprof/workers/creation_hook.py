@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from nrlprof.config.plan import NSYS, ROCPROF
 from nrlprof.log import logger
+from nrlprof.rayfix.cluster_fix import agent_has_fix, isolation_overrides, prefixed_runtime_env
 from nrlprof.runtime import patches
 from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, match_worker
@@ -164,10 +165,13 @@ class ActorCreationHook:
             if matches and not in_worker:
                 fragment.update(self.package())
         if in_worker:
-            fragment = {**isolation_from_parent(matches, job_setup_hook()), **fragment}
+            fragment = {**isolation_from_parent(matches, job_setup_hook()), **isolation_overrides(), **fragment}
         if not fragment:
             return None
         merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
+        if matches and agent_has_fix() is False:
+            # The cluster's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
+            merged = dict(prefixed_runtime_env(merged))
         return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches
 
 

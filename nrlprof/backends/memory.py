@@ -1,0 +1,213 @@
+"""Memory per step: host RSS and CUDA allocator figures at every step of a window, an allocator snapshot per window.
+
+Figures for step n are taken when step n ends (the next step, or the window's stop): host RSS and its
+peak during the step (the kernel's high-water mark, reset at each step start), and, in a process where
+CUDA is already initialised, per device `memory_allocated`, `memory_reserved` and the peak allocated
+during the step.  CUDA is never initialised here.  In CUDA processes the allocator's history is recorded
+from the window's start and dumped as a `.pickle` at its end (pytorch.org/memory_viz reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from nrlprof import layout
+from nrlprof.backends.base import Backend
+from nrlprof.config.memory import memory_settings
+from nrlprof.config.plan import MEMORY
+from nrlprof.config.steps import Window
+from nrlprof.log import logger
+from nrlprof.manifest import WindowRecord
+
+MB = 1 << 20
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def host_rss_bytes() -> int:
+    with open("/proc/self/statm", "rb") as handle:
+        return int(handle.read().split()[1]) * _PAGE
+
+
+def host_peak_bytes() -> int | None:
+    """The high-water mark of RSS since it was last reset (VmHWM)."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_host_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux `clear_refs` 5); False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def cuda_in_use():
+    """torch.cuda when this process has already initialised CUDA; None otherwise (and nothing initialised)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        return torch.cuda if torch.cuda.is_initialized() else None
+    except Exception:
+        return None
+
+
+class MemoryBackend(Backend):
+    kind = MEMORY
+
+    def __init__(self, backend_plan, role, target=None) -> None:
+        super().__init__(backend_plan, role, target)
+        self.max_entries, self.on_oom = memory_settings(backend_plan.options_dict)
+        self.samples: list[dict] = []
+        self.step_started: tuple[int, float] | None = None
+        self.recording = False
+        self.skip_said = False
+
+    def start_window(self, window: Window, step: int) -> None:
+        self.window, self.steps_seen, self.started_at, self.samples = window, [], time.time(), []
+        cuda = cuda_in_use()
+        if cuda is not None:
+            self.recording = self._record_history(cuda)
+        elif not self.skip_said:
+            self.skip_said = True
+            logger.info(
+                "memory: %s has not initialised CUDA; allocator snapshots are skipped in it, per-step figures kept",
+                self.role.worker_name,
+            )
+        self.mark_step(step)
+
+    def _record_history(self, cuda) -> bool:
+        try:
+            cuda.memory._record_memory_history(max_entries=self.max_entries)
+            return True
+        except Exception as err:
+            logger.warning("memory: allocator history unavailable in %s: %s", self.role.worker_name, err)
+            return False
+
+    def mark_step(self, step: int) -> None:
+        self._close_step()
+        self.steps_seen.append(step)
+        reset_host_peak()
+        cuda = cuda_in_use()
+        if cuda is not None:
+            for device in range(cuda.device_count()):
+                cuda.reset_peak_memory_stats(device)
+        self.step_started = (step, time.monotonic())
+
+    def _close_step(self) -> None:
+        if self.step_started is None:
+            return
+        step, began = self.step_started
+        self.step_started = None
+        wall_ms = (time.monotonic() - began) * 1000
+        sample: dict = {"step": step, "wall_ms": wall_ms, "host_rss_mb": host_rss_bytes() / MB}
+        peak = host_peak_bytes()
+        if peak is not None:
+            sample["host_peak_mb"] = max(peak, host_rss_bytes()) / MB
+        cuda = cuda_in_use()
+        if cuda is not None:
+            sample["cuda"] = {
+                str(device): {
+                    "allocated_mb": cuda.memory_allocated(device) / MB,
+                    "reserved_mb": cuda.memory_reserved(device) / MB,
+                    "peak_mb": cuda.max_memory_allocated(device) / MB,
+                }
+                for device in range(cuda.device_count())
+            }
+        self.samples.append(sample)
+
+    def _path(self, label: str, suffix: str) -> Path:
+        identity = self.role.identity
+        worker_file = identity.file_name if identity else layout.CONTROLLER
+        directory = layout.trace_directory(
+            self.backend_plan.output_dir or "memory_profile", identity.file_name if identity else None, self.role.rank
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / layout.memory_file_name(worker_file, self.role.rank, label, os.getpid(), suffix)
+
+    def stop_window(self) -> WindowRecord:
+        self._close_step()
+        label = f"steps{self.window.label}"
+        files = [str(self._write_figures(label))]
+        if self.recording:
+            snapshot = self._dump_snapshot(label)
+            if snapshot is not None:
+                files.append(str(snapshot))
+        record = self.record(files, "ok", "" if self.recording else "no CUDA in this process: figures only")
+        self.window = None
+        return record
+
+    def _write_figures(self, label: str) -> Path:
+        path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
+        document = {
+            "nrlprof": {
+                "worker": self.role.worker_name,
+                "rank": self.role.rank,
+                "window": self.window.label,
+                "pid": os.getpid(),
+                "host": os.uname().nodename,
+                "backend": MEMORY,
+            },
+            "steps": self.samples,
+        }
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(json.dumps(document, indent=1))
+        os.replace(partial, path)
+        return path
+
+    def _dump_snapshot(self, label: str) -> Path | None:
+        cuda = cuda_in_use()
+        path = self._path(label, layout.MEMORY_SNAPSHOT_SUFFIX)
+        try:
+            cuda.memory._dump_snapshot(str(path))
+            return path
+        except Exception as err:
+            logger.warning("memory: snapshot of %s failed: %s", self.role.worker_name, err)
+            return None
+        finally:
+            if not self.on_oom:  # with snapshot-on-OOM, history keeps recording for the next failure
+                cuda.memory._record_memory_history(enabled=None)
+            self.recording = False
+
+
+def arm_oom_snapshot(backend: MemoryBackend) -> bool:
+    """Record allocator history from CUDA's start and dump it when this process runs out of memory.
+
+    Queued until the process initialises CUDA (never initialised here); False where torch is missing.
+    The job's own handling of the error is unchanged: the observer only writes the snapshot.
+    """
+    try:
+        import torch
+    except ImportError:
+        return False
+    from nrlprof.manifest import append_record
+
+    def on_oom(device: int, allocated: int, device_allocated: int, device_free: int) -> None:
+        path = backend._path("oom", layout.MEMORY_SNAPSHOT_SUFFIX)
+        torch.cuda.memory._dump_snapshot(str(path))
+        message = f"out of memory on device {device}: {allocated / MB:.0f} MB requested, {device_free / MB:.0f} MB free"
+        record = WindowRecord(
+            MEMORY, backend.role.worker_name, backend.role.rank, [], "oom", [str(path)], "oom", message
+        )
+        append_record(layout.manifest_dir(backend.role.session_dir, backend.role.plan.torch.directory), record)
+        logger.error("memory: %s: %s; allocator snapshot %s", backend.role.worker_name, message, path)
+
+    def arm() -> None:
+        torch.cuda.memory._record_memory_history(max_entries=backend.max_entries)
+        torch._C._cuda_attach_out_of_memory_observer(on_oom)
+
+    torch.cuda._lazy_call(arm)
+    return True

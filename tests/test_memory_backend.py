@@ -1,0 +1,99 @@
+"""The memory backend on a real Ray cluster (CPU): per-step host figures, no CUDA initialised, bad values."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from nrlprof.config.env import plan_from_env
+from nrlprof.errors import ConfigError
+
+
+def figures(directory, worker: str) -> list[dict]:
+    (path,) = (directory / worker / "0").glob(f"{worker}.rank0.steps2-5.*.memory.json")
+    document = json.loads(path.read_text())
+    assert document["nrlprof"]["worker"] == worker and document["nrlprof"]["window"] == "2-5"
+    return document["steps"]
+
+
+def test_a_worker_that_keeps_memory_reads_as_growing_and_its_sibling_as_flat(ray_cluster, activate, tmp_path, capfd):
+    from worker_shapes import LeakyPolicyWorker, SteadyPolicyWorker
+
+    directory = tmp_path / "memory"
+    nrlprof = activate(
+        NRL_MEMORY_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_MEMORY_PROFILE_STEP_RANGE="2:6",
+        NRL_MEMORY_PROFILE_DIR=str(directory),
+    )
+    leaky, steady = LeakyPolicyWorker.remote(), SteadyPolicyWorker.remote()
+    for step in range(1, 8):
+        nrlprof.step(step)
+        ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=120)
+    nrlprof.finish()
+
+    leaking = figures(directory, "leaky_policy_worker")
+    assert [s["step"] for s in leaking] == [2, 3, 4, 5]
+    growth = [b["host_rss_mb"] - a["host_rss_mb"] for a, b in itertools.pairwise(leaking)]
+    assert all(35 <= g <= 45 for g in growth), growth
+    flat = figures(directory, "steady_policy_worker")
+    assert max(s["host_rss_mb"] for s in flat) - min(s["host_rss_mb"] for s in flat) < 10
+    assert all(s["host_peak_mb"] >= s["host_rss_mb"] for s in flat)
+    assert all(s["host_peak_mb"] - s["host_rss_mb"] >= 30 for s in flat), "the step's transient 40 MB is its peak"
+    assert all("cuda" not in s for s in leaking + flat), "CUDA is never initialised by the memory backend"
+    assert not list(directory.rglob("*.pickle"))
+    assert "allocator snapshots are skipped" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*", "NRL_MEMORY_PROFILE_STEP_RANGE": "0:3"}, "STEP_RANGE"),
+        ({"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*"}, "NRL_MEMORY_PROFILE_STEP_RANGE"),
+        (
+            {
+                "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*",
+                "NRL_MEMORY_PROFILE_STEP_RANGE": "2",
+                "NRL_MEMORY_PROFILE_MAX_ENTRIES": "-5",
+            },
+            "NRL_MEMORY_PROFILE_MAX_ENTRIES",
+        ),
+        (
+            {
+                "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*",
+                "NRL_MEMORY_PROFILE_STEP_RANGE": "2",
+                "NRL_MEMORY_PROFILE_ON_OOM": "maybe",
+            },
+            "NRL_MEMORY_PROFILE_ON_OOM",
+        ),
+        ({"NRL_MEMORY_PROFILE_ON_OOM": "1"}, "NRL_MEMORY_PROFILE_WORKER_PATTERNS"),
+        (
+            {
+                "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*",
+                "NRL_MEMORY_PROFILE_STEP_RANGE": "2",
+                "NRL_MEMORY_PROFILE_RANKS": "x",
+            },
+            "NRL_MEMORY_PROFILE_RANKS",
+        ),
+    ],
+)
+def test_bad_memory_values_are_one_config_error_naming_the_variable(variables, named):
+    with pytest.raises(ConfigError) as caught:
+        plan_from_env(variables)
+    assert named in str(caught.value)
+
+
+def test_memory_settings_reach_the_plan():
+    plan = plan_from_env(
+        {
+            "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*policy*",
+            "NRL_MEMORY_PROFILE_STEP_RANGE": "3:5,9",
+            "NRL_MEMORY_PROFILE_MAX_ENTRIES": "5000",
+            "NRL_MEMORY_PROFILE_ON_OOM": "yes",
+        }
+    )
+    backend = plan.backend("memory")
+    assert [w.label for w in backend.steps.windows] == ["3-4", "9"]
+    assert backend.options_dict == {"max_entries": "5000", "on_oom": "1"}
+    assert backend.output_dir == "memory_profile"
