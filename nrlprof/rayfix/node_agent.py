@@ -18,6 +18,7 @@ from nrlprof.rayfix.plugins_env import agent_hook_listed
 PROC = Path("/proc")
 AGENT_COMMAND_OPTION = "--runtime_env_agent_command="
 AGENT_MAIN = ("_private", "runtime_env", "agent", "main.py")
+AGENT_TITLE = "ray::RuntimeEnvAgent"
 
 
 @dataclass(frozen=True)
@@ -65,16 +66,20 @@ def agent_ray_dir(raylet_argv: list[str]) -> Path | None:
 
 
 def agent_pid(raylet_pid: int) -> int | None:
-    """The runtime-env agent: the raylet's child running `.../runtime_env/agent/main.py`."""
+    """The runtime-env agent: the raylet's child running `.../runtime_env/agent/main.py`.
+
+    The agent renames its process title to `ray::RuntimeEnvAgent` once started, so both forms are recognised.
+    """
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
             parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == raylet_pid and any(
-                arg.endswith(os.path.join(*AGENT_MAIN)) for arg in read_argv(int(entry.name))
-            ):
+            if parent != raylet_pid:
+                continue
+            argv = read_argv(int(entry.name))
+            if (argv and argv[0].startswith(AGENT_TITLE)) or any(a.endswith(os.path.join(*AGENT_MAIN)) for a in argv):
                 return int(entry.name)
         except (OSError, ValueError, IndexError):
             continue

@@ -25,7 +25,6 @@ ROCPROF_TOOL = "rocprof-sys-python"
 VERSION_TIMEOUT_S = 15.0
 WORKER_COMMAND_FLAG = "--python_worker_command="
 AGENT_COMMAND_FLAG = "--runtime_env_agent_command="
-AGENT_TITLE = "ray::RuntimeEnvAgent"
 # Paths of the scripts inside the Ray package that the raylet's commands run.
 AGENT_SCRIPT = "_private/runtime_env/agent/main.py"
 WORKER_SCRIPT = "_private/workers/setup_worker.py"
@@ -104,17 +103,6 @@ def _pids() -> list[str]:
     return [p for p in os.listdir("/proc") if p.isdigit()] if os.path.isdir("/proc") else []
 
 
-def children(pid: int) -> list[int]:
-    found = []
-    for child in _pids():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{child}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append(int(child))
-    return found
-
-
 def _flag(argv: list[str], prefix: str) -> list[str]:
     for arg in argv:
         if arg.startswith(prefix):
@@ -139,21 +127,9 @@ def interpreter_of(command: list[str], script: str) -> Interpreter:
     return Interpreter(command=shlex.join(prefix), ray_dir=ray_dir)
 
 
-def agent_process(raylet_pid: int) -> int | None:
-    """The runtime-env agent among the raylet's children (it renames its process title to ray::RuntimeEnvAgent)."""
-    from nrlprof.rayfix.node_agent import read_argv
-
-    for child in children(raylet_pid):
-        with contextlib.suppress(OSError):
-            argv = read_argv(child)
-            if argv and (argv[0].startswith(AGENT_TITLE) or any(a.endswith("/" + AGENT_SCRIPT) for a in argv)):
-                return child
-    return None
-
-
 def interpreters(node_id: str) -> dict[str, Any]:
     """Raylet pid, what its agent and workers run, and whether the agent has the fix, read from /proc."""
-    from nrlprof.rayfix.node_agent import agent_fix, find_raylet_pid, read_argv, read_environ
+    from nrlprof.rayfix.node_agent import agent_fix, agent_pid, find_raylet_pid, read_argv, read_environ
 
     pid = find_raylet_pid(node_id)
     argv: list[str] = []
@@ -166,7 +142,7 @@ def interpreters(node_id: str) -> dict[str, Any]:
                 "agent": asdict(Interpreter(detail=detail)), "workers": asdict(Interpreter(detail=detail))}  # fmt: skip
     agent = interpreter_of(_flag(argv, AGENT_COMMAND_FLAG), AGENT_SCRIPT)
     workers = interpreter_of(_flag(argv, WORKER_COMMAND_FLAG), WORKER_SCRIPT)
-    agent.pid = agent_process(pid)
+    agent.pid = agent_pid(pid)
     if agent.pid is not None:
         with contextlib.suppress(OSError):
             agent.executable = os.readlink(f"/proc/{agent.pid}/exe")
