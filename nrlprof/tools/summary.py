@@ -54,7 +54,8 @@ _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) ar
 # Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
 _CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+_NUMBERS = (int, float)
 
 
 @dataclass
@@ -275,16 +276,23 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
 
 def _step_gpu(stats: TraceStats, base_us: float) -> None:
     """Per-step GPU figures: by the launching call's correlation when the trace links them, else by time."""
+    kernels = stats.kernels
+    for _, dur, kind, _, name in stats.gpu:
+        if kind == KERNEL:
+            stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
+            stat.calls += 1
+            stat.total_us += dur
+            stat.self_us += dur
     if not stats.gpu:
         return
     windows = [(s.start_us - base_us, s.end_us - base_us, int(s.label)) for s in stats.steps]
     attribution = StepAttribution(windows)
     longest = LongestSpans()
     launches = stats.launches
+    add, keep = attribution.add, longest.add
     for ts, dur, kind, correlation, name in stats.gpu:
-        anchor = launches.get(correlation) if correlation is not None else None
-        if attribution.add(ts, ts + dur, kind, name, anchor) is not None:
-            longest.add(ts + base_us, ts + dur + base_us, name)
+        if add(ts, ts + dur, kind, name, launches.get(correlation)) is not None:
+            keep(ts + base_us, ts + dur + base_us, name)
     stats.step_gpu = attribution.finish()
     stats.gpu_spans = [Span(name, start, end) for start, end, name in longest.spans()]
     stats.gpu, stats.launches = [], {}
@@ -297,34 +305,39 @@ def _read_batch(
     stats: TraceStats,
     bounds: list[float],
 ) -> None:
-    kernels, gpu, launches = stats.kernels, stats.gpu, stats.launches
+    gpu, launches = stats.gpu, stats.launches
     start, end = bounds
+    limit = _TIME_LIMIT_US
     for event in batch:
         if event.get("ph") != "X":
             continue
         ts, dur = event.get("ts"), event.get("dur")
-        if ts.__class__ not in (int, float) or dur.__class__ not in (int, float):
+        if (
+            ts.__class__ not in _NUMBERS
+            or dur.__class__ not in _NUMBERS
+            or not (-limit < ts < limit and 0 <= dur < limit)
+        ):
             continue
-        if not (-_TIME_LIMIT_US < ts < _TIME_LIMIT_US and 0 <= dur < _TIME_LIMIT_US):
-            continue
-        start, end = min(start, ts), max(end, ts + dur)
-        cat, name = event.get("cat"), str(event.get("name", ""))
+        if ts < start:
+            start = ts
+        if ts + dur > end:
+            end = ts + dur
+        cat = event.get("cat")
         if cat == "cpu_op":
-            threads[(event.get("pid"), event.get("tid"))].append((ts, dur, name))
-        elif cat == "user_annotation":
-            annotations.append((name, ts, dur))
+            name = event.get("name", "")
+            threads[(event.get("pid"), event.get("tid"))].append(
+                (ts, dur, name if name.__class__ is str else str(name))
+            )
         elif cat in LAUNCH_CATEGORIES:
             args = event.get("args")
             if args and (correlation := args.get("correlation")) is not None:
                 launches[correlation] = ts
         elif cat in GPU_CATEGORIES:
-            args = event.get("args")
+            args, name = event.get("args"), event.get("name", "")
+            name = name if name.__class__ is str else str(name)
             gpu.append((ts, dur, GPU_CATEGORIES[cat], args.get("correlation") if args else None, name))
-            if cat == "kernel":
-                stat = kernels.get(name) or kernels.setdefault(name, OpStat(name))
-                stat.calls += 1
-                stat.total_us += dur
-                stat.self_us += dur
+        elif cat == "user_annotation":
+            annotations.append((str(event.get("name", "")), ts, dur))
     bounds[:] = start, end
 
 
