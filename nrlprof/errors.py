@@ -17,7 +17,16 @@ class ConfigError(NrlprofError, ValueError):
         self.value = value
         self.expected = expected
         reason = f": {detail}" if detail else ""
-        super().__init__(f"{source}={value!r} is invalid{reason}. Expected {expected}.")
+        super().__init__(f"{source}={_shown(value)} is invalid{reason}. Expected {expected}.")
+
+
+def _shown(value: object, limit: int = 200) -> str:
+    """The value's repr, cut to `limit` characters (a huge YAML value, a 5000-digit integer)."""
+    try:
+        text = repr(value)
+    except ValueError:  # int.__repr__ refuses integers beyond Python's digit limit
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class ToolError(NrlprofError):

@@ -431,3 +431,22 @@ def test_an_interpolation_bomb_of_relative_references_is_refused(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_text(RLINF_FILE + RELATIVE_BOMB)
     assert "interpolations expand to more than" in file_error(str(path))
+
+
+def test_many_windows_name_their_span_in_file_names():
+    from nrlprof.config.nsys_options import steps_label
+    from nrlprof.config.steps import parse_step_spec
+
+    assert steps_label(parse_step_spec("1,3,5", "V")) == "1_3_5"
+    assert steps_label(parse_step_spec(",".join(str(n) for n in range(1, 200, 2)), "V")) == "1-199"
+
+
+def test_a_huge_value_is_shown_cut_in_the_error():
+    import sys
+
+    from nrlprof.errors import ConfigError
+
+    assert len(str(ConfigError("KEY", "x" * 1_000_000, "a short string"))) < 400
+    if hasattr(sys, "set_int_max_str_digits"):
+        huge = 10 ** (sys.get_int_max_str_digits() + 10) if sys.get_int_max_str_digits() else 10**5000
+        assert "too large to show" in str(ConfigError("KEY", huge, "a small number"))

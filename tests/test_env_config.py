@@ -43,7 +43,7 @@ def test_bad_step_ranges_name_variable_value_and_form(spec, fragment):
     message = str(caught.value)
     assert fragment in message
     assert "NRL_NSYS_PROFILE_STEP_RANGE" in message
-    assert repr(spec) in message
+    assert (repr(spec) if len(repr(spec)) <= 200 else repr(spec)[:200]) in message, "the value, cut when long"
     assert "start:stop" in message
     assert isinstance(caught.value, ValueError)
 

@@ -22,6 +22,8 @@ from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 
 STEP_MARKER = "ProfilerStep#{}"
+# A window longer than this is listed by its first and last step in the trace's metadata.
+MAX_LISTED_STEPS = 10_000
 _ALL_THREADS_WARNED = []
 
 
@@ -80,7 +82,7 @@ class TorchBackend(Backend):
         nrlprof_block = {
             "worker": self.role.worker_name,
             "rank": self.role.rank,
-            "steps": list(window.steps),
+            "steps": list(window.steps) if len(window.steps) <= MAX_LISTED_STEPS else [window.first, window.last],
             "window": window.label,
             "host": socket.gethostname(),
             "pid": os.getpid(),

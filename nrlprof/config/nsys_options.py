@@ -208,5 +208,15 @@ def build_nsys_options(
     return tuple(merge_options(nsys_default_options(steps, discrete=discrete), overrides).items())
 
 
+# More windows than this name the whole span in file names (`1-999`): one label per window would outgrow
+# the 255-byte limit on a file name.
+MAX_LABELLED_WINDOWS = 8
+
+
 def steps_label(steps: StepSelection | None) -> str:
-    return "all" if steps is None else steps.label
+    if steps is None:
+        return "all"
+    windows = steps.windows
+    if len(windows) > MAX_LABELLED_WINDOWS:
+        return f"{windows[0].first}-{windows[-1].last}"
+    return steps.label

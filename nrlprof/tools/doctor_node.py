@@ -99,10 +99,6 @@ def cuda_check() -> tuple[bool, str]:
     return (done.returncode == 0 and bool(gpus)), f"nvidia-smi: {len(gpus)} GPU(s)"
 
 
-def _pids() -> list[str]:
-    return [p for p in os.listdir("/proc") if p.isdigit()] if os.path.isdir("/proc") else []
-
-
 def _flag(argv: list[str], prefix: str) -> list[str]:
     for arg in argv:
         if arg.startswith(prefix):
