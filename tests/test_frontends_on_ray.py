@@ -59,6 +59,8 @@ def test_rlinf_config_renders_options_and_flags_for_named_groups(ray_cluster, fr
     assert options[options.index("-t") + 1] == "cuda,nvtx,osrt"
     assert "--sample=process-tree" in options and "--python-backtrace" in options
     assert "--capture-range-end=stop" in options
+    for actor in [*group, other]:  # named actors outlive the test otherwise
+        ray_cluster.kill(actor)
 
 
 def test_disabled_rlinf_config_wraps_nothing(ray_cluster, fresh_nrlprof, calls, tmp_path):
@@ -67,10 +69,11 @@ def test_disabled_rlinf_config_wraps_nothing(ray_cluster, fresh_nrlprof, calls, 
     config = yaml.safe_load(RLINF_CONFIG)
     config["cluster"]["profiling"].update(enabled=False, output_dir=str(tmp_path / "never"))
     fresh_nrlprof.configure(config)
-    worker = CriticWorker.options(name="ActorGroup:0").remote()
+    worker = CriticWorker.options(name="ActorGroup:7").remote()
     pid = ray_cluster.get(worker.pid.remote(), timeout=180)
     assert pid not in {r["pid"] for r in calls()}
     assert not (tmp_path / "never").exists()
+    ray_cluster.kill(worker)
 
 
 def test_discrete_mode_one_trace_per_annotated_call_and_listed_method(ray_cluster, activate, tmp_path):
