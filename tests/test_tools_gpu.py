@@ -262,3 +262,14 @@ def test_a_sqlite_file_that_is_not_an_export_is_a_note(tmp_path):
     notes = summarize(tmp_path, nsys="").notes
     assert any("other.sqlite" in n and "NVTX_EVENTS" in n for n in notes)
     assert any("broken.sqlite" in n and "not a readable" in n for n in notes)
+
+
+def test_traces_read_in_parallel_give_the_same_summary(tmp_path):
+    for rank in (0, 1, 2):
+        trace = gpu_step_trace(rank, 1000 + rank, step3_us=1000.0 + 100 * rank)
+        write_json(tmp_path / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json", trace)
+    (tmp_path / "policy.rank3.steps3-4.1003.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "ts": ')
+    one, two = summarize(tmp_path, nsys="", jobs=1), summarize(tmp_path, nsys="", jobs=2)
+    assert one.to_json() == two.to_json()
+    assert [p.name for p, _ in two.skipped] == ["policy.rank3.steps3-4.1003.pt.trace.json"]
+    assert [w.rank for w in two.workers] == [0, 1, 2]

@@ -35,6 +35,7 @@ from nrlprof.tools.manifest_view import Overhead, read_manifests
 from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
 from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.traces import (
     TraceHeader,
     check_events,
@@ -43,7 +44,6 @@ from nrlprof.tools.traces import (
     find_traces,
     gc_paused,
     iter_event_batches,
-    unexpected_content,
 )
 
 STEP_PREFIX = "ProfilerStep#"
@@ -51,8 +51,6 @@ TOP = 10
 MAX_SPANS = 2000
 _MAX_STEP_DIGITS = 18
 _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) are not a profiler's
-# Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
-_CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 _NUMBERS = (int, float)
@@ -189,11 +187,12 @@ class Summary:
         }
 
 
-def summarize(directory: Path, nsys: str | None = None, progress: Any = None) -> Summary:
+def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
     """Summarise every torch trace and Nsight Systems report under `directory`.
 
     Unreadable traces are listed in `Summary.skipped`; a missing directory, or one with neither traces
-    nor reports, raises ToolError. `nsys` is the nsys executable (default: found on PATH).
+    nor reports, raises ToolError. `nsys` is the nsys executable (default: found on PATH). `jobs`:
+    processes reading traces at once (default: trace_pool.default_jobs).
     """
     directory = Path(directory)
     headers, skipped = find_traces([directory])
@@ -204,18 +203,13 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None) ->
         raise ToolError(reason, directory)
     summary = Summary(directory, skipped=list(skipped))
     stats: list[TraceStats] = []
-    total = sum(h.path.stat().st_size for h in headers)
-    done = 0
+    ordered = sorted(headers, key=TraceHeader.sort_key)
     with gc_paused():
-        for header in sorted(headers, key=TraceHeader.sort_key):
-            tick = None if progress is None else (lambda consumed, base=done: progress(base + consumed, total))
-            try:
-                stats.append(read_trace_stats(header, tick))
-            except ToolError as exc:
-                summary.skipped.append((header.path, exc.reason))
-            except _CONTENT_ERRORS as exc:
-                summary.skipped.append((header.path, unexpected_content(exc)))
-            done += header.path.stat().st_size
+        for header, outcome in read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress):
+            if isinstance(outcome, TraceStats):
+                stats.append(outcome)
+            else:
+                summary.skipped.append((header.path, outcome))
     summary.workers = combine(stats)
     nsys = nsys if nsys is not None else shutil.which("nsys")
     summary.nsys_reports, notes = summarize_nsys(reports, nsys)
@@ -271,6 +265,8 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
     _steps_and_ranges(stats, annotations, base_us, header.path)
     stats.ops = _operator_stats(threads)
     _step_gpu(stats, base_us)
+    stats.ranges_us = {label: dict(per_step) for label, per_step in stats.ranges_us.items()}  # picklable
+    stats.range_calls = dict(stats.range_calls)
     return stats
 
 
