@@ -53,6 +53,18 @@ def _warm_up_then_record(step_num: int):
     return ProfilerAction.WARMUP if step_num == 0 else ProfilerAction.RECORD
 
 
+def _kineto_safe(value):
+    """Kineto pastes metadata into the trace as JSON text but turns every backslash into `/`, which breaks any
+    JSON escape: strings keep only printable ASCII other than `"` and `\\` (the rest becomes `_`)."""
+    if isinstance(value, str):
+        return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in value)
+    if isinstance(value, dict):
+        return {_kineto_safe(k): _kineto_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_kineto_safe(v) for v in value]
+    return value
+
+
 class TorchBackend(Backend):
     kind = TORCH
     warms_up = True
@@ -88,8 +100,7 @@ class TorchBackend(Backend):
             "pid": os.getpid(),
             "backend": TORCH,
         }
-        # Kineto pastes these values into the trace as JSON text: ASCII-only keeps them valid JSON.
-        metadata = {"nrlprof": json.dumps(nrlprof_block, ensure_ascii=True)}
+        metadata = {"nrlprof": json.dumps(_kineto_safe(nrlprof_block))}
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):

@@ -1,0 +1,57 @@
+"""The torch backend in one process with the real torch profiler: metadata Kineto keeps valid, steps, threads."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import torch
+
+from nrlprof.backends.base import ProcessRole
+from nrlprof.backends.torch_profiler import TorchBackend
+from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
+from nrlprof.config.steps import StepSelection, Window
+from nrlprof.workers.identity import WorkerIdentity
+
+
+def backend_for(name: str, directory) -> TorchBackend:
+    steps = StepSelection((Window(2, 3),))
+    backend_plan = BackendPlan(TORCH, (Target("*"),), steps)
+    plan = Plan(backends=(backend_plan,), torch=TorchSettings(directory=str(directory)))
+    role = ProcessRole(WorkerIdentity("PolicyWorker", None, 0, explicit_name=name), plan, None)
+    return TorchBackend(backend_plan, role, Target("*"))
+
+
+def test_worker_names_with_quotes_backslashes_and_non_ascii_keep_the_trace_valid_json(tmp_path):
+    backend = backend_for('pol"icy\\wörker\nx', tmp_path)
+    backend.start_window(Window(2, 3), 2)
+    torch.ones(8) + 1
+    backend.mark_step(3)
+    record = backend.stop_window()
+    (path,) = record.files
+    trace = json.loads(Path(path).read_text())
+    assert trace["nrlprof"]["worker"] == "pol_icy_w_rker_x"
+    assert trace["nrlprof"]["steps"] == [2, 3]
+
+
+def test_a_window_records_ops_of_other_threads_and_only_its_steps(tmp_path):
+    backend = backend_for("policy", tmp_path)
+    backend.prepare_window(Window(2, 3))
+    with torch.profiler.record_function("warm-up work"):
+        torch.ones(8) + 1
+    backend.start_window(Window(2, 3), 2)
+
+    def other_thread_work() -> None:
+        with torch.profiler.record_function("other thread"):
+            torch.ones(8) + 1
+
+    worker = threading.Thread(target=other_thread_work)
+    with torch.profiler.record_function("step two work"):
+        worker.start()
+        worker.join()
+    backend.mark_step(3)
+    (path,) = backend.stop_window().files
+    names = {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}
+    assert {"ProfilerStep#2", "ProfilerStep#3", "step two work", "other thread"} <= names
+    assert "warm-up work" not in names, "the warm-up step before the window is not recorded"
