@@ -10,7 +10,10 @@ _HANDLER_NAME = "nrlprof-stderr"
 
 
 def configure_logging(level: str) -> None:
-    """Attach one stderr handler; a host application's own handlers still see the records."""
+    """Attach one stderr handler and stop propagation to the root logger, so no record prints twice.
+
+    Handlers a host application attaches to the `nrlprof` logger itself still see every record.
+    """
     logger.setLevel(level)
     if any(h.get_name() == _HANDLER_NAME for h in logger.handlers):
         return
