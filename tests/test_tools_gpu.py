@@ -273,3 +273,25 @@ def test_traces_read_in_parallel_give_the_same_summary(tmp_path):
     assert one.to_json() == two.to_json()
     assert [p.name for p, _ in two.skipped] == ["policy.rank3.steps3-4.1003.pt.trace.json"]
     assert [w.rank for w in two.workers] == [0, 1, 2]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_hta_figures_are_an_optional_extra(tmp_path, capsys):
+    pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is not installed")
+    for rank in (0, 1):
+        write_json(tmp_path / "policy" / str(rank) / f"policy.rank{rank}.steps3-4.{1000 + rank}.pt.trace.json",
+                   gpu_step_trace(rank, 1000 + rank))  # fmt: skip
+    write_json(tmp_path / "reference" / "0" / "reference.rank0.steps3-4.2000.pt.trace.json",
+               gpu_step_trace(0, 2000, worker="reference"))  # fmt: skip
+    from nrlprof.cli import main
+
+    assert main(["summary", str(tmp_path), "--json"]) == 0
+    assert "hta" not in json.loads(capsys.readouterr().out)
+    assert main(["summary", str(tmp_path), "--json", "--hta"]) == 0
+    rows = json.loads(capsys.readouterr().out)["hta"]
+    # every role's rank 0 is analysed on its own: two policy ranks and the reference's rank 0
+    assert sorted((r["worker"], r["rank"]) for r in rows) == [("policy", 0), ("policy", 1), ("reference", 0)]
+    for row in rows:
+        assert row["window"] == "3-4" and row["kernel_us"] > 0
+        assert abs(row["idle_pct"] + row["compute_pct"] + row["non_compute_pct"] - 100) < 0.1
+        assert row["comm_comp_overlap_pct"] is not None

@@ -167,6 +167,7 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     overhead: list[Overhead] = field(default_factory=list)
+    hta: list[dict[str, Any]] | None = None  # HolisticTraceAnalysis figures, when asked for
 
     @property
     def steps(self) -> list[int]:
@@ -181,6 +182,7 @@ class Summary:
             "workers": [w.to_json() for w in self.workers],
             "stragglers": {str(step): [s.to_json() for s in rows] for step, rows in stragglers(self).items()},
             "profiler_overhead": [o.to_json() for o in self.overhead],
+            **({"hta": self.hta} if self.hta is not None else {}),
             "nsys_reports": [r.to_json() for r in self.nsys_reports],
             "notes": self.notes,
             "skipped": [{"path": str(p), "reason": reason} for p, reason in self.skipped],
@@ -439,12 +441,19 @@ def _add_stats(into: dict[str, OpStat], stats: dict[str, OpStat]) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    hta = "add HolisticTraceAnalysis's temporal breakdown and comm/compute overlap per rank (slow)"
+    parser.add_argument("--hta", action="store_true", help=hta)
 
 
 def run(args: argparse.Namespace) -> int:
     """0: everything summarised; 1: some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
     with progress_bar("reading traces") as progress:
         summary = summarize(args.directory, progress=progress)
+    if getattr(args, "hta", False):
+        from nrlprof.tools.hta_figures import hta_figures
+
+        summary.hta, notes = hta_figures(summary)
+        summary.notes.extend(notes)
     if args.json:
         sys.stdout.write(json.dumps(summary.to_json(), indent=2) + "\n")
         for path, reason in summary.skipped:

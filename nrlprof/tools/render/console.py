@@ -57,6 +57,7 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         _ranges_table(summary, console)
         _top_tables(summary, console)
     _overhead_table(summary, console)
+    _hta_table(summary, console)
     for report in summary.nsys_reports:
         _render_nsys(report, console)
     for path, reason in summary.skipped:
@@ -133,6 +134,16 @@ def _overhead_table(summary: Summary, console: Console) -> None:
                     ("start ms", "right"), ("stop ms", "right")])  # fmt: skip
     rows = [[name(o.label), plain(o.window), plain(o.backend), name(o.host), str(o.pid), _ms(o.start_ms),
              _ms(o.stop_ms)] for o in summary.overhead]  # fmt: skip
+    _print(table, rows, console)
+
+
+def _hta_table(summary: Summary, console: Console) -> None:
+    columns = (("idle %", "idle_pct"), ("compute %", "compute_pct"), ("non-compute %", "non_compute_pct"),
+               ("comm/compute overlap %", "comm_comp_overlap_pct"))  # fmt: skip
+    table = _table("HolisticTraceAnalysis, whole window per rank", [("worker", "left"), ("window", "left"),
+                   ("rank", "right"), *[(c, "right") for c, _ in columns]])  # fmt: skip
+    rows = [[name(r["worker"]), plain(r["window"]), str(r["rank"]), *[_ms(r.get(k)) for _, k in columns]]
+            for r in summary.hta or []]  # fmt: skip
     _print(table, rows, console)
 
 
