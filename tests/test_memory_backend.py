@@ -97,3 +97,49 @@ def test_memory_settings_reach_the_plan():
     assert [w.label for w in backend.steps.windows] == ["3-4", "9"]
     assert backend.options_dict == {"max_entries": "5000", "on_oom": "1"}
     assert backend.output_dir == "memory_profile"
+
+
+def test_verl_torch_memory_tool_becomes_the_memory_backend():
+    import yaml
+
+    from nrlprof.config.yaml_config import plan_from_mapping
+
+    config = yaml.safe_load(
+        """
+        global_profiler: {steps: [2, 3, 7], save_path: outputs/memory}
+        actor_rollout_ref:
+          actor:
+            profiler:
+              tool: torch_memory
+              ranks: [0, 1]
+              patterns: ["*policy*"]
+              tool_config:
+                torch_memory: {trace_alloc_max_entries: 20000, stack_depth: 32}
+        """
+    )
+    memory = plan_from_mapping(config).backend("memory")
+    assert [t.pattern for t in memory.targets] == ["*policy*"]
+    assert memory.targets[0].ranks == frozenset({0, 1})
+    assert [w.label for w in memory.steps.windows] == ["2-3", "7"]
+    assert memory.options_dict == {"max_entries": "20000", "on_oom": "0"}
+    assert memory.output_dir == "outputs/memory"
+
+
+def test_verl_torch_memory_bad_entries_name_the_key():
+    from nrlprof.config.yaml_config import plan_from_mapping
+
+    config = {
+        "global_profiler": {"steps": [2]},
+        "actor_rollout_ref": {
+            "actor": {
+                "profiler": {
+                    "tool": "torch_memory",
+                    "ranks": [0],
+                    "tool_config": {"torch_memory": {"trace_alloc_max_entries": "lots"}},
+                }
+            }
+        },
+    }
+    with pytest.raises(ConfigError) as caught:
+        plan_from_mapping(config)
+    assert "actor_rollout_ref.actor.profiler.tool_config.torch_memory.trace_alloc_max_entries" in str(caught.value)

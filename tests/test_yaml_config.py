@@ -828,7 +828,7 @@ MISCONFIGURATIONS = [
         "unsupported tool",
         verl_actor({"tool": "npu", "ranks": [0]}),
         "actor_rollout_ref.actor.profiler.tool",
-        "'nsys' or",
+        "'nsys', 'torch' or 'torch_memory'",
     ),
     (
         "unknown tool",

@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nrlprof.config.fragment import Fragment
+from nrlprof.config.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MEMORY_DIR, memory_options, parse_max_entries
 from nrlprof.config.nsys_options import build_nsys_options, merge_options, normalise_options, nsys_default_options
-from nrlprof.config.plan import NSYS, TORCH, BackendPlan, Target
+from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Target
 from nrlprof.config.readers import (
     as_mapping,
     check_keys,
@@ -93,7 +94,7 @@ ROLE_PATTERNS: dict[str, tuple[str, ...]] = {
 }
 
 VERL_TOOLS = ("nsys", "torch", "npu", "torch_memory")
-SUPPORTED_VERL_TOOLS = {"nsys": NSYS, "torch": TORCH}
+SUPPORTED_VERL_TOOLS = {"nsys": NSYS, "torch": TORCH, "torch_memory": MEMORY}
 OLD_ROLE_KEYS = ("profile_ranks", "profile_ranks_all", "profile_discrete")
 PATTERN_KEYS = ("patterns", "worker_patterns")
 PROFILER_KEYS = frozenset(
@@ -104,7 +105,8 @@ TOOL_CONFIG_KEYS: dict[str, frozenset[str] | None] = {
     "nsys": frozenset({"_target_", "discrete"}),
     "torch": frozenset({"_target_", "step_start", "step_end", "contents", "discrete"}),
     "npu": None,
-    "torch_memory": None,
+    # nrlprof records full Python stacks (torch's default); `stack_depth` is accepted for verl's configs as is.
+    "torch_memory": frozenset({"_target_", "trace_alloc_max_entries", "stack_depth"}),
 }
 GLOBAL_PROFILER_KEYS = frozenset(
     {"_target_", "tool", "steps", "profile_continuous_steps", "save_path", "global_tool_config"}
@@ -131,6 +133,7 @@ class _Role:
     discrete_path: str
     torch_contents: tuple[str, ...] = ()
     save_path: str | None = None
+    max_entries: int | None = None
 
 
 def is_verl(config: Mapping) -> bool:
@@ -306,6 +309,7 @@ def _new_style_role(role: str, block: Mapping, path: str, global_profiler: Mappi
     patterns = _role_patterns(profiler, role, ppath)
     methods = _discrete_methods(profiler, discrete, ppath)
     contents, save_path = _torch_details(tools, profiler, ppath) if tool == "torch" else ((), None)
+    max_entries = _memory_entries(tools, global_profiler, ppath, prefix) if tool == "torch_memory" else None
     selected = None if all_ranks else ranks
     if enable is False:
         return None
@@ -320,10 +324,30 @@ def _new_style_role(role: str, block: Mapping, path: str, global_profiler: Mappi
         return None
     if tool not in SUPPORTED_VERL_TOOLS:
         raise ConfigError(
-            key(ppath, "tool"), tool, "'nsys' or 'torch' for a profiled role", f"nrlprof has no {tool!r} backend"
+            key(ppath, "tool"),
+            tool,
+            "'nsys', 'torch' or 'torch_memory' for a profiled role",
+            f"nrlprof has no {tool!r} backend",
         )
     targets = tuple(Target(p, selected, discrete=discrete, methods=methods) for p in patterns)
-    return _Role(role, path, SUPPORTED_VERL_TOOLS[tool], targets, discrete, discrete_path, contents, save_path)
+    if tool == "torch_memory":
+        save_path = optional_str(profiler, "save_path", ppath)
+    kind = SUPPORTED_VERL_TOOLS[tool]
+    return _Role(role, path, kind, targets, discrete, discrete_path, contents, save_path, max_entries)
+
+
+def _memory_entries(tools: Mapping, global_profiler: Mapping, path: str, prefix: str) -> int | None:
+    """`tool_config.torch_memory.trace_alloc_max_entries`, else the global tool config's."""
+    global_path = key(prefix, "global_profiler.global_tool_config")
+    global_tools = mapping(global_profiler.get("global_tool_config"), global_path)
+    for block, where in (
+        (tools.get("torch_memory"), key(path, "tool_config.torch_memory")),
+        (global_tools.get("torch_memory"), key(global_path, "torch_memory")),
+    ):
+        value = mapping(block, where).get("trace_alloc_max_entries")
+        if value is not None:
+            return parse_max_entries(str(value), key(where, "trace_alloc_max_entries"))
+    return None
 
 
 def _old_style_role(role: str, block: Mapping, path: str) -> _Role | None:
@@ -424,6 +448,15 @@ def verl_fragment(config: Mapping, prefix: str) -> Fragment:
     backends = []
     if nsys_roles:
         backends.append(BackendPlan(NSYS, tuple(t for r in nsys_roles for t in r.targets), steps, options=options))
+    memory_roles = [r for r in roles if r.kind == MEMORY]
+    if memory_roles:
+        entries = max((r.max_entries for r in memory_roles if r.max_entries), default=DEFAULT_MAX_ENTRIES)
+        global_path = optional_str(global_profiler, "save_path", key(prefix, "global_profiler"))
+        directory = next((r.save_path for r in memory_roles if r.save_path), None) or global_path or DEFAULT_MEMORY_DIR
+        memory_targets = tuple(t for r in memory_roles for t in r.targets)
+        backends.append(
+            BackendPlan(MEMORY, memory_targets, steps, options=memory_options(entries, False), output_dir=directory)
+        )
     torch_roles = [r for r in roles if r.kind == TORCH]
     if not torch_roles:
         return Fragment(tuple(backends))
