@@ -143,3 +143,24 @@ def test_verl_torch_memory_bad_entries_name_the_key():
     with pytest.raises(ConfigError) as caught:
         plan_from_mapping(config)
     assert "actor_rollout_ref.actor.profiler.tool_config.torch_memory.trace_alloc_max_entries" in str(caught.value)
+
+
+def test_plan_shows_the_memory_backend_and_its_files(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL_")}
+    env.update(
+        NRL_MEMORY_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_MEMORY_PROFILE_STEP_RANGE="2:4",
+        NRL_MEMORY_PROFILE_DIR=str(tmp_path / "mem"),
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "nrlprof", "plan", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    (memory,) = [b for b in json.loads(result.stdout)["backends"] if b["kind"] == "memory"]
+    paths = [f["path"] for f in memory["files"]]
+    folder = f"{tmp_path / 'mem'}/<worker>/<rank>/"
+    assert folder + "<worker>.rank<rank>.steps2-3.<pid>.memory.json" in paths

@@ -12,13 +12,16 @@ from pathlib import Path
 
 from nrlprof.backends import backend_class
 from nrlprof.config.env import load_plan
-from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan
+from nrlprof.config.plan import MEMORY, NSYS, ROCPROF, TORCH, BackendPlan, Plan
 from nrlprof.layout import (
     CONTROLLER,
     LOGS_DIR,
+    MEMORY_FIGURES_SUFFIX,
+    MEMORY_SNAPSHOT_SUFFIX,
     NSIGHT_DIR,
     NSYS_REPORT_SUFFIX,
     ROCPROF_DIR,
+    memory_file_name,
     trace_directory,
     trace_file_name,
 )
@@ -65,6 +68,8 @@ def _command(backend: BackendPlan, interpreter: str) -> str:
         argv = ["rocprof-sys-python", *render_tool_options(fragment["args"]), "--"]
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(fragment["env"].items()))
         return f"{env} PYTHON_EXECUTABLE={shlex.quote(interpreter)} {shlex.join(argv)} default_worker.py ..."
+    if backend.kind == MEMORY:
+        return "(in-process: host RSS and CUDA allocator figures per step, allocator snapshot per window; no wrapper)"
     return "(in-process: torch.profiler.profile per window, no wrapper)"
 
 
@@ -95,6 +100,8 @@ def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
     if backend.kind == ROCPROF:
         where = f"{backend.output_dir}/<worker>/<rank>" if backend.output_dir else ROCPROF_LOGS
         return [{"node": EACH_NODE, "path": f"{where}/<worker>_rank<rank>_*"}]
+    if backend.kind == MEMORY:
+        return _memory_files(backend)
     files = []
     directory = str(Path(plan.torch.directory).expanduser().resolve())
     # Placeholders stand where the runtime puts the worker's name, rank and pid.
@@ -105,6 +112,17 @@ def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
         files.append({"node": EACH_NODE, "path": str(folder / worker)})
         controller = trace_file_name(CONTROLLER, None, label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
         files.append({"node": "the driver's node", "path": str(trace_directory(directory, None, None) / controller)})
+    return files
+
+
+def _memory_files(backend: BackendPlan) -> list[dict]:
+    directory = str(Path(backend.output_dir or "memory_profile").expanduser().resolve())
+    folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
+    files = []
+    for window in backend.steps.windows if backend.steps else ():
+        for suffix in (MEMORY_FIGURES_SUFFIX, f"{MEMORY_SNAPSHOT_SUFFIX}  (CUDA processes only)"):
+            name = memory_file_name("<worker>", "<rank>", f"steps{window.label}", "<pid>", suffix)  # type: ignore[arg-type]
+            files.append({"node": EACH_NODE, "path": str(folder / name)})
     return files
 
 
