@@ -295,3 +295,21 @@ def test_hta_figures_are_an_optional_extra(tmp_path, capsys):
         assert row["window"] == "3-4" and row["kernel_us"] > 0
         assert abs(row["idle_pct"] + row["compute_pct"] + row["non_compute_pct"] - 100) < 0.1
         assert row["comm_comp_overlap_pct"] is not None
+
+
+def test_nsys_export_without_runtime_calls_and_with_nccl(nsys_export):
+    db = sqlite3.connect(nsys_export)
+    (name_id,) = db.execute("SELECT id FROM StringIds WHERE value LIKE 'void at::native::vectorized%'").fetchone()
+    db.execute("UPDATE StringIds SET value = 'ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)' WHERE id = ?", (name_id,))
+    db.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    db.commit()
+    step = "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId WHERE s.value = 'step 3'"
+    lo, hi = db.execute(step).fetchone()
+    in_step = "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start BETWEEN ? AND ?"
+    count, kernel_ns = db.execute(f"SELECT count(*), sum(end - start) {in_step}", (lo, hi)).fetchone()
+    (comm_ns,) = db.execute(f"SELECT sum(end - start) {in_step} AND demangledName = ?", (lo, hi, name_id)).fetchone()
+    db.close()
+    figures = step_figures(summarize(nsys_export.parent, nsys="").to_json(), "vllm_generation_worker", None, 3)
+    # without runtime calls, each kernel belongs to the step its own start falls in
+    assert (figures["gpu_kernels"], figures["gpu_kernel_ms"]) == (count, round(kernel_ns / 1e6, 3))
+    assert figures["comm_ms"] == round(comm_ns / 1e6, 3) > 0

@@ -2,7 +2,8 @@
 
 Steps are nrlprof's `step <n>` NVTX ranges (domain `nrlprof`; any domain when the export registers none).
 Kernels, memcpys and memsets are attributed to a step by the start of the CUDA runtime call that launched
-them (joined on correlationId), or by their own start when the export has no runtime table. Times in the
+them (joined on correlationId), or by their own start when the export has no runtime table; SQLite sums
+them per step. Times in the
 export are ns since the capture started; spans are returned in µs since the Unix epoch.
 `nsys export --type sqlite` makes the export of a report that has none, when nsys is installed.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import NSYS_SUFFIXES, parse_nsys_name
-from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, LongestSpans, StepAttribution, StepGpu
+from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, LongestSpans, StepGpu, is_comm
 
 SQLITE_SUFFIX = ".sqlite"
 DOMAIN = "nrlprof"
@@ -129,20 +130,82 @@ def _read(db: sqlite3.Connection, capture: NsysCapture) -> None:
 
     capture.steps = [(epoch_us(lo), epoch_us(hi), step) for lo, hi, step in windows]
     capture.ranges = [(label, epoch_us(lo), epoch_us(hi)) for label, lo, hi in capture.ranges]
-    attribution = StepAttribution(windows)
+    names = _kernel_names(db, tables)
+    comm = [i for i, name in names.items() if is_comm(name)]
+    capture.step_gpu = _step_figures(db, tables, windows, comm)
+    if _KERNELS in tables:
+        totals = f"SELECT demangledName, count(*), sum(end - start) FROM {_KERNELS} GROUP BY demangledName"
+        capture.kernels = {names.get(i, "?"): (calls, ns * to_us) for i, calls, ns in db.execute(totals)}
     longest = LongestSpans()
-    kernels: dict[str, list[float]] = {}
-    for start, end, kind, name, anchor in _activities(db, tables):
-        step = attribution.add(start, end, kind, name, anchor)
-        if kind == KERNEL:
-            stat = kernels.get(name) or kernels.setdefault(name, [0, 0.0])
-            stat[0] += 1
-            stat[1] += (end - start) * to_us
-        if step is not None:
-            longest.add(epoch_us(start), epoch_us(end), name)
-    capture.step_gpu = attribution.finish(to_us)
-    capture.kernels = {name: (int(calls), total) for name, (calls, total) in kernels.items()}
+    for start, end, name_id, kind in db.execute(_longest_query(tables, longest.limit)):
+        label = names.get(name_id, "?") if kind == KERNEL else ("memcpy" if kind == MEMCPY else "memset")
+        longest.add(epoch_us(start), epoch_us(end), label)
     capture.gpu_spans = longest.spans()
+
+
+def _kernel_names(db: sqlite3.Connection, tables: set[str]) -> dict[int, str]:
+    if _KERNELS not in tables:
+        return {}
+    used = f"SELECT id, value FROM StringIds WHERE id IN (SELECT DISTINCT demangledName FROM {_KERNELS})"
+    return dict(db.execute(used))
+
+
+def _activities_sql(tables: set[str]) -> str:
+    """(s, e, kind, n, anchor) of every kernel, memcpy and memset; anchor: the launching runtime call's start."""
+    parts = []
+    for table, kind, name in ((_KERNELS, KERNEL, "k.demangledName"), *((t, k, "-1") for t, k in _ACTIVITY_TABLES)):
+        if table not in tables:
+            continue
+        columns = f"SELECT k.start AS s, k.end AS e, {kind} AS kind, {name} AS n"
+        if _RUNTIME in tables:
+            join = f"LEFT JOIN {_RUNTIME} r ON r.correlationId = k.correlationId"
+            parts.append(f"{columns}, coalesce(r.start, k.start) AS anchor FROM {table} k {join}")
+        else:
+            parts.append(f"{columns}, k.start AS anchor FROM {table} k")
+    return " UNION ALL ".join(parts) or "SELECT 0 AS s, 0 AS e, 0 AS kind, 0 AS n, 0 AS anchor WHERE 0"
+
+
+def _step_figures(
+    db: sqlite3.Connection, tables: set[str], windows: list[tuple[float, float, int]], comm: list[int]
+) -> dict[int, StepGpu]:
+    """Per step: kernel, NCCL and copy time, and busy time (union of intervals inside the window), in µs.
+
+    SQLite does the work: activities joined to the window holding their anchor, and a running maximum of
+    end times over start order (a window function) gives each interval's part not covered before it.
+    """
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS nrlprof_steps (lo INTEGER, hi INTEGER, step INTEGER)")
+    db.execute("DELETE FROM nrlprof_steps")
+    db.executemany("INSERT INTO nrlprof_steps VALUES (?, ?, ?)", windows)
+    db.execute("CREATE INDEX IF NOT EXISTS temp.nrlprof_steps_lo ON nrlprof_steps (lo)")
+    comm_ids = ", ".join(str(int(i)) for i in comm) or "NULL"
+    query = f"""
+        WITH placed AS (
+            SELECT w.step, w.lo, w.hi, a.s, a.e, a.kind, a.n FROM ({_activities_sql(tables)}) a
+            JOIN nrlprof_steps w
+              ON w.rowid = (SELECT rowid FROM nrlprof_steps WHERE lo <= a.anchor ORDER BY lo DESC LIMIT 1)
+            WHERE a.anchor <= w.hi
+        ), reach AS (
+            SELECT *, max(e) OVER (PARTITION BY step, lo ORDER BY s, e
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM placed
+        )
+        SELECT step,
+            total(CASE WHEN kind = {KERNEL} THEN e - s END), total(kind = {KERNEL}),
+            total(CASE WHEN kind = {KERNEL} AND n IN ({comm_ids}) THEN e - s END),
+            total(CASE WHEN kind != {KERNEL} THEN e - s END),
+            total(max(0, min(e, hi) - max(s, lo, coalesce(before, lo))))
+        FROM reach GROUP BY step"""
+    figures = {step: StepGpu(wall_us=0.0) for _, _, step in windows}
+    for lo, hi, step in windows:
+        figures[step].wall_us += (hi - lo) / 1000
+    for step, kernel, count, comm_ns, copy_ns, busy in db.execute(query):
+        item = figures[step]
+        item.kernel_us, item.kernels = kernel / 1000, int(count)
+        item.comm_us, item.memcpy_us, item.busy_us = comm_ns / 1000, copy_ns / 1000, busy / 1000
+    return figures
+
+
+def _longest_query(tables: set[str], limit: int) -> str:
+    return f"SELECT s, e, n, kind FROM ({_activities_sql(tables - {_RUNTIME})}) ORDER BY e - s DESC LIMIT {int(limit)}"
 
 
 def _step_windows(db: sqlite3.Connection, capture: NsysCapture) -> list[tuple[float, float, int]]:
@@ -165,30 +228,3 @@ def _step_windows(db: sqlite3.Connection, capture: NsysCapture) -> list[tuple[fl
         elif label:
             capture.ranges.append((label, float(start), float(end)))
     return windows
-
-
-def _activities(db: sqlite3.Connection, tables: set[str]):
-    """(start, end, kind, name, anchor) of every kernel, memcpy and memset; anchor None without a runtime table."""
-    runtime = _RUNTIME in tables
-    if _KERNELS in tables:
-        names = dict(
-            db.execute(f"SELECT id, value FROM StringIds WHERE id IN (SELECT DISTINCT demangledName FROM {_KERNELS})")
-        )
-        yield from (
-            (start, end, KERNEL, names.get(name_id, "?"), anchor)
-            for start, end, name_id, anchor in db.execute(_activity_query(_KERNELS, "k.demangledName", runtime))
-        )
-    for table, kind in _ACTIVITY_TABLES:
-        if table in tables:
-            label = "memcpy" if kind == MEMCPY else "memset"
-            for start, end, _, anchor in db.execute(_activity_query(table, "0", runtime)):
-                yield start, end, kind, label, anchor
-
-
-def _activity_query(table: str, name: str, runtime: bool) -> str:
-    if not runtime:
-        return f"SELECT k.start, k.end, {name}, NULL FROM {table} k"
-    return (
-        f"SELECT k.start, k.end, {name}, r.start FROM {table} k"
-        f" LEFT JOIN {_RUNTIME} r ON r.correlationId = k.correlationId"
-    )
