@@ -78,6 +78,11 @@ def read_reports(reports: list[Path], exports: list[Path], nsys: str | None) -> 
     """Captures of every export, and of every report without one (exported when nsys is given); notes."""
     by_stem = {export_stem(p): p for p in exports}
     captures, notes = [], []
+    for report in reports:  # `nsys stats` leaves its export next to the report
+        sibling = report.with_name(export_stem(report) + SQLITE_SUFFIX)
+        if export_stem(report) not in by_stem and sibling.is_file():
+            by_stem[export_stem(report)] = sibling
+            exports = [*exports, sibling]
     pending = [r for r in reports if export_stem(r) not in by_stem]
     for path in exports:
         try:
