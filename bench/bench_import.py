@@ -85,7 +85,9 @@ def _children_cpu() -> float:
 
 
 def clean_env(trace_dir: str, configured: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+    # Bytecode is cached as on a user's machine: without it every run pays compiling nrlprof.
+    hidden = ("NRL_", "NRLPROF_", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(hidden)}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     if configured:
         env.update(CONFIGURED_ENV, NRL_TORCH_PROFILE_DIR=trace_dir)
