@@ -104,3 +104,21 @@ def calls(stand_in_env):
         return [r for r in tool_records(stand_in_env["log"], tool) if r["time"] >= started]
 
     return _records
+
+
+@pytest.fixture
+def nrlprof_log():
+    """Messages of the `nrlprof` logger in this process (its handler does not propagate to pytest's)."""
+    import logging
+
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = Collect(level=logging.DEBUG)
+    logger = logging.getLogger("nrlprof")
+    logger.addHandler(handler)
+    yield messages
+    logger.removeHandler(handler)

@@ -137,7 +137,9 @@ def test_a_worker_busy_across_the_window_is_waited_on_once_and_recorded_late(ray
     assert record["status"] == "late" and "late" in record["message"]
 
 
-def test_a_matched_actor_whose_runtime_env_rejects_the_fragment_is_created_unprofiled(ray_cluster, activate, capfd):
+def test_a_matched_actor_whose_runtime_env_rejects_the_fragment_is_created_unprofiled(
+    ray_cluster, activate, nrlprof_log
+):
     from workload import DTensorPolicyWorker
 
     activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
@@ -145,7 +147,7 @@ def test_a_matched_actor_whose_runtime_env_rejects_the_fragment_is_created_unpro
     handle = DTensorPolicyWorker.options(runtime_env={"image_uri": "example.invalid/rl:latest"})
     worker = handle.remote()
     assert worker is not None
-    assert "runs unprofiled" in capfd.readouterr().err
+    assert any("runs unprofiled" in m for m in nrlprof_log)
     ray_cluster.kill(worker)
 
 
