@@ -17,7 +17,7 @@ SUBCOMMANDS = {
     "doctor": ("nrlprof.tools.doctor", "check every node of a running cluster for what profiling needs"),
     "plan": ("nrlprof.tools.plan", "show what the current variables/config would profile, and where files go"),
     "patch-ray": ("nrlprof.rayfix.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
-    "collect": ("nrlprof.tools.collect", "copy every report, trace and manifest from every node into one directory"),
+    "collect": ("nrlprof.tools.collect", "copy one job's reports, traces and manifests from every node into one directory"),
     "merge": ("nrlprof.tools.merge", "merge torch traces into one Chrome/Perfetto timeline"),
     "summary": ("nrlprof.tools.summary", "worker x step table of times, ranges, operators and kernels"),
     "diff": ("nrlprof.tools.diff", "two runs' per-step time and GPU figures side by side, with the change"),
