@@ -6,7 +6,8 @@ Streaming, one batch of events at a time, so memory stays bounded whatever the i
   `<worker> rank <r> (<host>)` or `controller (<host>)` by `process_name` metadata events;
 - flow ids (`id`) and `args.correlation` / `args["External id"]` of the i-th input move up by i * 2**40 so
   they stay distinct; ids that are not integers in [0, 2**40) become strings prefixed `<i>:`;
-- every input event is written; the only additions are one `process_name` event per new pid.
+- every input event is written; the only additions are one `process_name` event per new pid and the memory
+  backend's figures found under the inputs, as counter tracks of their process (memory_counters.py).
 (The rewriting of each event: merge_rewrite.py.)
 
 Each input becomes a "part" (its rewritten events, gzip-compressed when the output is) in a temporary
@@ -42,6 +43,8 @@ import orjson
 
 from nrlprof.errors import ToolError
 from nrlprof.tools.gzip_member import DeflateStream, gzip_header, gzip_trailer
+from nrlprof.tools.memory_counters import earliest_us, group_key, memory_counter_tracks
+from nrlprof.tools.memory_files import find_memory_files, read_memory_files
 from nrlprof.tools.merge_rewrite import PID_BLOCK, RayRewriter, TraceRewriter
 from nrlprof.tools.progress import ProgressCallback, progress_bar
 from nrlprof.tools.traces import (
@@ -71,6 +74,8 @@ class MergeResult:
     seconds: float = 0.0
     jobs: int = 1
     processes: dict[int, str] = field(default_factory=dict)
+    memory_files: int = 0
+    counter_events: int = 0
 
     @property
     def events_out(self) -> int:
@@ -88,6 +93,8 @@ class MergeResult:
             "seconds": round(self.seconds, 3),
             "jobs": self.jobs,
             "processes": {str(pid): name for pid, name in self.processes.items()},
+            "memory_files": self.memory_files,
+            "counter_events": self.counter_events,
         }
 
 
@@ -107,9 +114,12 @@ def merge_traces(
     started = time.perf_counter()
     output = Path(output)
     headers, unreadable = find_traces([Path(p) for p in inputs], exclude=[output])
+    memory_files, memory_unreadable = read_memory_files(find_memory_files([Path(p) for p in inputs])[0])
+    unreadable = [*unreadable, *memory_unreadable]
     if unreadable and strict:
         raise ToolError(unreadable[0][1], unreadable[0][0])
-    if not headers:
+    memory_origin_us = earliest_us(memory_files)
+    if not headers and memory_origin_us is None:
         raise ToolError(f"no readable torch trace found{_listing(unreadable)}", ", ".join(map(str, inputs)))
     if ray_timeline is not None and not Path(ray_timeline).is_file():
         raise ToolError("Ray timeline not found", ray_timeline)
@@ -118,10 +128,16 @@ def merge_traces(
     headers.sort(key=TraceHeader.sort_key)
     sizes = {h.path: h.path.stat().st_size for h in headers}
     result = MergeResult(output, skipped=list(unreadable), jobs=jobs or _default_jobs(sum(sizes.values()), headers))
-    origin_ns = min(h.base_time_ns for h in headers)
+    origin_ns = min(
+        [h.base_time_ns for h in headers] + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else [])
+    )
     groups: dict[tuple[Any, ...], int] = {}
     for header in headers:
         groups.setdefault(_group_key(header), len(groups))
+    traced_groups = len(groups)
+    for memory_file in memory_files:
+        groups.setdefault(group_key(memory_file), len(groups))
+    memory_groups = {group_key(f) for f in memory_files}
     meter = _Meter(progress, sum(sizes.values()) + (Path(ray_timeline).stat().st_size if ray_timeline else 0))
     parts_dir = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.parts."))
     sink = _Sink(output, compress_level)
@@ -137,11 +153,13 @@ def merge_traces(
                 (h.base_time_ns - origin_ns) / 1000,
                 parts_dir / f"{i}.part",
                 level,
+                _group_key(h) in memory_groups,
             )
             for i, h in enumerate(headers)
         ]
         sink.write(_document_head(origin_ns))
         names: dict[int, str] = {}
+        step_ends: dict[tuple[Any, ...], dict[int, tuple[float, float]]] = {}
         for part in _parts(tasks, result.jobs, meter):
             if part.error is not None:
                 if strict:
@@ -151,11 +169,17 @@ def merge_traces(
             sink.append_part(part)
             part.task.part.unlink()
             names.update(part.names)
+            if part.step_ends:
+                step_ends.setdefault(_group_key(headers[part.task.index]), {}).update(part.step_ends)
             result.merged.append(part.task.path)
             result.events_in += part.events
             result.bytes_in += sizes[part.task.path]
-        if not result.merged:
+        counters = memory_counter_tracks(memory_files, origin_ns, groups, traced_groups, step_ends, names)
+        result.skipped.extend(counters.skipped)
+        if not result.merged and not counters.events:
             raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
+        sink.write_events(counters.events)
+        result.memory_files, result.counter_events = counters.files, len(counters.events)
         if ray_timeline is not None:
             ray = RayRewriter(-origin_ns / 1000, PID_BLOCK * (len(groups) + 1))
             with gc_paused():
@@ -175,7 +199,7 @@ def merge_traces(
             for pid, name in result.processes.items()
         ]
         sink.write_events(added)
-        result.events_added = len(added)
+        result.events_added = len(added) + result.counter_events
         sink.write(_document_tail(result))
         sink.commit()
     except BaseException:
@@ -228,6 +252,7 @@ class _Task:
     ts_offset: float
     part: Path
     compress_level: int | None
+    collect_steps: bool = False
 
 
 @dataclass
@@ -238,6 +263,7 @@ class _Part:
     crc: int = 0
     size: int = 0
     error: str | None = None
+    step_ends: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def _parts(tasks: list[_Task], jobs: int, meter: _Meter) -> Iterable[_Part]:
@@ -285,6 +311,7 @@ def _write_part(task: _Task, progress: ReadProgress | None = None) -> _Part:
         task.part.unlink(missing_ok=True)
         part.error = unexpected_content(exc)
     part.events, part.names = rewriter.count, rewriter.names
+    part.step_ends = rewriter.step_ends or {}
     return part
 
 

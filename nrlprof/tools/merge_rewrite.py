@@ -13,6 +13,7 @@ import zlib
 from typing import Any, Protocol
 
 ID_STRIDE = 1 << 40
+STEP_PREFIX = "ProfilerStep#"
 PID_BLOCK = 100_000
 _KNOWN_PIDS = {"Spans": 1001, "Traces": 1002, "": 1003}  # the string pids kineto writes
 
@@ -25,6 +26,7 @@ class RewriteTask(Protocol):
     label: str
     main_pid: int | None
     ts_offset: float
+    collect_steps: bool
 
 
 def pid_slot(original: Any, main_pid: int | None) -> int:
@@ -36,6 +38,10 @@ def pid_slot(original: Any, main_pid: int | None) -> int:
     if isinstance(original, str) and original in _KNOWN_PIDS:
         return _KNOWN_PIDS[original]
     return 1100 + zlib.crc32(repr(original).encode()) % (PID_BLOCK - 1100)
+
+
+def _number(value: Any) -> bool:
+    return value.__class__ in (int, float) and value == value and abs(value) < 1e18
 
 
 def hashable(value: Any) -> Any:
@@ -55,6 +61,8 @@ class TraceRewriter:
         self.pid_map: dict[Any, int] = {}
         self.names: dict[int, str] = {}
         self.count = 0
+        # ProfilerStep#<n> -> (start, end) on the merged clock, kept only when memory counters need them
+        self.step_ends: dict[int, tuple[float, float]] | None = {} if task.collect_steps else None
 
     def _pid(self, original: Any) -> int:
         key = hashable(original)
@@ -105,6 +113,18 @@ class TraceRewriter:
             if event.get("ph") == "M":
                 self._metadata(event, args)
         self.count += len(events)
+        if self.step_ends is not None:
+            self._collect_steps(events)
+
+    def _collect_steps(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            name = event.get("name")
+            if name.__class__ is str and name.startswith(STEP_PREFIX) and event.get("ph") == "X":
+                digits, ts, dur = name[len(STEP_PREFIX) :], event.get("ts"), event.get("dur")
+                if digits.isascii() and digits.isdigit() and len(digits) < 19 and _number(ts) and _number(dur):
+                    step = int(digits)
+                    start, end = self.step_ends.get(step, (ts, ts + dur))
+                    self.step_ends[step] = (min(start, ts), max(end, ts + dur))
 
     def _metadata(self, event: dict[str, Any], args: dict[str, Any]) -> None:
         if "pid" not in event:
