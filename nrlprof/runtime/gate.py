@@ -39,12 +39,16 @@ class Gate:
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
         self._exit_hook_registered = False
+        # The step anatomy's (step, wall-clock ns) list when it records, else None.
+        self.marks: list[tuple[int, int]] | None = None
 
     def _relevant(self, step: int) -> bool:
         index = bisect.bisect_right(self._starts, step) - 1
         return index >= 0 and step <= self._ends[index]
 
     def step(self, step: int) -> None:
+        if self.marks is not None:
+            self.marks.append((step, time.time_ns()))
         if not self.open and not self.prepared and not self._relevant(step):
             self.last_step = step
             return
@@ -155,9 +159,7 @@ class Gate:
 def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> tuple[list[int], list[int]]:
     """Merged [first, last] step intervals in which the gate has something to do (warm-ups included)."""
     intervals = sorted(
-        (w.first - 1 if b.kind in warms_up and w.first > 1 else w.first, w.last)
-        for b in gated
-        for w in b.steps.windows
+        (w.first - 1 if b.kind in warms_up and w.first > 1 else w.first, w.last) for b in gated for w in b.steps.windows
     )
     starts: list[int] = []
     ends: list[int] = []

@@ -12,7 +12,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nrlprof.anatomy.settings import anatomy_settings
+from nrlprof.anatomy.settings import requested as anatomy_requested
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
 from nrlprof.errors import ConfigError
@@ -25,6 +28,9 @@ from nrlprof.runtime.state import OpenWindows
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.workers.tracker import Tracker
+
+if TYPE_CHECKING:
+    from nrlprof.anatomy.recorder import Recorder
 
 
 class Session:
@@ -47,6 +53,7 @@ class Session:
         self._process: ProcessProfiler | None = None
         self._gate: Gate | None = None
         self._channel: WorkerChannel | None = None
+        self.anatomy: Recorder | None = None
         # `nrlprof.step` calls this: the gate's own step once built; nothing in workers.
         self.step = self._first_step if identity is None else _ignore_step
 
@@ -74,6 +81,8 @@ class Session:
     def gate(self) -> Gate:
         if self._gate is None:
             self._gate = Gate(self.plan, self.tracker, self.process, self.channel)
+            if self.anatomy is not None:
+                self._gate.marks = self.anatomy.marks
         return self._gate
 
     def _first_step(self, step: int) -> None:
@@ -86,6 +95,8 @@ class Session:
             self._gate.finish()
         elif self._process is not None:
             self._process.close_all()
+        if self.anatomy is not None:
+            self.anatomy.finish()
 
 
 def _ignore_step(step: int) -> None:
@@ -132,7 +143,8 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR") -> S
     already created stay tracked, so windows still reach them.
     """
     configure_logging(plan.log_level)
-    if not plan.active:
+    anatomy = anatomy_settings(os.environ, plan.active)
+    if not plan.active and not anatomy.enabled:
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
@@ -142,10 +154,15 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR") -> S
     from nrlprof.rayfix.plugins_env import install_agent_hook
     from nrlprof.workers import creation_hook
 
-    install_agent_hook(os.environ)
+    if plan.active:
+        install_agent_hook(os.environ)
     targets: dict[str, Target | None] = {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
     session = Session(plan, None, targets, tracker, ranks)
     creation_hook.install(session)
+    if anatomy.enabled:
+        from nrlprof.anatomy.recorder import Recorder
+
+        session.anatomy = Recorder(anatomy).start()
     state.session = session
     _warn_if_cluster_already_running()
     _log_plan(plan)
@@ -187,7 +204,7 @@ def activate_from_env(environ: Mapping[str, str]) -> Session | None:
         return activate_worker(environ)
     from nrlprof.config.env import is_configured, load_plan
 
-    if not is_configured(environ) or in_ray_worker_process():
+    if not (is_configured(environ) or anatomy_requested(environ)) or in_ray_worker_process():
         return None
     return activate_driver(load_plan(environ))
 

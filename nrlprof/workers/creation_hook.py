@@ -137,6 +137,8 @@ class ActorCreationHook:
             if prepared is None:
                 return original_remote(actor_class, args, kwargs, **actor_options)
             options, identity, matches = prepared
+            if options is None:
+                return hook.created(original_remote(actor_class, args, kwargs, **actor_options), identity)
             try:
                 handle = original_remote(actor_class, args, kwargs, **options)
             except (ValueError, TypeError) as err:
@@ -144,16 +146,23 @@ class ActorCreationHook:
                 logger.warning(
                     "actor %s runs unprofiled: Ray refused its profiling runtime_env: %s", identity.name, err
                 )
-                return original_remote(actor_class, args, kwargs, **actor_options)
+                return hook.created(original_remote(actor_class, args, kwargs, **actor_options), identity)
             if any(m.backend.steps is not None for m in matches):
                 hook.session.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
-            return handle
+            return hook.created(handle, identity)
 
         _remote.__wrapped__ = original_remote
         return _remote
 
-    def prepare(self, actor_class: Any, actor_options: dict) -> tuple[dict, WorkerIdentity, tuple[Match, ...]] | None:
-        """The actor's options with its runtime_env fragment merged in; None when nothing changes."""
+    def created(self, handle: Any, identity: WorkerIdentity) -> Any:
+        """Every actor the driver creates, matched or not, named for the step anatomy."""
+        anatomy = self.session.anatomy
+        if anatomy is not None:
+            anatomy.actor_created(handle, identity.name, identity.rank, identity.class_name)
+        return handle
+
+    def prepare(self, actor_class: Any, actor_options: dict) -> tuple[dict | None, WorkerIdentity, tuple[Match, ...]]:
+        """The actor's options with its runtime_env fragment merged in (None when nothing changes), and who it is."""
         in_worker = self.session.identity is not None
         if _opted_out(actor_options.get("runtime_env")):
             identity, matches, fragment = WorkerIdentity(class_name_of(actor_class), None, 0), (), {}
@@ -167,7 +176,7 @@ class ActorCreationHook:
         if in_worker:
             fragment = {**isolation_from_parent(matches, job_setup_hook()), **isolation_overrides(), **fragment}
         if not fragment:
-            return None
+            return None, identity, matches
         merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
         if matches and agent_has_fix() is False:
             # The cluster's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.

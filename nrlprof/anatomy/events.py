@@ -1,0 +1,136 @@
+"""Ray's task events, read from the GCS without the dashboard, as plain records of actor calls.
+
+What Ray 2.60 gives: `GlobalStateAccessor.get_task_events()` returns every task attempt the GCS keeps,
+all jobs, as serialized `gcs_pb2.TaskEvents` (no filter, no time bound; this is what `ray.timeline()`
+reads, after a fixed 1 s sleep).  The GCS keeps at most `RAY_task_events_max_num_task_in_gcs` attempts
+(100,000 by default) and evicts the oldest beyond it; workers send their events every
+`RAY_task_events_report_interval_ms` (1 s) and keep at most `RAY_task_events_max_num_profile_events_per_task`
+(1,000) profile events per task.  A task id is 24 bytes whose last 16 are the actor id (checked against
+`task_info.actor_id`); an actor's creation task is `ff..ff` + actor id.
+
+Reading incrementally: the serialized message starts with field 1, the task id (`0a 18` + 24 bytes), so
+a task already recorded is skipped by looking at those bytes, without parsing.  Only tasks that are not
+finished yet are parsed again on the next read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ACTOR_CREATION_TASK = 1
+ACTOR_TASK = 2
+SUBMITTED_TO_WORKER = 5
+RUNNING = 8
+FINISHED = 11
+FAILED = 12
+TASK_ID_PREFIX = b"\x0a\x18"
+# A finished task whose profile events never come (dropped by a worker's buffer) is recorded from its
+# state timestamps after this many reads.
+PROFILE_GRACE_READS = 3
+
+
+def fetch_raw_task_events() -> list[bytes]:
+    """Every task event the GCS holds, serialized; needs `ray.init()` (no dashboard)."""
+    from ray._private.state import state
+
+    return state._connect_and_get_accessor().get_task_events()
+
+
+def task_key(raw: bytes) -> bytes:
+    """The task id of a serialized TaskEvents (its first field), or the whole message if laid out otherwise."""
+    if raw[:2] == TASK_ID_PREFIX:
+        return raw[2:26]
+    return raw
+
+
+@dataclass
+class TaskEventReader:
+    """Turns successive GCS reads into records of finished actor calls and actor creations of one job."""
+
+    job_id: bytes
+    done: set[bytes] = field(default_factory=set)
+    waiting: dict[bytes, int] = field(default_factory=dict)
+
+    pending: int = 0
+
+    def read(self, raws: list[bytes]) -> list[dict]:
+        """Records of the calls that finished since the last read; `pending` counts those still running."""
+        records = []
+        pending = 0
+        seen = set()
+        done = self.done
+        for raw in raws:
+            key = task_key(raw)
+            seen.add(key)
+            if key in done:
+                continue
+            record, final = self._parse(raw, key)
+            if final:
+                done.add(key)
+                self.waiting.pop(key, None)
+                if record is not None:
+                    records.append(record)
+            else:
+                pending += 1
+        self.pending = pending
+        # Keys the GCS no longer holds cannot come back: forget them so a long job's set stays bounded.
+        self.done = done & seen
+        return records
+
+    def _parse(self, raw: bytes, key: bytes) -> tuple[dict | None, bool]:
+        from ray.core.generated import gcs_pb2
+
+        event = gcs_pb2.TaskEvents.FromString(raw)
+        if event.job_id != self.job_id:
+            return None, True
+        info = event.task_info
+        if not event.HasField("task_info"):
+            return None, False
+        if info.type not in (ACTOR_TASK, ACTOR_CREATION_TASK):
+            return None, True
+        states = event.state_updates.state_ts_ns
+        ended = FINISHED in states or FAILED in states
+        span = _profile_span(event)
+        if span is None:
+            if not ended:
+                return None, False
+            reads = self.waiting.get(key, 0) + 1
+            self.waiting[key] = reads
+            if reads < PROFILE_GRACE_READS or RUNNING not in states:
+                return None, reads >= PROFILE_GRACE_READS
+            span = (states[RUNNING], states.get(FINISHED) or states[FAILED])
+        class_name, _, method = info.func_or_class_name.rpartition(".")
+        record = {
+            "task_id": event.task_id.hex(),
+            "actor_id": info.actor_id.hex(),
+            "kind": "create" if info.type == ACTOR_CREATION_TASK else "call",
+            "class": class_name or info.func_or_class_name,
+            "method": method,
+            "start_ns": span[0],
+            "end_ns": span[1],
+            "node_id": event.state_updates.node_id.hex(),
+            "pid": event.state_updates.worker_pid,
+            "parent_task_id": info.parent_task_id.hex(),
+            "submitted_ns": states.get(SUBMITTED_TO_WORKER, 0),
+            "running_ns": states.get(RUNNING, 0),
+            "failed": FAILED in states,
+        }
+        return record, True
+
+
+def _profile_span(event) -> tuple[int, int] | None:
+    """The method body (`task:execute`), else the whole `task::Class.method` span; None before they arrive."""
+    execute = whole = None
+    for entry in event.profile_events.events:
+        if entry.event_name == "task:execute":
+            execute = (entry.start_time, entry.end_time)
+        elif entry.event_name.startswith("task::"):
+            whole = (entry.start_time, entry.end_time)
+    if whole is None:
+        return None
+    return execute or whole
+
+
+def actor_id_of_task(task_id_hex: str) -> str:
+    """The actor id inside a task id: its last 16 bytes."""
+    return task_id_hex[-32:]

@@ -1,0 +1,64 @@
+"""The step anatomy as text: per step one line per phase and the critical path; across steps, what grows."""
+
+from __future__ import annotations
+
+GROWTH_MIN_STEPS = 3
+
+
+def render_anatomy_text(model: dict) -> str:
+    steps = model.get("steps") or {}
+    if not steps:
+        return "step anatomy: no step recorded\n"
+    lines = ["step anatomy (times from each step's start)"]
+    for label, step in sorted(steps.items(), key=lambda item: int(item[0])):
+        lines.append(f"step {label}: {step['wall_ms']:.1f} ms")
+        for phase in step["phases"]:
+            ranks = phase["ranks"]
+            rank_text = f"ranks {_ranks(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}"
+            lines.append(
+                f"  {phase['start_ms']:>10.1f} +{phase['dur_ms']:>10.1f} ms  {phase['worker']}.{phase['method']}"
+                f"  {phase['calls']} call(s), {rank_text}"
+                + (f", slowest rank {phase['slowest_rank']} (+{phase['spread_ms']:.1f} ms)" if len(ranks) > 1 else "")
+            )
+        path = " -> ".join(f"{p['worker']}.{p['method']}" for p in step["critical_path"])
+        lines.append(f"  critical path: {path or '(no call)'}")
+    lines.extend(_growth_lines(steps))
+    return "\n".join(lines) + "\n"
+
+
+def phase_growth(steps: dict) -> list[tuple[str, float, float, int]]:
+    """Per phase seen in enough steps: (phase, first-third mean ms, last-third mean ms, steps), most grown first."""
+    series: dict[str, list[float]] = {}
+    for label in sorted(steps, key=int):
+        for phase in steps[label]["phases"]:
+            series.setdefault(f"{phase['worker']}.{phase['method']}", []).append(phase["dur_ms"])
+    rows = []
+    for name, durations in series.items():
+        if len(durations) < GROWTH_MIN_STEPS:
+            continue
+        third = max(1, len(durations) // 3)
+        early = sum(durations[:third]) / third
+        late = sum(durations[-third:]) / third
+        rows.append((name, early, late, len(durations)))
+    rows.sort(key=lambda row: row[2] - row[1], reverse=True)
+    return rows
+
+
+def _growth_lines(steps: dict) -> list[str]:
+    rows = phase_growth(steps)
+    if not rows:
+        return []
+    lines = ["across steps (mean duration, first third -> last third of the steps it ran in):"]
+    for name, early, late, count in rows:
+        change = late - early
+        trend = (
+            "grows" if change > 0.1 * max(early, 1.0) else ("shrinks" if change < -0.1 * max(early, 1.0) else "flat")
+        )
+        lines.append(f"  {name}: {early:.1f} -> {late:.1f} ms ({change:+.1f} ms, {trend}, {count} steps)")
+    return lines
+
+
+def _ranks(ranks: list[int]) -> str:
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(str(r) for r in ranks)

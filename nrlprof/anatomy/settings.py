@@ -1,0 +1,46 @@
+"""NRL_STEP_ANATOMY and NRL_STEP_ANATOMY_DIR: whether the driver records step anatomy, and where."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nrlprof.errors import ConfigError
+
+ANATOMY_VARIABLE = "NRL_STEP_ANATOMY"
+ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
+DEFAULT_DIRECTORY = "step_anatomy"
+_ON = ("1", "true", "yes", "on")
+_OFF = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class AnatomySettings:
+    enabled: bool
+    directory: str
+
+
+def requested(environ: Mapping[str, str]) -> bool:
+    """NRL_STEP_ANATOMY turns it on by itself (cheap: no validation, for `import nrlprof`)."""
+    return (environ.get(ANATOMY_VARIABLE) or "").strip().lower() in _ON
+
+
+def anatomy_settings(environ: Mapping[str, str], backends_configured: bool) -> AnatomySettings:
+    """On with NRL_STEP_ANATOMY=1, or when a backend is configured unless NRL_STEP_ANATOMY=0."""
+    raw = (environ.get(ANATOMY_VARIABLE) or "").strip()
+    word = raw.lower()
+    if word in _ON:
+        enabled = True
+    elif word in _OFF:
+        enabled = False
+    elif not word:
+        enabled = backends_configured
+    else:
+        raise ConfigError(ANATOMY_VARIABLE, raw, "1 or 0 (also true/false, yes/no, on/off)")
+    directory = environ.get(ANATOMY_DIR_VARIABLE)
+    if directory is None:
+        directory = DEFAULT_DIRECTORY
+    elif not directory.strip() or "\0" in directory:
+        raise ConfigError(ANATOMY_DIR_VARIABLE, directory, "a directory path (default step_anatomy)")
+    return AnatomySettings(enabled, os.path.abspath(os.path.expanduser(directory.strip())))

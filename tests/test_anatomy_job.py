@@ -1,0 +1,196 @@
+"""Step anatomy on real Ray: phases of known lengths, concurrency, a slow rank, nested and threaded actors."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
+from trace_reading import load_trace, traces_under
+
+GENERATE_S = 0.3
+SLOW_EXTRA_S = 0.4
+SLOW_STEP, SLOW_RANK = 2, 1
+LOGPROBS_S = 0.25
+SCORE_S = 0.1
+SCORES = 4
+TRAIN_S = 0.25
+SHARD_S = 0.15
+STEPS = 3
+SLACK_MS = 5.0  # timestamps of the driver and of the workers come from different calls to the same clock
+
+
+@ray.remote(num_cpus=0)
+class EngineShard:
+    def run(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+
+@ray.remote(num_cpus=0)
+class Generator:
+    def __init__(self) -> None:
+        self.shards = [EngineShard.remote() for _ in range(2)]
+
+    def generate(self, seconds: float) -> int:
+        ray.get([shard.run.remote(SHARD_S) for shard in self.shards])
+        time.sleep(max(0.0, seconds - SHARD_S))
+        return 1
+
+
+@ray.remote(num_cpus=0)
+class RefPolicy:
+    def logprobs(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+
+@ray.remote(num_cpus=0, max_concurrency=SCORES)
+class Reward:
+    def score(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+
+@ray.remote(num_cpus=0)
+class Trainer:
+    def train(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return 1
+
+
+def run_job(nrlprof) -> None:
+    generators = [Generator.remote() for _ in range(2)]
+    ref, reward = RefPolicy.remote(), Reward.remote()
+    trainers = [Trainer.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in range(2)]
+    ray.get([a.__ray_ready__.remote() for a in [*generators, ref, reward, *trainers]])
+    for step in range(1, STEPS + 1):
+        nrlprof.step(step)
+        lengths = [GENERATE_S + (SLOW_EXTRA_S if step == SLOW_STEP and r == SLOW_RANK else 0) for r in range(2)]
+        ray.get([g.generate.remote(s) for g, s in zip(generators, lengths)])
+        ray.get([ref.logprobs.remote(LOGPROBS_S)] + [reward.score.remote(SCORE_S) for _ in range(SCORES)])
+        ray.get([t.train.remote(TRAIN_S) for t in trainers])
+    nrlprof.finish()
+
+
+def phase(step: dict, worker: str, method: str) -> dict:
+    found = [p for p in step["phases"] if p["worker"] == worker and p["method"] == method]
+    assert len(found) == 1, f"{worker}.{method} in {step['phases']}"
+    return found[0]
+
+
+def check_anatomy(model: dict) -> None:
+    assert sorted(model["steps"]) == [str(s) for s in range(1, STEPS + 1)]
+    for label, step in model["steps"].items():
+        names = {(p["worker"], p["method"]) for p in step["phases"]}
+        assert names == {
+            ("generator", "generate"),
+            ("generator.engine_shard", "run"),
+            ("ref_policy", "logprobs"),
+            ("reward", "score"),
+            ("trainer", "train"),
+        }, label
+        generate = phase(step, "generator", "generate")
+        shards = phase(step, "generator.engine_shard", "run")
+        logprobs = phase(step, "ref_policy", "logprobs")
+        score = phase(step, "reward", "score")
+        train = phase(step, "trainer", "train")
+        slow = int(label) == SLOW_STEP
+        assert generate["calls"] == 2 and generate["ranks"] == [0, 1]
+        assert generate["dur_ms"] >= 1000 * (GENERATE_S + (SLOW_EXTRA_S if slow else 0)) - SLACK_MS
+        # Two engines, each with two shards ranked within its engine.
+        assert shards["calls"] == 4 and shards["ranks"] == [0, 1]
+        assert shards["dur_ms"] >= 1000 * SHARD_S - SLACK_MS
+        assert shards["start_ms"] >= generate["start_ms"]
+        assert logprobs["calls"] == 1 and logprobs["dur_ms"] >= 1000 * LOGPROBS_S - SLACK_MS
+        assert score["calls"] == SCORES and score["ranks"] == [0]
+        assert score["dur_ms"] >= 1000 * SCORE_S - SLACK_MS
+        assert train["calls"] == 2 and train["ranks"] == [0, 1]
+        assert train["dur_ms"] >= 1000 * TRAIN_S - SLACK_MS
+        # Sequence: generate, then logprobs beside score, then train.
+        assert logprobs["start_ms"] >= generate["start_ms"] + generate["dur_ms"] - SLACK_MS
+        assert score["start_ms"] >= generate["start_ms"] + generate["dur_ms"] - SLACK_MS
+        assert train["start_ms"] >= logprobs["start_ms"] + logprobs["dur_ms"] - SLACK_MS
+        assert step["wall_ms"] >= train["start_ms"] + train["dur_ms"] - SLACK_MS
+        if slow:
+            assert generate["slowest_rank"] == SLOW_RANK
+            assert generate["spread_ms"] >= 1000 * SLOW_EXTRA_S - 50
+        # logprobs outlasts score, so the path goes through it and not through score.
+        assert step["critical_path"] == [
+            {"worker": "generator", "method": "generate"},
+            {"worker": "ref_policy", "method": "logprobs"},
+            {"worker": "trainer", "method": "train"},
+        ]
+        idle = step["idle_ms"]
+        assert set(idle) >= {"generator", "generator.engine_shard", "ref_policy", "reward", "trainer"}
+        assert idle["trainer"] >= step["wall_ms"] - train["dur_ms"] - SLACK_MS
+        assert idle["trainer"] <= step["wall_ms"] - 1000 * TRAIN_S + SLACK_MS
+        assert idle["ref_policy"] <= step["wall_ms"] - 1000 * LOGPROBS_S + SLACK_MS
+        assert 0 <= idle["generator"] <= step["wall_ms"]
+
+
+def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_cluster, activate, tmp_path):
+    nrlprof = activate(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"))
+    run_job(nrlprof)
+    model = anatomy_summary(tmp_path / "anatomy")
+    check_anatomy(model)
+    text = render_anatomy_text(model)
+    assert f"step {SLOW_STEP}:" in text
+    assert "critical path: generator.generate -> ref_policy.logprobs -> trainer.train" in text
+    assert f"slowest rank {SLOW_RANK}" in text
+    events = anatomy_trace_events(tmp_path / "anatomy")
+    spans = [e for e in events if e["ph"] == "X" and e["name"].startswith("trainer.train [step ")]
+    assert len(spans) == 2 * STEPS
+    assert {e["tid"] for e in spans} == {0, 1}
+    json.dumps(events)
+
+
+def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, tmp_path):
+    torch_dir = tmp_path / "torch"
+    nrlprof = activate(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="trainer",
+        NRL_TORCH_PROFILE_STEP_RANGE="2:3",
+        NRL_TORCH_PROFILE_DIR=str(torch_dir),
+        NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"),
+    )
+    run_job(nrlprof)
+    model = anatomy_summary(tmp_path / "anatomy")
+    check_anatomy(model)
+    traces = traces_under(torch_dir / "trainer")
+    assert traces, "the torch profiler wrote no trainer trace"
+    # The auto-annotated method range and the task-event span of the same call agree.
+    task_spans = {
+        e["args"]["rank"]: e
+        for e in anatomy_trace_events(tmp_path / "anatomy")
+        if e["ph"] == "X" and e["name"] == "trainer.train [step 2]"
+    }
+    for trace_path in traces:
+        trace = load_trace(trace_path)
+        rank = trace["distributedInfo"]["rank"]
+        ranges = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("trainer.train [step 2]")]
+        assert ranges, Path(trace_path).name
+        span = task_spans[rank]
+        assert abs(ranges[0]["dur"] - span["dur"]) < 20_000  # µs
+
+
+def test_anatomy_off_with_a_backend_when_asked(ray_cluster, activate, tmp_path):
+    nrlprof = activate(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="nothing_matches",
+        NRL_TORCH_PROFILE_STEP_RANGE="2:3",
+        NRL_TORCH_PROFILE_DIR=str(tmp_path / "torch"),
+        NRL_STEP_ANATOMY="0",
+        NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"),
+    )
+    nrlprof.step(1)
+    nrlprof.finish()
+    assert not (tmp_path / "anatomy").exists()
+
+
+@pytest.mark.parametrize("value", ["2", "maybe"])
+def test_a_bad_switch_names_the_variable(activate, value, tmp_path):
+    with pytest.raises(ValueError, match=rf"NRL_STEP_ANATOMY='{value}' is invalid.*1 or 0"):
+        activate(NRL_STEP_ANATOMY=value, NRL_STEP_ANATOMY_DIR=str(tmp_path))
