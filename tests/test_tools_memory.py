@@ -313,9 +313,10 @@ def test_merge_adds_memory_counter_tracks_per_process(tmp_path):
     not_json.write_text("{")
 
     result = merge_traces([run], tmp_path / "merged.json")
-    skipped = dict(result.skipped)
-    assert set(skipped) == {no_times, not_json}
-    assert "no step times" in skipped[no_times] and "not JSON" in skipped[not_json]
+    ((skipped, reason),) = result.skipped
+    assert skipped == not_json and "not JSON" in reason
+    ((unplaced, reason),) = result.unplaced  # not an error: the figures hold no times yet
+    assert unplaced == no_times and "no step times" in reason
     events = events_of(tmp_path / "merged.json")
     pids = process_pids(events)
     policy, reference_pid = pids["policy rank 0 (gpu-node)"], pids["reference rank 1 (gpu-node)"]
@@ -342,3 +343,18 @@ def test_merge_of_memory_figures_alone(tmp_path):
     pid = process_pids(document["traceEvents"])["controller (node-a)"]
     assert counters(document["traceEvents"], pid, "host RSS") == [(100_000.0, 300.0), (1_100_000.0, 310.0)]
     assert result.merged == []
+
+
+def test_merge_command_notes_figures_it_cannot_place_and_exits_0(tmp_path, capsys):
+    from nrlprof.cli import main
+
+    write_json(tmp_path / "run" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace(pid=1000))
+    unplaced = write_figures(tmp_path / "run", "critic", 0, host_steps([1.0, 2.0]), pid=3000)
+    assert main(["merge", str(tmp_path / "run"), "-o", str(tmp_path / "m.json"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    document = json.loads(out[out.index("{") :])
+    assert document["unplaced"][0]["path"] == str(unplaced) and document["counter_events"] == 0
+    assert f"nrlprof merge: note: {unplaced}: memory figures have no step times" in err
+    unplaced.write_text("[]")
+    assert main(["merge", str(tmp_path / "run"), "-o", str(tmp_path / "m.json")]) == 1
+    assert f"warning: skipped {unplaced}" in capsys.readouterr().err

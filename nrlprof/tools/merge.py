@@ -76,6 +76,7 @@ class MergeResult:
     processes: dict[int, str] = field(default_factory=dict)
     memory_files: int = 0
     counter_events: int = 0
+    unplaced: list[tuple[Path, str]] = field(default_factory=list)  # memory figures with no place on the clock
 
     @property
     def events_out(self) -> int:
@@ -95,6 +96,7 @@ class MergeResult:
             "processes": {str(pid): name for pid, name in self.processes.items()},
             "memory_files": self.memory_files,
             "counter_events": self.counter_events,
+            "unplaced": [{"path": str(p), "reason": reason} for p, reason in self.unplaced],
         }
 
 
@@ -175,7 +177,7 @@ def merge_traces(
             result.events_in += part.events
             result.bytes_in += sizes[part.task.path]
         counters = memory_counter_tracks(memory_files, origin_ns, groups, traced_groups, step_ends, names)
-        result.skipped.extend(counters.skipped)
+        result.unplaced.extend(counters.skipped)
         if not result.merged and not counters.events:
             raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
         sink.write_events(counters.events)
@@ -459,6 +461,8 @@ def run(args: argparse.Namespace) -> int:
             f"merged {len(result.merged)} trace(s), {result.events_out} events, {mb:.1f} MB "
             f"in {result.seconds:.1f} s -> {result.output}"
         )
+    for path, reason in result.unplaced:
+        print(f"nrlprof merge: note: {path}: {reason}", file=sys.stderr)
     for path, reason in result.skipped:
         print(f"nrlprof merge: warning: skipped {path}: {reason}", file=sys.stderr)
     return 1 if result.skipped else 0
