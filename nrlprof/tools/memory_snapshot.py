@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
 MB = 1 << 20
 MAX_SNAPSHOT_BYTES = 4 << 30
 _FREES = ("free_requested", "free_completed")
+# torch.cuda._memory_viz._profile_to_snapshot names a Python frame `file.py(12): function`
+_PROFILE_FRAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<function>.+)$")
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -103,9 +106,19 @@ def frame_text(frame: Any) -> str:
     return f"{frame.get('filename', '?')}:{frame.get('line', '?')}:{frame.get('name', '?')}"
 
 
+def _located(frame: dict) -> dict:
+    """A frame as the allocator records it; one from a profile (`filename` "none") gets its place from its name."""
+    if frame.get("filename") == "none" and isinstance(frame.get("name"), str):
+        match = _PROFILE_FRAME.match(frame["name"])
+        if match:
+            return {"filename": match["file"], "line": int(match["line"]), "name": match["function"]}
+    return frame
+
+
 def python_frames(frames: list[Any]) -> list[dict]:
     """The Python frames of a stack, innermost first (C++ frames are there when history recorded them)."""
-    return [f for f in frames if isinstance(f, dict) and str(f.get("filename", "")).endswith(".py")]
+    located = (_located(f) for f in frames if isinstance(f, dict))
+    return [f for f in located if str(f.get("filename", "")).endswith(".py")]
 
 
 def _own_frame(frames: list[dict]) -> dict | None:
