@@ -47,12 +47,12 @@ class Gate:
         return index >= 0 and step <= self._ends[index]
 
     def step(self, step: int) -> None:
+        if step == self.last_step:
+            return
         if self.marks is not None:
             self.marks.append((step, time.time_ns()))
         if not self.open and not self.prepared and not self._relevant(step):
             self.last_step = step
-            return
-        if step == self.last_step:
             return
         going_back = self.last_step is not None and step < self.last_step
         self.last_step = step
