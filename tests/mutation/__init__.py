@@ -1,0 +1,1 @@
+"""Mutation testing of nrlprof's core modules (test code, not shipped)."""

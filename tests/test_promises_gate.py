@@ -1,0 +1,144 @@
+"""The step state machine's rules from README, seen as the actions it sends the controller (no worker tracked,
+so no Ray): windows from runs of steps, warm-up the step before, repeated and backward steps, finish()."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from nrlprof.config.env import plan_from_env
+from nrlprof.runtime.dispatch import WorkerChannel
+from nrlprof.runtime.gate import Gate
+from nrlprof.runtime.process import Action
+from nrlprof.workers.tracker import Tracker
+
+
+class ActionLog:
+    """Stands in for the controller's profiler: keeps what the gate asked of it, per step."""
+
+    def __init__(self) -> None:
+        self.actions: list[tuple] = []
+
+    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+        self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
+        return []
+
+
+def gate_for(**variables: str) -> tuple[Gate, ActionLog]:
+    plan = plan_from_env(variables)
+    tracker, log = Tracker(), ActionLog()
+    return Gate(plan, tracker, log, WorkerChannel(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
+
+
+def per_step(gate: Gate, log: ActionLog, steps) -> dict[int, list[tuple]]:
+    seen: dict[int, list[tuple]] = {}
+    for step in steps:
+        before = len(log.actions)
+        gate.step(step)
+        seen.setdefault(step, [])
+        seen[step] = seen[step] + log.actions[before:]
+    return seen
+
+
+def nsys(steps: str) -> dict[str, str]:
+    return {"NRL_NSYS_WORKER_PATTERNS": "*p*", "NRL_NSYS_PROFILE_STEP_RANGE": steps}
+
+
+def torch(steps: str) -> dict[str, str]:
+    return {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*p*", "NRL_TORCH_PROFILE_STEP_RANGE": steps}
+
+
+def test_nsys_windows_open_at_their_first_step_and_close_at_the_first_step_after():
+    gate, log = gate_for(**nsys("2:4,6"))
+    seen = per_step(gate, log, range(1, 9))
+    assert seen == {
+        1: [],
+        2: [("nsys", "start", 2, 3)],
+        3: [("nsys", "step", 0, 0)],
+        4: [("nsys", "stop", 0, 0)],
+        5: [],
+        6: [("nsys", "start", 6, 6)],
+        7: [("nsys", "stop", 0, 0)],
+        8: [],
+    }
+
+
+def test_adjacent_windows_close_one_and_open_the_next_at_the_same_step():
+    gate, log = gate_for(**nsys("2,3:5"))  # 2 and 3:5 touch: one window 2-4
+    seen = per_step(gate, log, range(1, 7))
+    assert [a for step in sorted(seen) for a in seen[step] if a[1] != "step"] == [
+        ("nsys", "start", 2, 4),
+        ("nsys", "stop", 0, 0),
+    ]
+
+
+def test_torch_warms_up_the_step_before_each_window_but_not_before_step_one():
+    gate, log = gate_for(**torch("1:3,5"))
+    seen = per_step(gate, log, range(1, 7))
+    assert seen == {
+        1: [("torch", "start", 1, 2)],
+        2: [("torch", "step", 0, 0)],
+        3: [("torch", "stop", 0, 0)],
+        4: [("torch", "prepare", 5, 5)],
+        5: [("torch", "start", 5, 5)],
+        6: [("torch", "stop", 0, 0)],
+    }
+
+
+def test_a_repeated_step_is_ignored():
+    gate, log = gate_for(**nsys("2:4"))
+    seen = per_step(gate, log, [1, 2, 2, 3, 3, 4])
+    assert seen == {1: [], 2: [("nsys", "start", 2, 3)], 3: [("nsys", "step", 0, 0)], 4: [("nsys", "stop", 0, 0)]}
+
+
+def test_a_step_going_back_closes_the_open_window_and_it_never_opens_again():
+    gate, log = gate_for(**nsys("2:6"))
+    per_step(gate, log, [1, 2, 3])
+    assert log.actions == [("nsys", "start", 2, 5), ("nsys", "step", 0, 0)]
+    per_step(gate, log, [2, 3, 4, 5, 6, 7])
+    assert log.actions[2:] == [("nsys", "stop", 0, 0)], "closed at the step that went back, never reopened"
+
+
+def test_a_step_going_back_before_a_window_does_not_open_it_twice():
+    gate, log = gate_for(**nsys("3"))
+    per_step(gate, log, [1, 2, 3, 4, 1, 2, 3, 4])
+    assert log.actions == [("nsys", "start", 3, 3), ("nsys", "stop", 0, 0)]
+
+
+def test_steps_outside_every_window_send_nothing():
+    gate, log = gate_for(**nsys("50:52"))
+    per_step(gate, log, range(1, 49))
+    assert log.actions == []
+
+
+def test_finish_closes_the_open_window_and_a_prepared_one():
+    gate, log = gate_for(**nsys("2:5"), **torch("4"))
+    per_step(gate, log, [1, 2, 3])
+    assert log.actions == [("nsys", "start", 2, 4), ("nsys", "step", 0, 0), ("torch", "prepare", 4, 4)]
+    gate.finish()
+    assert sorted(log.actions[3:]) == [("nsys", "stop", 0, 0), ("torch", "stop", 0, 0)]
+    gate.finish()
+    assert len(log.actions) == 5, "a second finish has nothing left to close"
+    per_step(gate, log, [4, 5])
+    assert ("nsys", "start", 2, 4) not in log.actions[5:], "a window closed by finish() is not opened again"
+
+
+EXIT_WITHOUT_FINISH = """\
+import sys
+sys.path.insert(0, {tests!r})
+from test_promises_gate import gate_for, nsys
+import atexit
+gate, log = gate_for(**nsys("2:5"))
+atexit.register(lambda: print("actions at exit:", log.actions))  # registered first, so it runs last
+gate.step(2)
+"""
+
+
+def test_an_open_window_is_closed_at_interpreter_exit():
+    from pathlib import Path
+
+    code = EXIT_WITHOUT_FINISH.format(tests=str(Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "actions at exit: [('nsys', 'start', 2, 4), ('nsys', 'stop', 0, 0)]" in done.stdout
