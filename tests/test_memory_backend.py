@@ -45,6 +45,13 @@ def test_a_worker_that_keeps_memory_reads_as_growing_and_its_sibling_as_flat(ray
     assert not list(directory.rglob("*.pickle"))
     assert "allocator snapshots are skipped" in capfd.readouterr().err
 
+    from nrlprof.tools.summary import summarize
+
+    summary = summarize(directory).to_json()
+    findings = summary["memory"]["findings"]
+    assert len(findings) == 1 and findings[0].startswith("leaky_policy_worker rank 0 grows ~4"), findings
+    assert summary["memory"]["workers"]["steady_policy_worker"]["0"]["steps"]["3"]["host_peak_mb"] > 0
+
 
 @pytest.mark.parametrize(
     ("variables", "named"),

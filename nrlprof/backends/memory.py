@@ -113,7 +113,13 @@ class MemoryBackend(Backend):
         step, began = self.step_started
         self.step_started = None
         wall_ms = (time.monotonic() - began) * 1000
-        sample: dict = {"step": step, "wall_ms": wall_ms, "host_rss_mb": host_rss_bytes() / MB}
+        # t_us: wall clock at the step's end, as torch traces count it, so merge can place the figures.
+        sample: dict = {
+            "step": step,
+            "wall_ms": wall_ms,
+            "t_us": time.time_ns() / 1000,
+            "host_rss_mb": host_rss_bytes() / MB,
+        }
         peak = host_peak_bytes()
         if peak is not None:
             sample["host_peak_mb"] = max(peak, host_rss_bytes()) / MB

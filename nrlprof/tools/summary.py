@@ -35,6 +35,7 @@ from nrlprof.tools.manifest_view import Overhead, read_manifests
 from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
 from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.summary_sections import sections
 from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.traces import (
     TraceHeader,
@@ -168,6 +169,7 @@ class Summary:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     overhead: list[Overhead] = field(default_factory=list)
     hta: list[dict[str, Any]] | None = None  # HolisticTraceAnalysis figures, when asked for
+    sections: dict[str, Any] = field(default_factory=dict)  # "memory", "anatomy" where their files exist
 
     @property
     def steps(self) -> list[int]:
@@ -183,6 +185,7 @@ class Summary:
             "stragglers": {str(step): [s.to_json() for s in rows] for step, rows in stragglers(self).items()},
             "profiler_overhead": [o.to_json() for o in self.overhead],
             **({"hta": self.hta} if self.hta is not None else {}),
+            **self.sections,
             "nsys_reports": [r.to_json() for r in self.nsys_reports],
             "notes": self.notes,
             "skipped": [{"path": str(p), "reason": reason} for p, reason in self.skipped],
@@ -200,10 +203,12 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     headers, skipped = find_traces([directory])
     reports = find_nsys_reports([directory])
     exports = find_nsys_exports([directory])
-    if not headers and not reports and not exports:
-        reason = "; ".join(r for _, r in skipped) or "no torch trace or Nsight Systems report found"
+    found = sections(directory) if directory.is_dir() else {}
+    if not headers and not reports and not exports and not found:
+        reason = "; ".join(r for _, r in skipped) or "no torch trace, Nsight Systems report, memory or anatomy file"
         raise ToolError(reason, directory)
-    summary = Summary(directory, skipped=list(skipped))
+    summary = Summary(directory, skipped=list(skipped), sections=found)
+    summary.skipped.extend((Path(s["path"]), s["reason"]) for s in found.get("memory", {}).get("skipped", []))
     stats: list[TraceStats] = []
     ordered = sorted(headers, key=TraceHeader.sort_key)
     with gc_paused():

@@ -58,6 +58,10 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         _top_tables(summary, console)
     _overhead_table(summary, console)
     _hta_table(summary, console)
+    if summary.sections:
+        from nrlprof.tools.summary_sections import sections_text
+
+        console.print(plain(sections_text(summary.sections)), soft_wrap=True)
     for report in summary.nsys_reports:
         _render_nsys(report, console)
     for path, reason in summary.skipped:

@@ -75,6 +75,7 @@ def render_html(summary: Summary) -> str:
         parts += ["<h2>Timeline</h2>", timeline_svg(summary.workers, summary.overhead), _legend(summary.workers)]
         parts += _tables(summary)
     parts += _overhead_tables(summary)
+    parts += _section_lanes(summary)
     parts += _nsys_tables(summary)
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -303,6 +304,22 @@ def _overhead_tables(summary: Summary) -> list[str]:
             for o in summary.overhead]  # fmt: skip
     title = "Profiler overhead (time to start and stop the profiler in each process, not the workload)"
     return [f"<h2>{title}</h2>", _table(head, rows, text_columns=4)]
+
+
+def _section_lanes(summary: Summary) -> list[str]:
+    """The step anatomy's swimlanes and the memory lane, where the summary has them."""
+    parts = []
+    if "anatomy" in summary.sections:
+        from nrlprof.anatomy.svg import anatomy_svg
+
+        parts += ["<h2>Step anatomy (every worker group, from Ray's task events)</h2>"]
+        parts.append(anatomy_svg(summary.sections["anatomy"]))
+    if "memory" in summary.sections:
+        from nrlprof.tools.memory_svg import memory_lane_svg
+
+        parts += ["<h2>Memory per step</h2>", memory_lane_svg(summary.sections["memory"])]
+        parts += [f'<div class="note">{_e(finding)}</div>' for finding in summary.sections["memory"]["findings"]]
+    return parts
 
 
 def _nsys_tables(summary: Summary) -> list[str]:

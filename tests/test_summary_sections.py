@@ -1,0 +1,66 @@
+"""Memory figures and the step anatomy in the summary's JSON, text and HTML report."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+from nrlprof.anatomy.svg import anatomy_svg
+from nrlprof.tools.render.html import render_html
+from nrlprof.tools.summary import Summary, summarize
+
+ANATOMY = {
+    "steps": {
+        "1": {
+            "wall_ms": 100.0,
+            "phases": [
+                {"worker": "vllm_generation_worker", "method": "generate", "start_ms": 0.0, "dur_ms": 60.0,
+                 "calls": 2, "ranks": [0, 1], "slowest_rank": 1, "spread_ms": 5.0},
+                {"worker": "dtensor_policy_worker", "method": "train", "start_ms": 60.0, "dur_ms": 40.0,
+                 "calls": 2, "ranks": [0, 1], "slowest_rank": 0, "spread_ms": 1.0},
+            ],
+            "idle_ms": {"vllm_generation_worker": 40.0, "dtensor_policy_worker": 60.0},
+            "critical_path": [{"worker": "vllm_generation_worker", "method": "generate"}],
+        },
+        "2": {"wall_ms": 50.0, "phases": [], "idle_ms": {}, "critical_path": []},
+    }
+}  # fmt: skip
+
+
+def test_anatomy_swimlanes_are_valid_svg_with_one_lane_per_group_and_hover_text():
+    svg = anatomy_svg(ANATOMY)
+    root = ElementTree.fromstring(svg)
+    bars = [e for e in root.iter() if e.tag.endswith("rect")]
+    assert len(bars) == 2
+    titles = [e.text for e in root.iter() if e.tag.endswith("title")]
+    assert any("vllm_generation_worker.generate 60.0 ms" in t for t in titles)
+    widths = sorted(float(b.get("width")) for b in bars)
+    assert abs(widths[1] / widths[0] - 60 / 40) < 0.01, "bar lengths are proportional to the phases"
+    assert anatomy_svg({"steps": {}}) == ""
+
+
+def test_report_has_the_anatomy_and_memory_sections(tmp_path):
+    memory = {
+        "workers": {},
+        "snapshots": [],
+        "skipped": [],
+        "findings": ["policy rank 0 grows ~40 MB/step (steps 2-5)"],
+    }
+    html = render_html(Summary(tmp_path, sections={"anatomy": ANATOMY, "memory": memory}))
+    assert "Step anatomy" in html and "Memory per step" in html
+    assert "grows ~40 MB/step" in html
+
+
+def test_a_directory_with_only_memory_figures_is_summarised(tmp_path):
+    folder = tmp_path / "policy" / "0"
+    folder.mkdir(parents=True)
+    steps = [
+        {"step": s, "wall_ms": 5.0, "t_us": 1e15 + s, "host_rss_mb": 100.0 + 40 * s, "host_peak_mb": 150.0 + 40 * s}
+        for s in (2, 3, 4, 5)
+    ]
+    document = {"nrlprof": {"worker": "policy", "rank": 0, "window": "2-5", "pid": 7, "host": "h"}, "steps": steps}
+    (folder / "policy.rank0.steps2-5.7.memory.json").write_text(json.dumps(document))
+    summary = summarize(Path(tmp_path)).to_json()
+    assert summary["memory"]["findings"] and "grows ~40 MB/step" in summary["memory"]["findings"][0]
+    assert "anatomy" not in summary
