@@ -205,7 +205,8 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     exports = find_nsys_exports([directory])
     found = sections(directory) if directory.is_dir() else {}
     if not headers and not reports and not exports and not found:
-        reason = "; ".join(r for _, r in skipped) or "no torch trace, Nsight Systems report, memory or anatomy file"
+        nothing = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
+        reason = "; ".join(r for _, r in skipped) or nothing
         raise ToolError(reason, directory)
     summary = Summary(directory, skipped=list(skipped), sections=found)
     summary.skipped.extend((Path(s["path"]), s["reason"]) for s in found.get("memory", {}).get("skipped", []))
