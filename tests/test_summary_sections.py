@@ -64,3 +64,22 @@ def test_a_directory_with_only_memory_figures_is_summarised(tmp_path):
     summary = summarize(Path(tmp_path)).to_json()
     assert summary["memory"]["findings"] and "grows ~40 MB/step" in summary["memory"]["findings"][0]
     assert "anatomy" not in summary
+
+
+def test_diff_compares_the_anatomy_phases_and_memory_of_two_runs(tmp_path, capsys):
+    import copy
+
+    from nrlprof.tools.diff import compare, render
+
+    slower = copy.deepcopy(ANATOMY)
+    slower["steps"]["1"]["phases"][1]["dur_ms"] = 70.0
+    slower["steps"]["1"]["wall_ms"] = 130.0
+    memory = {"workers": {}, "snapshots": [], "skipped": []}
+    a = {"workers": [], "anatomy": ANATOMY, "memory": memory}
+    b = {"workers": [], "anatomy": slower, "memory": memory}
+    result = compare(a, b, tmp_path / "a.json", tmp_path / "b.json")
+    train = result["anatomy"]["steps"]["1"]["phases"]["dtensor_policy_worker.train"]
+    assert (train["a"], train["b"], train["change"], train["change_pct"]) == (40.0, 70.0, 30.0, 75.0)
+    assert result["anatomy"]["steps"]["1"]["wall_ms"]["change"] == 30.0
+    render(result)
+    assert "most changed phase dtensor_policy_worker.train 40.0 -> 70.0 ms (+30.0)" in capsys.readouterr().out

@@ -70,8 +70,17 @@ def compare(a: dict[str, Any], b: dict[str, Any], source_a: Path, source_b: Path
     def listed(keys: set[Key]) -> list[dict[str, Any]]:
         return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=_order)]
 
-    return {"a": str(source_a), "b": str(source_b), "rows": rows, "only_in_a": listed(fa.keys() - fb.keys()),
-            "only_in_b": listed(fb.keys() - fa.keys())}  # fmt: skip
+    result = {"a": str(source_a), "b": str(source_b), "rows": rows, "only_in_a": listed(fa.keys() - fb.keys()),
+              "only_in_b": listed(fb.keys() - fa.keys())}  # fmt: skip
+    if "memory" in a and "memory" in b:
+        from nrlprof.tools.memory_view import memory_diff
+
+        result["memory"] = memory_diff(a["memory"], b["memory"])
+    if "anatomy" in a and "anatomy" in b:
+        from nrlprof.anatomy.compare import anatomy_diff
+
+        result["anatomy"] = anatomy_diff(a["anatomy"], b["anatomy"])
+    return result
 
 
 def _order(key: Key) -> tuple:
@@ -99,6 +108,14 @@ def render(result: dict[str, Any], console: Any = None) -> None:
                           f"{figure['b']:.4g}", f"{figure['change']:+.4g}", pct)  # fmt: skip
     if result["rows"]:
         console.print(table)
+    if "anatomy" in result:
+        from nrlprof.anatomy.compare import anatomy_diff_lines
+
+        console.print("[bold]Step anatomy[/]")
+        for line in anatomy_diff_lines(result["anatomy"]):
+            console.print(plain(line), soft_wrap=True)
+    if "memory" in result:
+        console.print(f"[bold]Memory[/]: {len(result['memory']['rows'])} worker x step row(s) compared (see --json)")
     for side in ("a", "b"):
         for item in result[f"only_in_{side}"]:
             console.print(f"only in {side.upper()}: {plain(item['worker'])} rank {item['rank']} step {item['step']}")
