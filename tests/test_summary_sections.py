@@ -83,3 +83,35 @@ def test_diff_compares_the_anatomy_phases_and_memory_of_two_runs(tmp_path, capsy
     assert result["anatomy"]["steps"]["1"]["wall_ms"]["change"] == 30.0
     render(result)
     assert "most changed phase dtensor_policy_worker.train 40.0 -> 70.0 ms (+30.0)" in capsys.readouterr().out
+
+
+def test_merge_and_summary_add_the_step_anatomy_of_unprofiled_workers(ray_cluster, activate, tmp_path):
+    import gzip
+    import time
+
+    from workload import DTensorPolicyWorker, RewardWorker
+
+    from nrlprof.tools.merge import merge_traces
+
+    nrlprof = activate(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2",
+        NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"),
+        NRL_STEP_ANATOMY_DIR=str(tmp_path / "step_anatomy"),
+    )
+    policy, reward = DTensorPolicyWorker.remote(), RewardWorker.remote()
+    for step in (1, 2, 3):
+        nrlprof.step(step)
+        ray_cluster.get([policy.train.remote(step), reward.score.remote(step)], timeout=120)
+    time.sleep(1.5)  # Ray workers report their task events every second
+    nrlprof.finish()
+
+    summary = summarize(tmp_path).to_json()
+    groups = {p["worker"] for s in summary["anatomy"]["steps"].values() for p in s["phases"]}
+    assert {"dtensor_policy_worker", "reward_worker"} <= groups, "the unprofiled reward worker is in the anatomy"
+    output = tmp_path / "timeline.json.gz"
+    result = merge_traces([tmp_path], output)
+    assert result.anatomy_events > 0
+    events = json.loads(gzip.decompress(output.read_bytes()))["traceEvents"]
+    process_names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert any(name.startswith("anatomy: reward_worker") for name in process_names)

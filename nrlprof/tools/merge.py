@@ -77,6 +77,7 @@ class MergeResult:
     memory_files: int = 0
     counter_events: int = 0
     unplaced: list[tuple[Path, str]] = field(default_factory=list)  # memory figures with no place on the clock
+    anatomy_events: int = 0  # step-anatomy spans: every worker group's calls, profiled or not
 
     @property
     def events_out(self) -> int:
@@ -96,6 +97,7 @@ class MergeResult:
             "processes": {str(pid): name for pid, name in self.processes.items()},
             "memory_files": self.memory_files,
             "counter_events": self.counter_events,
+            "anatomy_events": self.anatomy_events,
             "unplaced": [{"path": str(p), "reason": reason} for p, reason in self.unplaced],
         }
 
@@ -182,6 +184,9 @@ def merge_traces(
             raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
+        anatomy = anatomy_tracks(inputs, origin_ns, PID_BLOCK * (len(groups) + 2))
+        sink.write_events(anatomy)
+        result.anatomy_events = len(anatomy)
         if ray_timeline is not None:
             ray = RayRewriter(-origin_ns / 1000, PID_BLOCK * (len(groups) + 1))
             with gc_paused():
@@ -212,6 +217,23 @@ def merge_traces(
     result.seconds = time.perf_counter() - started
     meter.finish()
     return result
+
+
+def anatomy_tracks(inputs: list[Path], origin_ns: int, pid_base: int) -> list[dict[str, Any]]:
+    """The step anatomy's spans (Ray's task events) of the latest run under the inputs, on the merge's clock."""
+    from nrlprof.anatomy import anatomy_trace_events
+    from nrlprof.tools.summary_sections import anatomy_runs
+
+    for directory in (Path(p) for p in inputs if Path(p).is_dir()):
+        runs = anatomy_runs(directory)
+        if runs:
+            events = anatomy_trace_events(runs[-1])
+            for event in events:
+                event["pid"] = pid_base + int(event.get("pid", 0))
+                if "ts" in event:
+                    event["ts"] = float(event["ts"]) - origin_ns / 1000
+            return events
+    return []
 
 
 def _default_jobs(total_bytes: int, headers: list[TraceHeader]) -> int:

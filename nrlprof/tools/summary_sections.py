@@ -24,16 +24,17 @@ def memory_section(directory: Path) -> dict[str, Any] | None:
 
 def anatomy_section(directory: Path) -> dict[str, Any] | None:
     from nrlprof.anatomy import anatomy_summary
-    from nrlprof.anatomy.files import run_directories
 
-    runs = _anatomy_runs(directory, run_directories)
+    runs = anatomy_runs(directory)
     if not runs:
         return None
     return anatomy_summary(runs[-1])
 
 
-def _anatomy_runs(directory: Path, run_directories) -> list[Path]:
-    """Runs directly in `directory`, in its `step_anatomy/`, or in any sub-directory holding runs."""
+def anatomy_runs(directory: Path) -> list[Path]:
+    """Step-anatomy runs directly in `directory`, in its `step_anatomy/`, or in any `step_anatomy/` below it."""
+    from nrlprof.anatomy.files import run_directories
+
     try:
         runs = run_directories(directory)
     except ToolError:
