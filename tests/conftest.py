@@ -80,13 +80,17 @@ def fresh_nrlprof():
 
 
 @pytest.fixture
-def activate(fresh_nrlprof, monkeypatch):
-    """Activate nrlprof in this (driver) process from the given NRL_* variables."""
+def activate(fresh_nrlprof, monkeypatch, tmp_path):
+    """Activate nrlprof in this (driver) process from the given NRL_* variables.
+
+    Step anatomy (on whenever a backend is) writes under the test's tmp_path unless a test names a directory.
+    """
 
     def _activate(**variables: str):
         for name in list(os.environ):
             if name.startswith(("NRL_", "NRLPROF_")):
                 monkeypatch.delenv(name)
+        variables.setdefault("NRL_STEP_ANATOMY_DIR", str(tmp_path / "step_anatomy"))
         for name, value in variables.items():
             monkeypatch.setenv(name, value)
         fresh_nrlprof.activate_from_env()

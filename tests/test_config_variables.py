@@ -70,3 +70,9 @@ def test_config_modules_take_the_file_variable_from_one_place():
     config_dir = Path(variables.__file__).parent
     defining = [p.name for p in config_dir.glob("*.py") if 'CONFIG_FILE_VARIABLE = "' in p.read_text()]
     assert defining == ["variables.py"]
+
+
+@pytest.mark.parametrize(("value", "activates"), [("1", True), ("on", True), ("0", False), ("", False)])
+def test_step_anatomy_alone_may_activate_a_driver(value, activates):
+    assert may_activate({"NRL_STEP_ANATOMY": value}) is activates
+    assert not is_configured({"NRL_STEP_ANATOMY": value}), "it selects no worker for a profiler"

@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from nrlprof.config.variables import ANATOMY_VARIABLE
 from nrlprof.errors import ConfigError
 
-ANATOMY_VARIABLE = "NRL_STEP_ANATOMY"
 ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
 DEFAULT_DIRECTORY = "step_anatomy"
 _ON = ("1", "true", "yes", "on")
@@ -19,11 +19,6 @@ _OFF = ("0", "false", "no", "off")
 class AnatomySettings:
     enabled: bool
     directory: str
-
-
-def requested(environ: Mapping[str, str]) -> bool:
-    """NRL_STEP_ANATOMY turns it on by itself (cheap: no validation, for `import nrlprof`)."""
-    return (environ.get(ANATOMY_VARIABLE) or "").strip().lower() in _ON
 
 
 def anatomy_settings(environ: Mapping[str, str], backends_configured: bool) -> AnatomySettings:

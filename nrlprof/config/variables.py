@@ -26,6 +26,7 @@ MEMORY_STEP_VARIABLE = "NRL_MEMORY_PROFILE_STEP_RANGE"
 MEMORY_DIR_VARIABLE = "NRL_MEMORY_PROFILE_DIR"
 MEMORY_MAX_ENTRIES_VARIABLE = "NRL_MEMORY_PROFILE_MAX_ENTRIES"
 MEMORY_ON_OOM_VARIABLE = "NRL_MEMORY_PROFILE_ON_OOM"
+ANATOMY_VARIABLE = "NRL_STEP_ANATOMY"
 
 TORCH_FLAG_VARIABLES = {
     "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -59,5 +60,11 @@ def is_configured(environ: Mapping[str, str]) -> bool:
 
 
 def may_activate(environ: Mapping[str, str]) -> bool:
-    """`import nrlprof` has work to do: a driver is configured, or this process is a profiled worker."""
-    return bool(environ.get(WORKER_VARIABLE)) or is_configured(environ)
+    """`import nrlprof` has work to do: a driver is configured (or asks for step anatomy alone), or this
+    process is a profiled worker."""
+    return bool(environ.get(WORKER_VARIABLE)) or is_configured(environ) or anatomy_requested(environ)
+
+
+def anatomy_requested(environ: Mapping[str, str]) -> bool:
+    """NRL_STEP_ANATOMY turns step anatomy on by itself, with no profiler configured."""
+    return (environ.get(ANATOMY_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on")

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nrlprof.anatomy.settings import anatomy_settings
-from nrlprof.anatomy.settings import requested as anatomy_requested
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
+from nrlprof.config.variables import anatomy_requested
 from nrlprof.errors import ConfigError
 from nrlprof.log import configure_logging, logger
 from nrlprof.runtime import patches, state
