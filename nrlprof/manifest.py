@@ -11,8 +11,6 @@ from pathlib import Path
 
 from nrlprof import layout
 
-# Kept for the tools that import them from here; the names themselves live in `layout`.
-MANIFEST_DIR_NAME = layout.MANIFEST_DIR
 MANIFEST_GLOB = layout.MANIFEST_GLOB
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import Plan, Target
+from nrlprof.config.variables import WORKER_PLAN_VARIABLE as PLAN_VARIABLE
+from nrlprof.config.variables import WORKER_VARIABLE
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match
 
-PLAN_VARIABLE = "NRLPROF_PLAN"
-WORKER_VARIABLE = "NRLPROF_WORKER"
 USER_SETUP_HOOK_VARIABLE = "NRLPROF_USER_SETUP_HOOK"
 SETUP_HOOK = "nrlprof.runtime.worker_setup.setup"
 # Ray runs the hook named here at worker start; it honours `worker_process_setup_hook` only per job.
