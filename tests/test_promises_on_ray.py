@@ -187,21 +187,70 @@ def test_relative_torch_dir_is_resolved_against_the_drivers_working_directory(ra
     assert [p.name.split(".")[:2] for p in folder.glob("controller.*.pt.trace.json")] == [["controller", "steps2"]]
 
 
-def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook():
-    mine = {"class": "my_site.plugins.AuditPlugin", "priority": 5}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_RUNTIME_ENV_PLUGINS"))}
+AUDIT_PLUGIN = """\
+import os
+from ray._private.runtime_env.plugin import RuntimeEnvPlugin
+
+# The runtime-env agent imports this module when it starts: leave a mark with the agent's pid.
+with open(os.path.join(os.environ["AUDIT_MARK_DIR"], f"loaded-{os.getpid()}"), "w") as mark:
+    mark.write("loaded")
+
+
+class AuditPlugin(RuntimeEnvPlugin):
+    name = "audit_site"
+"""
+
+KEEP_PLUGINS_DRIVER = """\
+import json, os, sys
+import nrlprof  # the NRL_* variables alone
+plugins = os.environ["RAY_RUNTIME_ENV_PLUGINS"]
+import ray
+from workload import DTensorPolicyWorker
+from nrlprof.rayfix.cluster_fix import agent_has_fix
+
+ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+worker = DTensorPolicyWorker.remote()
+pid = ray.get(worker.pid.remote(), timeout=600)
+result = {"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix(), "driver": os.getpid()}
+print("RESULT " + json.dumps(result))
+ray.shutdown()
+"""
+
+
+def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook_on_a_real_cluster(tmp_path):
+    from conftest import SYSTEM_PATH, install_stand_ins, tool_records
+
+    from nrlprof.rayfix.names import HOOK_CLASS_PATH
+
+    (tmp_path / "site_plugins").mkdir()
+    (tmp_path / "site_plugins" / "audit_site.py").write_text(AUDIT_PLUGIN)
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "driver.py").write_text(KEEP_PLUGINS_DRIVER)
+    mine = {"class": "audit_site.AuditPlugin", "priority": 5}
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
     env |= {
+        "PATH": f"{bin_dir}:{SYSTEM_PATH}",
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(tmp_path / "site_plugins")]),
         "NRL_NSYS_WORKER_PATTERNS": "*policy*",
         "NRL_NSYS_PROFILE_STEP_RANGE": "2",
+        "NRLPROF_FAKE_TOOL_LOG": str(tmp_path / "calls"),
+        "AUDIT_MARK_DIR": str(tmp_path / "marks"),
         "RAY_RUNTIME_ENV_PLUGINS": json.dumps([mine]),
     }
-    code = "import os, nrlprof; print(os.environ['RAY_RUNTIME_ENV_PLUGINS'])"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    plugins = json.loads(done.stdout)
-    assert mine in plugins
-    assert {"class": "nrlprof.rayfix.agent_hook.AgentHook"} in [{"class": p["class"]} for p in plugins]
-    assert len(plugins) == 2
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "driver.py")], env=env, capture_output=True, text=True, timeout=900
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads(lines[-1].removeprefix("RESULT "))
+    plugins = json.loads(result["plugins"])
+    assert mine in plugins and HOOK_CLASS_PATH in [p["class"] for p in plugins] and len(plugins) == 2
+    loaded_by = [m.name for m in (tmp_path / "marks").iterdir()]
+    assert loaded_by and f"loaded-{result['driver']}" not in loaded_by, "the agent loaded the plugin listed before"
+    assert result["agent_has_fix"] is True, "and nrlprof's hook next to it"
+    (record,) = [r for r in tool_records(tmp_path / "calls") if r["pid"] == result["pid"]]
+    assert record["command"][0] == sys.executable
 
 
 def output_name(options: list[str]) -> str:
