@@ -72,3 +72,54 @@ def test_steps_label_of_a_selection_and_of_the_whole_lifetime():
     assert steps_label(parse_step_spec("3:5,10", "X")) == "3-4_10"
     assert steps_label(parse_step_spec("7", "X")) == "7"
     assert steps_label(None) == "all"
+
+
+def write_trace(path, block: dict | None) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    top = {"schemaVersion": 1} | ({"nrlprof": block} if block is not None else {})
+    path.write_text(json.dumps(top | {"traceEvents": [{"name": "x", "ph": "X", "ts": 1, "dur": 1, "pid": 1}]}))
+
+
+def test_traces_sort_controller_first_then_worker_and_rank_and_label_each(tmp_path):
+    from nrlprof.tools.traces import find_traces
+
+    write_trace(tmp_path / "w" / "1" / "w.rank1.steps2.7.pt.trace.json", {"worker": "w", "rank": 1, "host": "n1"})
+    write_trace(tmp_path / "w" / "0" / "w.rank0.steps2.8.pt.trace.json", {"worker": "w", "rank": 0, "host": "n1"})
+    write_trace(tmp_path / "a" / "0" / "a.rank0.steps2.9.pt.trace.json", {"worker": "a", "rank": 0, "host": "n2"})
+    write_trace(tmp_path / "controller.steps2.5.pt.trace.json", {"worker": "controller", "host": "n0"})
+    found, unreadable = find_traces([tmp_path])
+    assert unreadable == []
+    ordered = sorted(found, key=lambda h: h.sort_key())
+    assert [h.label for h in ordered] == ["controller (n0)", "a rank 0 (n2)", "w rank 0 (n1)", "w rank 1 (n1)"]
+
+
+def test_a_named_trace_without_events_is_reported_unreadable(tmp_path):
+    import json
+
+    from nrlprof.tools.traces import find_traces
+
+    named = tmp_path / "w.rank0.steps2.7.pt.trace.json"
+    named.write_text(json.dumps({"schemaVersion": 1}))
+    other = tmp_path / "notes.json"
+    other.write_text(json.dumps({"a": 1}))
+    found, unreadable = find_traces([tmp_path])
+    assert found == []
+    assert [(p.name, why) for p, why in unreadable] == [(named.name, "not a Chrome trace: no traceEvents")]
+
+
+@pytest.mark.parametrize("values", [[], (), {"a": 1}, 5, None, [True], [0], [1, "2"]])
+def test_a_yaml_step_list_must_be_a_non_empty_list_of_steps(values):
+    from nrlprof.config.steps import steps_from_list
+
+    with pytest.raises(ConfigError, match=r"trainer\.profile_steps"):
+        steps_from_list(values, "trainer.profile_steps")
+
+
+def test_a_yaml_step_list_becomes_windows():
+    from nrlprof.config.steps import steps_from_list
+
+    selection = steps_from_list([5, 1, 2], "trainer.profile_steps")
+    assert [(w.first, w.last) for w in selection.windows] == [(1, 2), (5, 5)]
+    assert [(w.first, w.last) for w in steps_from_list("3:5", "k").windows] == [(3, 4)]

@@ -55,7 +55,12 @@ TARGETS = (
     Target("matching", "nrlprof/workers/matching.py", ("test_identity_matching.py", "test_runtime_env.py"), 30),
     Target("layout", "nrlprof/layout.py", ("test_promises_layout.py", "test_tools_bad_inputs.py"), 30),
     Target("manifest", "nrlprof/manifest.py", ("test_promises_manifest.py",), 30),
-    Target("traces", "nrlprof/tools/traces.py", ("test_tools_bad_inputs.py", "test_tools_merge.py"), 12),
+    Target(
+        "traces",
+        "nrlprof/tools/traces.py",
+        ("test_mutation_survivors.py", "test_tools_bad_inputs.py", "test_tools_merge.py"),
+        12,
+    ),
     Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
     # The per-step NVTX ranges are seen only through the nsys stand-in on Ray: one test, few mutants.
     Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_nsys_capture_on_ray.py",), 4, "stop_one_window"),
