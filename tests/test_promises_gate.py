@@ -3,6 +3,7 @@ so no Ray): windows from runs of steps, warm-up the step before, repeated and ba
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -142,3 +143,59 @@ def test_an_open_window_is_closed_at_interpreter_exit():
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "actions at exit: [('nsys', 'start', 2, 4), ('nsys', 'stop', 0, 0)]" in done.stdout
+
+
+def test_jumping_from_one_window_into_the_next_stops_one_and_starts_the_other():
+    gate, log = gate_for(**nsys("2:4,6"))
+    seen = per_step(gate, log, [2, 3, 6, 7])
+    assert seen == {
+        2: [("nsys", "start", 2, 3)],
+        3: [("nsys", "step", 0, 0)],
+        6: [("nsys", "stop", 0, 0), ("nsys", "start", 6, 6)],
+        7: [("nsys", "stop", 0, 0)],
+    }
+
+
+class RecordingController(ActionLog):
+    """Answers a stop with the window records a process would send back."""
+
+    def __init__(self, files: list[str]) -> None:
+        super().__init__()
+        self.files = files
+
+    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+        super().apply(actions)
+        if not any(a.op == "stop" for a in actions):
+            return []
+        return [{"event": "window", "backend": "nsys", "host": "node7", "files": self.files, "status": "ok"}]
+
+
+def log_lines_of(files: list[str], nrlprof_log: list[str]) -> list[str]:
+    plan = plan_from_env(nsys("2:4"))
+    tracker, controller = Tracker(), RecordingController(files)
+    gate = Gate(plan, tracker, controller, WorkerChannel(tracker, plan.timeout_s))  # type: ignore[arg-type]
+    logger = logging.getLogger("nrlprof")
+    level = logger.level
+    logger.setLevel(logging.INFO)  # as activation sets it by default
+    try:
+        for step in (1, 2, 3, 4):
+            gate.step(step)
+    finally:
+        logger.setLevel(level)
+    return [m for m in nrlprof_log if "window" in m]
+
+
+def test_log_lines_say_when_a_window_starts_and_where_its_files_went(nrlprof_log):
+    import os
+    import re
+    import socket
+
+    started, stopped = log_lines_of(["/r/logs/nsight/a.nsys-rep", "/r/logs/nsight/b.nsys-rep"], nrlprof_log)
+    pattern = rf"step 2: nsys window 2-3 started in 0 worker\(s\) and the controller \({socket.gethostname()} pid "
+    assert re.fullmatch(pattern + rf"{os.getpid()}\) in \d+ ms", started), started
+    assert stopped == "nsys window stopped in 1 process(es) at step 4; files on node7:/r/logs/nsight"
+
+
+def test_log_line_of_a_window_without_files_points_at_the_manifest(nrlprof_log):
+    _, stopped = log_lines_of([], nrlprof_log)
+    assert stopped == "nsys window stopped in 1 process(es) at step 4; files on no file (see the manifest)"
