@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import ray
+from trace_reading import load_trace, traces_under
 
 from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
-from trace_reading import load_trace, traces_under
 
 GENERATE_S = 0.3
 SLOW_EXTRA_S = 0.4
@@ -71,7 +71,7 @@ def run_job(nrlprof) -> None:
     for step in range(1, STEPS + 1):
         nrlprof.step(step)
         lengths = [GENERATE_S + (SLOW_EXTRA_S if step == SLOW_STEP and r == SLOW_RANK else 0) for r in range(2)]
-        ray.get([g.generate.remote(s) for g, s in zip(generators, lengths)])
+        ray.get([g.generate.remote(s) for g, s in zip(generators, lengths, strict=True)])
         ray.get([ref.logprobs.remote(LOGPROBS_S)] + [reward.score.remote(SCORE_S) for _ in range(SCORES)])
         ray.get([t.train.remote(TRAIN_S) for t in trainers])
     nrlprof.finish()
@@ -174,7 +174,9 @@ def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, 
         ranges = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("trainer.train [step 2]")]
         assert ranges, Path(trace_path).name
         span = task_spans[rank]
-        assert abs(ranges[0]["dur"] - span["dur"]) < 20_000  # µs
+        # Both hold the method's sleep; the range (the method body) lies within Ray's execution span.
+        assert ranges[0]["dur"] >= 1e6 * TRAIN_S - 1000 * SLACK_MS
+        assert ranges[0]["dur"] <= span["dur"] + 1000
 
 
 def test_anatomy_off_with_a_backend_when_asked(ray_cluster, activate, tmp_path):

@@ -6,11 +6,16 @@ reads, after a fixed 1 s sleep).  The GCS keeps at most `RAY_task_events_max_num
 (100,000 by default) and evicts the oldest beyond it; workers send their events every
 `RAY_task_events_report_interval_ms` (1 s) and keep at most `RAY_task_events_max_num_profile_events_per_task`
 (1,000) profile events per task.  A task id is 24 bytes whose last 16 are the actor id (checked against
-`task_info.actor_id`); an actor's creation task is `ff..ff` + actor id.
+`task_info.actor_id`), and an actor id's last 4 bytes are the job id; an actor's creation task is
+`ff..ff` + actor id.
+
+Once the GCS is at capacity it can also evict a call that is still running, and then ignores that call's
+later events (it tracks dropped attempts): seen with a 1,500-task cap as a few calls of 2,000 missing.
+The default cap (100,000) is rarely full with calls in flight; a call Ray dropped is absent from its phase.
 
 Reading incrementally: the serialized message starts with field 1, the task id (`0a 18` + 24 bytes), so
-a task already recorded is skipped by looking at those bytes, without parsing.  Only tasks that are not
-finished yet are parsed again on the next read.
+a task already recorded, or another job's, is skipped by looking at those bytes, without parsing.  Only
+tasks that are not finished yet are parsed again on the next read.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ RUNNING = 8
 FINISHED = 11
 FAILED = 12
 TASK_ID_PREFIX = b"\x0a\x18"
+TASK_ID_BYTES = 24
 # A finished task whose profile events never come (dropped by a worker's buffer) is recorded from its
 # state timestamps after this many reads.
 PROFILE_GRACE_READS = 3
@@ -50,8 +56,9 @@ class TaskEventReader:
     job_id: bytes
     done: set[bytes] = field(default_factory=set)
     waiting: dict[bytes, int] = field(default_factory=dict)
-
     pending: int = 0
+    fresh: int = 0
+    held: set[bytes] = field(default_factory=set)
 
     def read(self, raws: list[bytes]) -> list[dict]:
         """Records of the calls that finished since the last read; `pending` counts those still running."""
@@ -64,6 +71,9 @@ class TaskEventReader:
             seen.add(key)
             if key in done:
                 continue
+            if key[-4:] != self.job_id and len(key) == TASK_ID_BYTES:
+                done.add(key)  # another job's task: the task id ends with the job id
+                continue
             record, final = self._parse(raw, key)
             if final:
                 done.add(key)
@@ -75,6 +85,9 @@ class TaskEventReader:
         self.pending = pending
         # Keys the GCS no longer holds cannot come back: forget them so a long job's set stays bounded.
         self.done = done & seen
+        # Tasks that reached the GCS since the last read: the rate at which it fills up.
+        self.fresh = len(seen) - len(seen & self.held)
+        self.held = seen
         return records
 
     def _parse(self, raw: bytes, key: bytes) -> tuple[dict | None, bool]:
@@ -85,7 +98,8 @@ class TaskEventReader:
             return None, True
         info = event.task_info
         if not event.HasField("task_info"):
-            return None, False
+            # The GCS can hold a task's profile events without its task info (evicted, then updated again).
+            return _from_profile_only(event)
         if info.type not in (ACTOR_TASK, ACTOR_CREATION_TASK):
             return None, True
         states = event.state_updates.state_ts_ns
@@ -116,6 +130,34 @@ class TaskEventReader:
             "failed": FAILED in states,
         }
         return record, True
+
+
+def _from_profile_only(event) -> tuple[dict | None, bool]:
+    """A record from the `task::Class.method` profile event alone; the actor id is the task id's last 16 bytes."""
+    span = _profile_span(event)
+    qualified = next(
+        (e.event_name[len("task::") :] for e in event.profile_events.events if e.event_name.startswith("task::")), ""
+    )
+    if span is None or "." not in qualified:
+        return None, False
+    class_name, _, method = qualified.rpartition(".")
+    task_id = event.task_id.hex()
+    record = {
+        "task_id": task_id,
+        "actor_id": actor_id_of_task(task_id),
+        "kind": "create" if task_id.startswith("ff" * 8) else "call",
+        "class": class_name,
+        "method": method,
+        "start_ns": span[0],
+        "end_ns": span[1],
+        "node_id": "",
+        "pid": 0,
+        "parent_task_id": "",
+        "submitted_ns": 0,
+        "running_ns": 0,
+        "failed": False,
+    }
+    return record, True
 
 
 def _profile_span(event) -> tuple[int, int] | None:

@@ -1,0 +1,140 @@
+"""The step-anatomy model from written records: phases, idle time, critical path, clock offsets, settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
+from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
+from nrlprof.anatomy.settings import anatomy_settings
+from nrlprof.errors import ConfigError, ToolError
+
+MS = 1_000_000
+T0 = 1_700_000_000_000 * MS // 1000  # an epoch time in ns
+JOB = "01000000"
+DRIVER_TASK = "ff" * 20 + JOB
+DRIVER_NODE, OTHER_NODE = "aa" * 28, "bb" * 28
+OTHER_CLOCK_AHEAD_MS = 50
+
+
+def actor_id(n: int) -> str:
+    return f"{n:024x}{JOB}"
+
+
+def call(actor: int, method: str, start_ms: float, end_ms: float, node: str = DRIVER_NODE) -> dict:
+    shift = OTHER_CLOCK_AHEAD_MS * MS if node == OTHER_NODE else 0
+    start, end = T0 + int(start_ms * MS) + shift, T0 + int(end_ms * MS) + shift
+    return {
+        "task_id": f"{actor:016x}" + actor_id(actor),
+        "actor_id": actor_id(actor),
+        "kind": "call",
+        "class": "X",
+        "method": method,
+        "start_ns": start,
+        "end_ns": end,
+        "node_id": node,
+        "pid": 1,
+        "parent_task_id": DRIVER_TASK,
+        # Submitted 1 ms before it ran, by the driver's clock.
+        "submitted_ns": T0 + int(start_ms * MS) - MS,
+        "running_ns": start,
+        "failed": False,
+    }
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    run = tmp_path / "anatomy" / "run-20260101T000000Z-1"
+    run.mkdir(parents=True)
+    append_lines(run / META_FILE, [{"job_id": JOB, "driver_node_id": DRIVER_NODE}])
+    append_lines(
+        run / ACTORS_FILE,
+        [
+            {"actor_id": actor_id(1), "worker": "gen", "rank": 0, "class": "Gen"},
+            {"actor_id": actor_id(2), "worker": "gen", "rank": 1, "class": "Gen"},
+            {"actor_id": actor_id(3), "worker": "ref", "rank": 0, "class": "Ref"},
+            {"actor_id": actor_id(4), "worker": "reward", "rank": 0, "class": "Reward"},
+            {"actor_id": actor_id(5), "worker": "train", "rank": 0, "class": "Train"},
+        ],
+    )
+    append_lines(
+        run / STEPS_FILE,
+        [{"step": 1, "t_ns": T0}, {"step": 2, "t_ns": T0 + 1000 * MS}, {"finish": True, "t_ns": T0 + 1500 * MS}],
+    )
+    tasks = [
+        # step 1: gen ranks 0 and 1 (rank 1 on the other node, slower), then ref beside reward, then train
+        call(1, "generate", 10, 300),
+        call(2, "generate", 10, 400, OTHER_NODE),
+        call(3, "logprobs", 410, 700),
+        call(4, "score", 410, 500),
+        call(4, "score", 420, 520),
+        call(5, "train", 710, 990),
+        # step 2: one call running past the finish of the step is clipped for idle time
+        call(1, "generate", 1010, 1100),
+        call(5, "train", 1110, 1600),
+    ]
+    append_lines(run / TASKS_FILE, tasks)
+    return tmp_path / "anatomy"
+
+
+def test_phases_idle_and_critical_path_with_a_clock_ahead_on_another_node(run_dir):
+    model = anatomy_summary(run_dir)
+    assert model["clock_offsets_ms"][OTHER_NODE] == pytest.approx(OTHER_CLOCK_AHEAD_MS)
+    step = model["steps"]["1"]
+    assert step["wall_ms"] == pytest.approx(1000)
+    phases = {(p["worker"], p["method"]): p for p in step["phases"]}
+    generate = phases[("gen", "generate")]
+    assert (generate["start_ms"], generate["dur_ms"], generate["calls"]) == pytest.approx((10, 390, 2))
+    assert generate["ranks"] == [0, 1] and generate["slowest_rank"] == 1
+    assert generate["spread_ms"] == pytest.approx(100)
+    score = phases[("reward", "score")]
+    assert (score["start_ms"], score["dur_ms"], score["calls"]) == pytest.approx((410, 110, 2))
+    assert step["critical_path"] == [
+        {"worker": "gen", "method": "generate"},
+        {"worker": "ref", "method": "logprobs"},
+        {"worker": "train", "method": "train"},
+    ]
+    assert step["idle_ms"] == pytest.approx({"gen": 610, "ref": 710, "reward": 890, "train": 720})
+    step2 = model["steps"]["2"]
+    assert step2["wall_ms"] == pytest.approx(500)
+    assert step2["idle_ms"]["train"] == pytest.approx(110)
+    assert step2["critical_path"] == [
+        {"worker": "gen", "method": "generate"},
+        {"worker": "train", "method": "train"},
+    ]
+
+
+def test_text_and_trace_events(run_dir):
+    text = render_anatomy_text(anatomy_summary(run_dir))
+    assert "step 1: 1000.0 ms" in text
+    assert "critical path: gen.generate -> ref.logprobs -> train.train" in text
+    assert "slowest rank 1 (+100.0 ms)" in text
+    events = anatomy_trace_events(run_dir)
+    generate = sorted((e for e in events if e["name"] == "gen.generate [step 1]"), key=lambda e: e["tid"])
+    # The other node's span moved onto the driver's clock.
+    assert [e["ts"] for e in generate] == pytest.approx([(T0 + 10 * MS) / 1000] * 2)
+    assert [e["dur"] for e in generate] == pytest.approx([290_000, 390_000])
+    assert any(e["name"] == "step 2" and e["dur"] == pytest.approx(500_000) for e in events)
+
+
+def test_no_run_is_a_clear_error(tmp_path):
+    with pytest.raises(ToolError, match="no step-anatomy run"):
+        anatomy_summary(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("environ", "backends", "enabled"),
+    [
+        ({}, False, False),
+        ({}, True, True),
+        ({"NRL_STEP_ANATOMY": "0"}, True, False),
+        ({"NRL_STEP_ANATOMY": "1"}, False, True),
+    ],
+)
+def test_on_with_a_backend_or_when_asked(environ, backends, enabled):
+    assert anatomy_settings(environ, backends).enabled is enabled
+
+
+def test_a_blank_directory_is_refused():
+    with pytest.raises(ConfigError, match="NRL_STEP_ANATOMY_DIR=' ' is invalid"):
+        anatomy_settings({"NRL_STEP_ANATOMY": "1", "NRL_STEP_ANATOMY_DIR": " "}, False)
