@@ -62,8 +62,8 @@ TARGETS = (
         12,
     ),
     Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
-    # The per-step NVTX ranges are seen only through the nsys stand-in on Ray: one test, few mutants.
-    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_nsys_capture_on_ray.py",), 4, "stop_one_window"),
+    # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
+    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_promises_step_ranges.py",), 30),
 )
 
 
