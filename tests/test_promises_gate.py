@@ -159,20 +159,24 @@ def test_jumping_from_one_window_into_the_next_stops_one_and_starts_the_other():
 class RecordingController(ActionLog):
     """Answers a stop with the window records a process would send back."""
 
-    def __init__(self, files: list[str]) -> None:
+    def __init__(self, files: list[str], statuses: tuple[str, ...] = ("ok",)) -> None:
         super().__init__()
         self.files = files
+        self.statuses = statuses
 
     def apply(self, actions: tuple[Action, ...]) -> list[dict]:
         super().apply(actions)
         if not any(a.op == "stop" for a in actions):
             return []
-        return [{"event": "window", "backend": "nsys", "host": "node7", "files": self.files, "status": "ok"}]
+        return [
+            {"event": "window", "backend": "nsys", "host": "node7", "files": self.files, "status": status}
+            for status in self.statuses
+        ]
 
 
-def log_lines_of(files: list[str], nrlprof_log: list[str]) -> list[str]:
+def log_lines_of(files: list[str], nrlprof_log: list[str], statuses: tuple[str, ...] = ("ok",)) -> list[str]:
     plan = plan_from_env(nsys("2:4"))
-    tracker, controller = Tracker(), RecordingController(files)
+    tracker, controller = Tracker(), RecordingController(files, statuses)
     gate = Gate(plan, tracker, controller, WorkerChannel(tracker, plan.timeout_s))  # type: ignore[arg-type]
     logger = logging.getLogger("nrlprof")
     level = logger.level
@@ -199,3 +203,8 @@ def test_log_lines_say_when_a_window_starts_and_where_its_files_went(nrlprof_log
 def test_log_line_of_a_window_without_files_points_at_the_manifest(nrlprof_log):
     _, stopped = log_lines_of([], nrlprof_log)
     assert stopped == "nsys window stopped in 1 process(es) at step 4; files on no file (see the manifest)"
+
+
+def test_log_line_counts_the_processes_that_were_late(nrlprof_log):
+    _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("ok", "late", "late"))
+    assert stopped == "nsys window stopped in 3 process(es) (2 late) at step 4; files on node7:/r"
