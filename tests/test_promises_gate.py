@@ -208,3 +208,11 @@ def test_log_line_of_a_window_without_files_points_at_the_manifest(nrlprof_log):
 def test_log_line_counts_the_processes_that_were_late(nrlprof_log):
     _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("ok", "late", "late"))
     assert stopped == "nsys window stopped in 3 process(es) (2 late) at step 4; files on node7:/r"
+
+
+def test_the_steps_that_cost_more_than_a_bisect_are_the_window_steps_and_warm_ups():
+    gate, _ = gate_for(**nsys("3:5,9"), **torch("1,6:8,12"))
+    # nsys: 3, 4, 9; torch: 1, 6, 7, 12 and the warm-up step before each torch window that does not start at 1
+    assert [s for s in range(0, 15) if gate._relevant(s)] == [1, 3, 4, 5, 6, 7, 9, 11, 12]
+    nsys_only, _ = gate_for(**nsys("1,4:6,7"))
+    assert [s for s in range(0, 10) if nsys_only._relevant(s)] == [1, 4, 5, 7]
