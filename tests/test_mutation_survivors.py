@@ -123,3 +123,33 @@ def test_a_yaml_step_list_becomes_windows():
     selection = steps_from_list([5, 1, 2], "trainer.profile_steps")
     assert [(w.first, w.last) for w in selection.windows] == [(1, 2), (5, 5)]
     assert [(w.first, w.last) for w in steps_from_list("3:5", "k").windows] == [(3, 4)]
+
+
+def test_chrome_events_of_a_list_an_object_and_neither(tmp_path):
+    import json
+
+    from nrlprof.errors import ToolError
+    from nrlprof.tools.traces import iter_chrome_events
+
+    events = [{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
+    listed, wrapped, other = tmp_path / "timeline.json", tmp_path / "t.pt.trace.json", tmp_path / "x.json"
+    listed.write_text(json.dumps(events))
+    wrapped.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    other.write_text('"text"')
+    assert [e for batch in iter_chrome_events(listed) for e in batch] == events
+    assert [e for batch in iter_chrome_events(wrapped) for e in batch] == events
+    with pytest.raises(ToolError, match="not a Chrome trace"):
+        list(iter_chrome_events(other))
+
+
+def test_a_trace_cut_right_after_its_events_key_or_without_one_ends_the_read(tmp_path):
+    from nrlprof.errors import ToolError
+    from nrlprof.tools.traces import iter_event_batches
+
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": ')
+    with pytest.raises(ToolError, match="cut short"):
+        list(iter_event_batches(cut))
+    keyless = tmp_path / "keyless.pt.trace.json"
+    keyless.write_text('{"schemaVersion": 1}')
+    assert list(iter_event_batches(keyless)) == []
