@@ -216,3 +216,24 @@ def test_the_steps_that_cost_more_than_a_bisect_are_the_window_steps_and_warm_up
     assert [s for s in range(0, 15) if gate._relevant(s)] == [1, 3, 4, 5, 6, 7, 9, 11, 12]
     nsys_only, _ = gate_for(**nsys("1,4:6,7"))
     assert [s for s in range(0, 10) if nsys_only._relevant(s)] == [1, 4, 5, 7]
+
+
+def test_finish_after_a_window_closed_on_its_own_sends_nothing():
+    gate, log = gate_for(**torch("2:4"))
+    per_step(gate, log, [1, 2, 3, 4])
+    assert log.actions == [
+        ("torch", "prepare", 2, 3),
+        ("torch", "start", 2, 3),
+        ("torch", "step", 0, 0),
+        ("torch", "stop", 0, 0),
+    ]
+    gate.finish()
+    assert len(log.actions) == 4
+
+
+def test_the_step_anatomy_marks_every_step_when_it_records():
+    gate, log = gate_for(**nsys("50"))
+    gate.marks = []
+    per_step(gate, log, [1, 2, 2, 3])
+    assert [step for step, _ in gate.marks] == [1, 2, 3], "a repeated step is not marked again"
+    assert all(isinstance(ns, int) and ns > 0 for _, ns in gate.marks)

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print killed mutants too")
     args = parser.parse_args(argv)
     selected = [t for t in TARGETS if not args.module or t.name in args.module]
+    # a terminated run still removes its copy of the tree
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows: list[tuple[str, int, int]] = []
     with tempfile.TemporaryDirectory(prefix="nrlprof-mutation-") as scratch:
         tree = Path(scratch)
