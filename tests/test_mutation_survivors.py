@@ -153,3 +153,22 @@ def test_a_trace_cut_right_after_its_events_key_or_without_one_ends_the_read(tmp
     keyless = tmp_path / "keyless.pt.trace.json"
     keyless.write_text('{"schemaVersion": 1}')
     assert list(iter_event_batches(keyless)) == []
+
+
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [
+        ({"worker": 5}, "nrlprof.worker is 5, expected a string"),
+        ({"host": ["n"]}, "nrlprof.host is ['n'], expected a string"),
+        ({"rank": "0"}, "nrlprof.rank is '0', expected an integer"),
+        ({"rank": True}, "nrlprof.rank is True, expected an integer"),
+        ({"steps": [1, "2"]}, "nrlprof.steps is [1, '2'], expected a list of integers"),
+    ],
+)
+def test_a_trace_whose_nrlprof_block_has_wrong_types_is_reported(tmp_path, block, why):
+    from nrlprof.tools.traces import find_traces
+
+    path = tmp_path / "w.rank0.steps2.7.pt.trace.json"
+    write_trace(path, block)
+    found, unreadable = find_traces([tmp_path])
+    assert found == [] and unreadable == [(path, why)]
