@@ -27,10 +27,21 @@ MAX_LISTED_STEPS = 10_000
 _ALL_THREADS_WARNED = []
 
 
-def _experimental_config():
-    """Record every thread's ops; None where this torch cannot (said once in the log)."""
+def _experimental_config(profile_memory: bool):
+    """Record every thread's ops; None where this torch cannot, or with profile_memory (said once in the log).
+
+    torch 2.13 records no `[memory]` events when profile_all_threads is on: memory profiling wins there.
+    """
     from torch._C._profiler import _ExperimentalConfig
 
+    if profile_memory:
+        if not _ALL_THREADS_WARNED:
+            _ALL_THREADS_WARNED.append(True)
+            logger.warning(
+                "NRL_TORCH_PROFILE_MEMORY is on: torch then records memory events only without profile_all_threads, "
+                "so work on threads other than the one starting a window is missing from the traces"
+            )
+        return None
     try:
         return _ExperimentalConfig(profile_all_threads=True)
     except TypeError:
@@ -118,7 +129,7 @@ class TorchBackend(Backend):
             profile_memory=settings.profile_memory,
             with_stack=settings.with_stack,
             with_flops=settings.with_flops,
-            experimental_config=_experimental_config(),
+            experimental_config=_experimental_config(settings.profile_memory),
             **options,
         )
         for key, value in self._metadata(window).items():

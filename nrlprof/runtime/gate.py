@@ -74,6 +74,8 @@ class Gate:
             self.done[kind].add(current)
             del self.open[kind]
             current = None
+            if target in self.done[kind]:  # a step back into the window just closed: it stays closed
+                target = None
         if target is None:
             return actions + self._prepare_next(backend, step)
         if current is None:
