@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from conftest import SYSTEM_PATH
 from rich.console import Console
 
 from nrlprof.config.env import SELECTING_VARIABLES
@@ -46,7 +47,8 @@ def local_ray():
     nsys.write_text(STAND_IN_NSYS)
     nsys.chmod(nsys.stat().st_mode | stat.S_IXUSR)
     saved = {name: os.environ.get(name) for name in ("PATH", PLUGINS_VARIABLE)}
-    os.environ["PATH"] = f"{nsys.parent}{os.pathsep}{os.environ['PATH']}"
+    # Only this fixture's nsys: a PATH inherited from earlier tests may hold another stand-in.
+    os.environ["PATH"] = os.pathsep.join([str(nsys.parent), str(Path(sys.executable).parent), SYSTEM_PATH])
     install_agent_hook(os.environ)
     try:
         ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, _temp_dir=str(base / "r"))

@@ -48,12 +48,12 @@ def test_growing_worker_is_named_and_its_counters_sit_on_its_profiler_steps(ray_
     leaky_rss = [e for e in rss if names[e["pid"]].startswith("leaky_policy_worker rank 0")]
     steps = {int(e["name"].split("#")[1]): e["ts"] + e["dur"] for e in events
              if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")}  # fmt: skip
-    # the figures carry no step times today: the traced worker's counters sit at the ends of its ProfilerSteps
-    assert sorted(e["ts"] for e in leaky_rss) == [round(steps[n], 3) for n in (2, 3, 4, 5)]
+    # the figures carry the wall clock of each step's end: the counters sit at the ends of the ProfilerSteps
+    placed = sorted(e["ts"] for e in leaky_rss)
+    assert len(placed) == 4
+    assert all(abs(ts - steps[n]) < 100_000 for ts, n in zip(placed, (2, 3, 4, 5), strict=True)), (placed, steps)
     values = [e["args"]["MB"] for e in sorted(leaky_rss, key=lambda e: e["ts"])]
     assert all(35 <= b - a <= 45 for a, b in itertools.pairwise(values)), values
-    # the untraced sibling has neither step times nor a trace: a note with the reason, nothing placed
-    ((path, reason),) = result.unplaced
-    assert "steady_policy_worker" in str(path) and "no step times" in reason
-    assert result.skipped == []
-    assert not [e for e in rss if names[e["pid"]].startswith("steady")]
+    # the untraced sibling has its own process in the timeline, placed by its own clock
+    assert result.unplaced == [] and result.skipped == []
+    assert len([e for e in rss if names[e["pid"]].startswith("steady")]) == 4
