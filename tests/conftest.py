@@ -42,6 +42,18 @@ def tool_records(log_dir: Path, tool: str = "nsys") -> list[dict]:
     return [r for r in records if r["command"][1:3] != ["-c", ""]]
 
 
+def start_local_ray(ray, attempts: int = 2) -> None:
+    """`ray.init` of a local cluster; once more if Ray's fixed 30 s wait for its raylet ran out (a loaded machine)."""
+    for attempt in range(attempts):
+        try:
+            ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
+            return
+        except Exception as err:
+            if attempt == attempts - 1 or "timed out during startup" not in str(err):
+                raise
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def stand_in_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("tools")
@@ -62,9 +74,11 @@ def ray_cluster(stand_in_env, tmp_path_factory):
     os.environ["NRLPROF_FAKE_TOOL_LOG"] = str(stand_in_env["log"])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     install_agent_hook(os.environ)
-    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
-    os.environ.clear()
-    os.environ.update(saved)
+    try:
+        start_local_ray(ray)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     yield ray
     ray.shutdown()
 
