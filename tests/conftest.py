@@ -142,3 +142,18 @@ def nrlprof_log():
     logger.addHandler(handler)
     yield messages
     logger.removeHandler(handler)
+
+
+@pytest.fixture
+def ray_dir(tmp_path: Path) -> Path:
+    """`<tmp>/ray/_private/runtime_env/{nsight,rocprof_sys}.py`, copied from the installed Ray."""
+    import shutil
+
+    import ray
+
+    source = Path(ray.__file__).parent / "_private" / "runtime_env"
+    target = tmp_path / "ray" / "_private" / "runtime_env"
+    target.mkdir(parents=True)
+    for name in ("nsight.py", "rocprof_sys.py"):
+        shutil.copyfile(source / name, target / name)
+    return tmp_path / "ray"

@@ -38,17 +38,6 @@ UPSTREAM_FIXED_LINES = {
 }
 
 
-@pytest.fixture
-def ray_dir(tmp_path: Path) -> Path:
-    """`<tmp>/ray/_private/runtime_env/{nsight,rocprof_sys}.py`, copied from the installed Ray."""
-    root = tmp_path / "ray"
-    for relpath in (NSIGHT, ROCPROF):
-        target = root / relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(RAY_RUNTIME_ENV / Path(relpath).name, target)
-    return root
-
-
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

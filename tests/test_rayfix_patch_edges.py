@@ -4,46 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import py_compile
-import shutil
-import uuid
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-import ray
+from test_patch_ray import BUGGY_LINES, NSIGHT, ROCPROF, load_module, rewrite
 
 from nrlprof.rayfix import patch_ray
 
-RAY_RUNTIME_ENV = Path(ray.__file__).parent / "_private" / "runtime_env"
-NSIGHT = "_private/runtime_env/nsight.py"
-ROCPROF = "_private/runtime_env/rocprof_sys.py"
-RAY_NSIGHT_LINE = 'context.py_executable = " ".join(self.nsight_cmd) + " python"'
+RAY_NSIGHT_LINE = BUGGY_LINES[NSIGHT]
 END_MARKER = b"# <<< nrlprof ray-plugin-fix v1 <<<\n"
-
-
-@pytest.fixture
-def ray_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "ray"
-    for relpath in (NSIGHT, ROCPROF):
-        target = root / relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(RAY_RUNTIME_ENV / Path(relpath).name, target)
-    return root
-
-
-def load_module(path: Path) -> ModuleType:
-    """Import the file the way Python does, through its `__pycache__`."""
-    spec = importlib.util.spec_from_file_location(f"copy_{path.stem}_{uuid.uuid4().hex}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def rewrite(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new))
 
 
 def test_failure_on_the_second_file_rolls_back_the_first(ray_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
