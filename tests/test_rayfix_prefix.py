@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -119,15 +118,6 @@ def test_agent_has_fix_is_none_without_ray() -> None:
 
 
 # --- the agent's plugin files ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def ray_dir(tmp_path: Path) -> Path:
-    target = tmp_path / "ray" / "_private" / "runtime_env"
-    target.mkdir(parents=True)
-    for name in ("nsight.py", "rocprof_sys.py"):
-        shutil.copyfile(RAY_RUNTIME_ENV / name, target / name)
-    return tmp_path / "ray"
 
 
 def test_agent_ray_dir_from_the_raylet_command_line(ray_dir: Path) -> None:
