@@ -54,6 +54,13 @@ def start_local_ray(ray, attempts: int = 2) -> None:
             ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def own_working_directory(tmp_path_factory, monkeypatch):
+    """Every test, and every process it starts, runs in an empty directory of its own: default output
+    directories (`step_anatomy/`, `torch_profiler_trace/`) land there, never in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @pytest.fixture(scope="session")
 def stand_in_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("tools")
