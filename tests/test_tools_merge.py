@@ -301,11 +301,10 @@ def test_merge_gzip_in_and_out(cpu_run, tmp_path, jobs):
     assert merged["traceEvents"] == plain["traceEvents"]
 
 
-def test_crc32_combine_matches_zlib():
-    first, second = b"x" * 1000 + b"first part", bytes(range(256)) * 300
-    combined = crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
-    assert combined == zlib.crc32(first + second)
-    assert crc32_combine(zlib.crc32(first), zlib.crc32(b""), 0) == zlib.crc32(first)
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 7, 8, 255, 256, 1000, 4096, 76_801, (1 << 20) + 5])
+def test_crc32_combine_matches_zlib(length):
+    first, second = b"x" * 1000 + b"first part", (bytes(range(256)) * (length // 256 + 1))[:length]
+    assert crc32_combine(zlib.crc32(first), zlib.crc32(second), length) == zlib.crc32(first + second)
 
 
 def test_merged_output_is_not_an_input(cpu_run, tmp_path):

@@ -66,20 +66,12 @@ def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
 
     if length2 <= 0:
         return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
-    even = square(odd)  # two zero bits
-    odd = square(even)  # four zero bits
-    while True:
-        even = square(odd)
+    one_bit = [0xEDB88320] + [1 << n for n in range(31)]  # the operator that appends one zero bit
+    zero_bytes = square(square(square(one_bit)))  # appends one zero byte; squared, twice as many
+    while length2:
         if length2 & 1:
-            crc1 = times(even, crc1)
+            crc1 = times(zero_bytes, crc1)
         length2 >>= 1
-        if not length2:
-            break
-        odd = square(even)
-        if length2 & 1:
-            crc1 = times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
+        if length2:
+            zero_bytes = square(zero_bytes)
     return crc1 ^ crc2
