@@ -29,11 +29,12 @@ def anatomy_svg(model: dict) -> str:
     parts = [f'<svg class="anatomy" width="{LABEL_WIDTH + PLOT_WIDTH + 10}" height="{height}" role="img">']
     for row, group in enumerate(groups):
         y = LANE_HEIGHT * (row + 1)
-        parts.append(f'<text x="4" y="{y - 6}" font-size="12">{escape(group)}</text>')
+        parts.append(f'<text x="4" y="{y - 6}" font-size="12" data-lane="{escape(group)}">{escape(group)}</text>')
     for step, figures in steps:
         x = LABEL_WIDTH + offsets[step] * scale
         parts.append(
-            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height}" stroke="#888" stroke-dasharray="3,3"/>'
+            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height}" stroke="#888" stroke-dasharray="3,3" '
+            f'data-step="{escape(step)}"/>'
             f'<text x="{x + 2:.1f}" y="{height - 4}" font-size="10">step {escape(step)}</text>'
         )
         for phase in figures.get("phases", []):
@@ -46,7 +47,8 @@ def anatomy_svg(model: dict) -> str:
             )
             parts.append(
                 f'<rect x="{left:.1f}" y="{LANE_HEIGHT * row + 4}" width="{width:.1f}" height="{LANE_HEIGHT - 8}" '
-                f'fill="{color[phase["method"]]}"><title>{escape(title)}</title></rect>'
+                f'fill="{color[phase["method"]]}" data-worker="{escape(phase["worker"])}" data-step="{escape(step)}">'
+                f"<title>{escape(title)}</title></rect>"
             )
     parts.append("</svg>")
     return "".join(parts)
