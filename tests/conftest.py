@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).parent
-STAND_IN_SOURCE = TESTS_DIR / "bin" / "fake_profiler.py"
-NSYS_STAND_IN = f"""\
+STAND_IN_BODY = """\
 import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from nsys_standin.cli import main
+sys.path.insert(0, {tests!r})
+from nsys_standin.{module} import main
 sys.exit(main())
 """
 # No `python` here: Ray's unfixed plugin, which runs `nsys ... python`, cannot start a worker.
@@ -29,10 +28,9 @@ def install_stand_ins(bin_dir: Path) -> Path:
 
     build.library_dir()
     bin_dir.mkdir(parents=True, exist_ok=True)
-    bodies = {"nsys": NSYS_STAND_IN, "rocprof-sys-python": STAND_IN_SOURCE.read_text().split("\n", 1)[1]}
-    for tool, body in bodies.items():
+    for tool, module in (("nsys", "cli"), ("rocprof-sys-python", "rocprof")):
         path = bin_dir / tool
-        path.write_text(f"#!{sys.executable}\n{body}")
+        path.write_text(f"#!{sys.executable}\n" + STAND_IN_BODY.format(tests=str(TESTS_DIR), module=module))
         path.chmod(0o755)
     return bin_dir
 

@@ -30,4 +30,7 @@ Environment of the stand-in:
 - `NRLPROF_STANDIN_IMPORT_FAIL=1`: the importer fails; only the `.qdstrm` stays and stderr says
   `Importer error status: Importation failed.`
 - `NRLPROF_STANDIN_STOP_DELAY_S=N`: each range's stop blocks N more seconds while the report is "written".
+
+The package also holds the rocprof-sys stand-in (`rocprof.py`); both tools write their call record with
+`calls.py`.
 """

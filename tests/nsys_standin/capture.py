@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from nsys_standin import build
+from nsys_standin.calls import record_call
 from nsys_standin.nvtx_events import NvtxCollector
 from nsys_standin.options import ProfileOptions, expand_output
 from nsys_standin.report import FORMAT, write_atomically
@@ -104,24 +105,7 @@ class CaptureSession:
         return env
 
     def _record_call(self) -> None:
-        log_dir = os.environ.get("NRLPROF_FAKE_TOOL_LOG")
-        if not log_dir:
-            return
-        os.makedirs(log_dir, exist_ok=True)
-        record = {
-            "tool": "nsys",
-            "options": self.options.options,
-            "command": self.options.command,
-            "pid": self.child.pid,
-            "nsys_pid": os.getpid(),
-            "time": time.time(),
-            "env": {
-                k: v
-                for k, v in os.environ.items()
-                if k.startswith(("ROCPROFSYS_", "NRLPROF_WORKER", "PYTHON_EXECUTABLE"))
-            },
-        }
-        write_atomically(Path(log_dir) / f"nsys-{os.getpid()}.json", json.dumps(record))
+        record_call("nsys", self.options.options, self.options.command, self.child.pid, nsys_pid=os.getpid())
 
     def _forward(self, number: int, _frame) -> None:
         if self.child is not None and self.child.poll() is None:
