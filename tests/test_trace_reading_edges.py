@@ -1,0 +1,211 @@
+"""Edges of the trace reader (nrlprof.tools.traces): files that cannot be opened, headers that say little or
+too much, cut-short event lists, long values in reasons, and the order traces are listed in.
+
+Each trace is text written by hand and each expectation is the exact value or reason a user sees.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from nrlprof.errors import ToolError
+from nrlprof.tools import traces
+from nrlprof.tools.traces import (
+    TraceReader,
+    check_events,
+    find_traces,
+    iter_event_batches,
+    read_header,
+    unexpected_content,
+)
+
+EVENT = '{"ph": "X", "name": "matmul", "ts": 10, "dur": 5, "pid": 7, "tid": 1}'
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def header_of(tmp_path: Path, name: str, **top: object) -> traces.TraceHeader:
+    """The header read back from a trace named `name` whose top-level keys are `top`, then one event."""
+    return read_header(write(tmp_path / name, json.dumps(top | {"traceEvents": [json.loads(EVENT)]})))
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_file_that_cannot_be_opened_is_named_with_the_system_reason(tmp_path):
+    with pytest.raises(ToolError) as missing:
+        list(iter_event_batches(tmp_path / "gone.pt.trace.json"))
+    assert missing.value.reason == "cannot open: No such file or directory"
+    directory = tmp_path / "policy.rank0.steps3.9.pt.trace.json"
+    directory.mkdir()
+    with pytest.raises(ToolError) as folder:
+        read_header(directory)
+    assert folder.value.reason == "cannot open: Is a directory"
+
+
+def test_closing_a_reader_gives_its_file_back(tmp_path):
+    path = write(tmp_path / "t.pt.trace.json", f'{{"traceEvents": [{EVENT}]}}')
+    before = open_descriptors()
+    reader = TraceReader(path)
+    assert open_descriptors() == before + 1
+    reader.close()
+    assert open_descriptors() == before
+    with TraceReader(path) as held:
+        assert held.read(1) == b"{"
+    assert open_descriptors() == before  # `held` is still referenced: its file was closed, not collected
+
+
+def test_worker_from_the_nrlprof_block_then_the_trace_name_then_the_file_name(tmp_path):
+    named = "policy.rank0.steps3-4.1000.pt.trace.json"
+    assert header_of(tmp_path / "a", named, nrlprof={"worker": "trainer"}).worker == "trainer"
+    assert header_of(tmp_path / "b", named).worker == "policy"
+    assert header_of(tmp_path / "c", "run7.capture.json", schemaVersion=1).worker == "run7"
+
+
+def test_rank_from_the_nrlprof_block_then_distributed_info_then_the_name(tmp_path):
+    unranked = "policy.steps3.1000.pt.trace.json"
+    assert header_of(tmp_path / "a", unranked, distributedInfo={"rank": 3}).rank == 3
+    assert header_of(tmp_path / "b", unranked, nrlprof={"rank": 5}, distributedInfo={"rank": 3}).rank == 5
+    assert header_of(tmp_path / "c", "policy.rank2.steps3.1000.pt.trace.json").rank == 2
+    assert header_of(tmp_path / "d", unranked).rank is None
+    # torch gives the driver a distributedInfo of rank 0 too: the controller has no rank
+    controller = header_of(tmp_path / "e", "controller.steps3.1000.pt.trace.json", distributedInfo={"rank": 0})
+    assert controller.rank is None
+    assert controller.label == "controller (?)"
+
+
+def test_pid_from_the_nrlprof_block_then_the_trace_name(tmp_path):
+    named = "policy.rank0.steps3.1234.pt.trace.json"
+    assert header_of(tmp_path / "a", named).pid == 1234
+    assert header_of(tmp_path / "b", named, nrlprof={"pid": 55}).pid == 55
+    assert header_of(tmp_path / "c", "run7.capture.json").pid is None
+
+
+@pytest.mark.parametrize(
+    ("top", "base"),
+    [({}, 0), ({"baseTimeNanoseconds": 1_700_000_000_000_000_000}, 1_700_000_000_000_000_000),
+     ({"baseTimeNanoseconds": "17"}, 0), ({"baseTimeNanoseconds": 1e40}, 0)],
+    ids=["absent", "integer", "string", "too-large"],
+)  # fmt: skip
+def test_base_time_is_zero_unless_a_usable_number(tmp_path, top, base):
+    assert header_of(tmp_path, "policy.rank0.steps3.1000.pt.trace.json", **top).base_time_ns == base
+
+
+def test_traces_of_one_worker_sort_by_rank_then_pid_then_first_step_not_by_name(tmp_path):
+    def trace(directory: str, name: str, **block: object) -> traces.TraceHeader:
+        return header_of(tmp_path / directory, name, nrlprof={"worker": "policy", "host": "n"} | block)
+
+    headers = [
+        trace("rank0", "policy.rank0.steps3.20.pt.trace.json", rank=0, pid=20, host="a"),
+        trace("no-rank", "policy.steps3.21.pt.trace.json", pid=21, host="b"),
+        # the same rank and host: the smaller pid first, though its name sorts after
+        trace("pid10", "policy.rank1.steps3.10.pt.trace.json", rank=1, pid=10),
+        trace("pid9", "policy.rank1.steps3.9.pt.trace.json", rank=1, pid=9),
+        # one process, two windows: the earlier step first, though its name sorts after
+        trace("step10", "policy.rank2.steps10-11.30.pt.trace.json", rank=2, pid=30, steps=[10, 11]),
+        trace("step9", "policy.rank2.steps9.30.pt.trace.json", rank=2, pid=30, steps=[9]),
+    ]
+    ordered = [h.path.parent.name for h in sorted(headers, key=traces.TraceHeader.sort_key)]
+    assert ordered == ["no-rank", "rank0", "pid9", "pid10", "step9", "step10"]
+
+
+def test_a_long_value_in_a_reason_is_cut_to_sixty_characters(tmp_path):
+    with pytest.raises(ToolError) as long:
+        check_events([{"ph": "X"}, list(range(30))], tmp_path / "t.json")
+    assert long.value.reason == (
+        "an event is not a JSON object: "
+        "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16... (item 1 of a batch)"
+    )
+    sixty = "x" * 58  # its repr, quotes included, is 60 characters: shown whole
+    with pytest.raises(ToolError) as whole:
+        check_events([sixty], tmp_path / "t.json")
+    assert whole.value.reason == f"an event is not a JSON object: '{sixty}' (item 0 of a batch)"
+
+
+def test_unexpected_content_gives_the_first_line_of_the_error_or_its_type():
+    assert unexpected_content(TypeError("first line\nsecond line")) == "unexpected content (TypeError: first line)"
+    assert unexpected_content(KeyError()) == "unexpected content (KeyError: KeyError)"
+
+
+def test_a_top_level_list_given_by_name_is_not_a_trace(tmp_path):
+    named = write(tmp_path / "events.json", f"[{EVENT}]")
+    assert find_traces([named]) == ([], [(named, "not a Chrome trace: the top level is not a JSON object")])
+
+
+def test_a_header_larger_than_the_limit_is_not_a_trace(tmp_path, monkeypatch):
+    """The header reader stops after _HEADER_LIMIT bytes without traceEvents (64 MiB; 1 MiB here)."""
+    monkeypatch.setattr(traces, "_HEADER_LIMIT", 1 << 20)
+    keys = ", ".join(f'"key{i}": "{"x" * 1000}"' for i in range(1100))
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", f'{{{keys}, "traceEvents": [{EVENT}]}}')
+    with pytest.raises(ToolError) as large:
+        read_header(path)
+    assert large.value.reason == "not a Chrome trace: no traceEvents in the first 1 MiB"
+
+
+def test_progress_of_a_kineto_laid_out_trace_reaches_the_file_size(tmp_path):
+    text = '{\n  "schemaVersion": 1,\n  "traceEvents": [\n  {\n    "ph": "X", "name": "a", "ts": 1\n  },\n  {\n'
+    text += '    "ph": "X", "name": "b", "ts": 2\n  }\n],\n  "traceName": "t"\n}\n'
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", text)
+    seen: list[int] = []
+    batches = list(iter_event_batches(path, progress=seen.append))
+    assert batches == [[{"ph": "X", "name": "a", "ts": 1}, {"ph": "X", "name": "b", "ts": 2}]]
+    assert seen == [len(text)]
+
+
+@pytest.mark.timeout(60)  # a reader waiting forever for more text fails here, not at the suite's limit
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_a_trace_cut_right_after_its_events_bracket_is_cut_short(tmp_path, gzipped):
+    text = b'{\n  "schemaVersion": 1,\n  "traceEvents": [\n  \n'
+    path = tmp_path / ("policy.rank0.steps3.1000.pt.trace.json" + (".gz" if gzipped else ""))
+    path.write_bytes(gzip.compress(text) if gzipped else text)
+    with pytest.raises(ToolError) as cut:
+        list(iter_event_batches(path))
+    assert cut.value.reason == "not valid JSON, or cut short (parse error: premature EOF)"
+
+
+def kineto_layout(events: list[str], separator: str = ",") -> str:
+    """Events laid out as kineto writes them: each closing brace alone on a line at the events' indent."""
+    body = f"{separator}".join("\n  {\n    " + event[1:-1].strip() + "\n  }" for event in events)
+    return '{\n  "schemaVersion": 1,\n  "traceEvents": [' + body + '\n],\n  "traceName": "t"\n}\n'
+
+
+def large_event(name: str, size: int) -> str:
+    return json.dumps({"ph": "i", "name": name, "ts": 1, "args": {"note": "x" * size}})
+
+
+def test_a_large_kineto_trace_is_read_a_slice_at_a_time(tmp_path):
+    """The reader holds about 64 KiB of text at a time, never the whole file: 40 events of 16 KiB come in
+    batches of a few events."""
+    events = [large_event(f"e{i}", 16 << 10) for i in range(40)]
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", kineto_layout(events))
+    batches = list(iter_event_batches(path))
+    assert [e["name"] for batch in batches for e in batch] == [f"e{i}" for i in range(40)]
+    assert max(map(len, batches)) <= 8
+
+
+def test_a_kineto_trace_with_a_damaged_separator_is_not_valid_json(tmp_path):
+    """A `;` where the comma between two events should be, after the first slice of text."""
+    events = [large_event("first", 100 << 10), large_event("second", 100 << 10)]
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", kineto_layout(events, separator=";"))
+    with pytest.raises(ToolError) as damaged:
+        list(iter_event_batches(path))
+    assert damaged.value.reason == "not valid JSON, or cut short (lexical error: invalid char in json text.)"
+
+
+def test_an_item_that_is_not_an_object_is_read_as_it_is_after_a_slice(tmp_path):
+    """A number right after the comma that follows the first slice of text: given whole, for the caller to refuse."""
+    first, second = large_event("first", 100 << 10), large_event("second", 100 << 10)
+    text = kineto_layout([first, second]).replace("\n  },\n  {", "\n  },17,\n  {")
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", text)
+    items = [item for batch in iter_event_batches(path) for item in batch]
+    assert [item if item == 17 else item["name"] for item in items] == ["first", 17, "second"]
