@@ -59,8 +59,13 @@ TARGETS = (
     Target(
         "traces",
         "nrlprof/tools/traces.py",
-        ("test_mutation_survivors.py", "test_tools_bad_inputs.py", "test_tools_merge.py"),
-        12,
+        (
+            "test_trace_reading_edges.py",
+            "test_mutation_survivors.py",
+            "test_tools_bad_inputs.py",
+            "test_tools_merge.py",
+        ),
+        40,
     ),
     Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
     # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
