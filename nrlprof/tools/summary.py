@@ -3,13 +3,15 @@
 The model: `summarize()` returns a `Summary` (its `to_json()` is `summary --json`); the terminal and
 HTML views of it live in `nrlprof.tools.render`.
 
-Torch traces are streamed batch by batch. A step's wall time is the duration of its `ProfilerStep#<n>`
-user annotation; every other user annotation (nrlprof.annotate, record_function, `<worker>.<method>`
-remote calls) is summed per label into the step whose span contains its start ("-" when none does).
-Operators (`cpu_op`) are ranked by self time (duration less that of the operators directly inside them on
-the same thread); kernels (`cat == "kernel"`) by total time. GPU time per step (nrlprof.tools.gpu_time):
-a kernel, memcpy or memset belongs to the step in which the runtime call that launched it started (linked
-by `args.correlation`); in a trace without correlation ids, to the step its own start falls in.
+Torch traces are streamed batch by batch, each event decoded into the few fields summary reads
+(tools.trace_events; slices with values of other types are read as dicts, by `_read_batch`). A step's
+wall time is the duration of its `ProfilerStep#<n>` user annotation; every other user annotation
+(nrlprof.annotate, record_function, `<worker>.<method>` remote calls) is summed per label into the step
+whose span contains its start ("-" when none does). Operators (`cpu_op`) are ranked by self time
+(duration less that of the operators directly inside them on the same thread); kernels
+(`cat == "kernel"`) by total time. GPU time per step (nrlprof.tools.gpu_time): a kernel, memcpy or
+memset belongs to the step in which the runtime call that launched it started (linked by
+`args.correlation`); in a trace without correlation ids, to the step its own start falls in.
 Nsight Systems captures give the same per-step figures from their SQLite export (tools.nsys_sqlite), and
 whole-report tables from `nsys stats` when nsys is on PATH. A trace or manifest that cannot be read is
 listed in `skipped`.
@@ -36,6 +38,7 @@ from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
 from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.summary_sections import sections
+from nrlprof.tools.trace_events import Event, decode_events
 from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.traces import (
     TraceHeader,
@@ -260,10 +263,13 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
     threads: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
     annotations: list[tuple[str, float, float]] = []
     bounds = [float("inf"), float("-inf")]
-    for batch in iter_event_batches(header.path, progress):
+    for batch in iter_event_batches(header.path, progress, decode_events):
         stats.events += len(batch)
         try:
-            _read_batch(batch, threads, annotations, stats, bounds)
+            if batch and batch[0].__class__ is Event:
+                _read_events(batch, threads, annotations, stats, bounds)
+            else:
+                _read_batch(batch, threads, annotations, stats, bounds)
         except (TypeError, AttributeError):
             check_events(batch, header.path)
             raise
@@ -342,6 +348,42 @@ def _read_batch(
             gpu.append((ts, dur, GPU_CATEGORIES[cat], args.get("correlation") if args else None, name))
         elif cat == "user_annotation":
             annotations.append((str(event.get("name", "")), ts, dur))
+    bounds[:] = start, end
+
+
+def _read_events(
+    events: list[Event],
+    threads: dict[tuple[Any, Any], list[tuple[float, float, str]]],
+    annotations: list[tuple[str, float, float]],
+    stats: TraceStats,
+    bounds: list[float],
+) -> None:
+    """`_read_batch` for decoded events, whose fields have the types a profiler writes (or are missing)."""
+    gpu, launches = stats.gpu, stats.launches
+    start, end = bounds
+    limit = _TIME_LIMIT_US
+    for event in events:
+        if event.ph != "X":
+            continue
+        ts, dur = event.ts, event.dur
+        if ts is None or dur is None or not (-limit < ts < limit and 0 <= dur < limit):
+            continue
+        if ts < start:
+            start = ts
+        if ts + dur > end:
+            end = ts + dur
+        cat = event.cat
+        if cat == "cpu_op":
+            threads[(event.pid, event.tid)].append((ts, dur, event.name))
+        elif cat in LAUNCH_CATEGORIES:
+            args = event.args
+            if args is not None and (correlation := args.correlation) is not None:
+                launches[correlation] = ts
+        elif cat in GPU_CATEGORIES:
+            args = event.args
+            gpu.append((ts, dur, GPU_CATEGORIES[cat], None if args is None else args.correlation, event.name))
+        elif cat == "user_annotation":
+            annotations.append((event.name, ts, dur))
     bounds[:] = start, end
 
 

@@ -3,9 +3,10 @@
 Torch (kineto) writes every top-level key except `traceName` before `traceEvents`, so the header is the
 keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 64 KiB of
 text: kineto puts each event's closing brace alone on a line, at the events' indentation, so the text
-splits there and orjson parses each slice. A slice that does not parse (another writer's layout, a cut
-file) hands over to ijson, which re-reads the file, skips what was already given and names the problem;
-before it builds items, a constant-memory pass refuses JSON nested deeper than MAX_DEPTH.
+splits there and orjson (or the caller's decoder: summary's keeps only the fields it reads) parses each
+slice. A slice that does not parse (another writer's layout, a cut file) hands over to ijson, which
+re-reads the file, skips what was already given and names the problem; before it builds items, a
+constant-memory pass refuses JSON nested deeper than MAX_DEPTH.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ except ImportError:  # pragma: no cover - the C backend ships in ijson's wheels
 
 # Called with the bytes of one file read so far on disk (merge and summary turn it into their progress).
 ReadProgress = Callable[[int], None]
+# The items of a JSON array's text; raises ValueError (orjson.JSONDecodeError is one) when it is not JSON.
+DecodeEvents = Callable[[bytes], list[Any]]
 
 
 def _is_trace_name(name: str) -> bool:
@@ -242,12 +245,18 @@ def read_header(path: Path) -> TraceHeader:
     return header
 
 
-def iter_event_batches(path: Path, progress: ReadProgress | None = None) -> Iterator[list[dict[str, Any]]]:
-    """The items of `traceEvents`, in file order, a list at a time; `progress` gets bytes read on disk."""
+def iter_event_batches(
+    path: Path, progress: ReadProgress | None = None, decode: DecodeEvents | None = None
+) -> Iterator[list[Any]]:
+    """The items of `traceEvents`, in file order, a list at a time; `progress` gets bytes read on disk.
+
+    Items are dicts (orjson's), or what `decode` makes of a slice of kineto-laid-out text (a JSON array
+    of events); from text `decode` refuses, or laid out otherwise, ijson reads dicts.
+    """
     given = 0
     with TraceReader(path) as reader:
         try:
-            for batch in _split_batches(reader):
+            for batch in _split_batches(reader, decode):
                 given += len(batch)
                 if progress is not None:
                     progress(reader.consumed)
@@ -278,7 +287,7 @@ class _LayoutMismatch(Exception):
     """The text is not laid out as kineto writes it (or is cut short): read it with ijson instead."""
 
 
-def _split_batches(reader: TraceReader) -> Iterator[list[dict[str, Any]]]:
+def _split_batches(reader: TraceReader, decode: DecodeEvents | None = None) -> Iterator[list[Any]]:
     buf = b""
     while (match := _EVENTS_KEY.search(buf)) is None:
         chunk = reader.read(_CHUNK)
@@ -298,12 +307,15 @@ def _split_batches(reader: TraceReader) -> Iterator[list[dict[str, Any]]]:
         indent = space[newline + 1 :]
         if newline < 0 or indent.strip(b" \t"):
             raise _LayoutMismatch
-        yield from _split_body(reader, body, b"\n" + indent + b"}")
+        yield from _split_body(reader, body, b"\n" + indent + b"}", decode)
     else:
         _check_trailer(reader, body)
 
 
-def _split_body(reader: TraceReader, buf: bytes, marker: bytes) -> Iterator[list[dict[str, Any]]]:
+def _split_body(
+    reader: TraceReader, buf: bytes, marker: bytes, decode: DecodeEvents | None = None
+) -> Iterator[list[Any]]:
+    decode = decode or orjson.loads
     eof = False
     separated = False  # whether a comma must come before the next event: not before the first one
     while True:
@@ -318,8 +330,8 @@ def _split_body(reader: TraceReader, buf: bytes, marker: bytes) -> Iterator[list
                         raise _LayoutMismatch
                     text = text[1:]
                 try:
-                    events = orjson.loads(b"[" + text + b"]")
-                except orjson.JSONDecodeError:
+                    events = decode(b"[" + text + b"]")
+                except ValueError:
                     raise _LayoutMismatch from None
                 buf, separated = buf[end:], True
                 yield events
