@@ -1,75 +1,176 @@
-"""Profiling on a cluster whose runtime-env agent lacks nrlprof's fix: detect it, and launch the profiler ourselves.
+"""Profiling on a cluster whose runtime-env agents lack nrlprof's fix: detect it, and launch the profiler ourselves.
 
-A driver may join a cluster started before it (`ray start` with neither `nrlprof patch-ray` nor the agent hook).
-Ray's own nsight plugin then runs `nsys ... python`, and with no `python` on the workers' PATH a matched actor never
-starts. `agent_has_fix()` tells whether this node's agent builds the fixed command; `prefixed_runtime_env()` turns
-`_nsight` / `_rocprof_sys` into a `py_executable` prefix, which needs no plugin at all. Neither raises.
+A driver may join a cluster started before it (`ray start` with neither `nrlprof patch-ray` nor the agent hook), on
+some nodes or all. Ray's own nsight plugin then runs `nsys ... python`, and with no `python` on a worker node's PATH
+a matched actor placed there never starts. `needs_prefix()` tells whether a matched actor must bypass the plugins:
+some alive node's agent lacks the fix (`agent_has_fix()`), or cannot be judged. `prefixed_runtime_env()` then turns
+`_nsight` / `_rocprof_sys` into a `py_executable` prefix, which needs no plugin at all and works on fixed nodes too.
+None of them raises.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from nrlprof.log import logger
+
+if TYPE_CHECKING:
+    from nrlprof.rayfix.node_agent import AgentFix
 
 PROFILER_FIELDS = ("_nsight", "_rocprof_sys")
 # The interpreter a prefixed worker runs ("" for the node's default): children of that worker inherit the prefix.
 INTERPRETER_VARIABLE = "NRLPROF_PY_EXECUTABLE"
 # Fields whose plugins choose the interpreter themselves; a py_executable would fight them.
 INTERPRETER_FIELDS = ("pip", "uv", "conda", "container", "image_uri")
+# How long the tasks that judge the nodes whose raylet is not on this machine may take, together.
+CHECK_TIMEOUT_S = 30.0
 
-_verdicts: dict[str, bool | None] = {}
+# Node id -> its agent's verdict; a node is judged once, when first seen alive.
+_verdicts: dict[str, AgentFix] = {}
+_judging = threading.Lock()
 
 
-def _connected_node_id() -> str | None:
+def _alive_nodes() -> dict[str, str] | None:
+    """Node id -> IP of every alive node; None when Ray is not initialised."""
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
         return None
-    return ray.get_runtime_context().get_node_id()
+    return {node["NodeID"]: node.get("NodeManagerAddress", "") for node in ray.nodes() if node.get("Alive")}
 
 
-def agent_has_fix() -> bool | None:
-    """Whether the runtime-env agent of this driver's node builds the fixed profiler command; None when unknown.
+def _node_states(package: Mapping | None) -> set[bool | None] | None:
+    """The verdicts of the alive nodes, judging those not seen before; None when Ray is not initialised."""
+    nodes = _alive_nodes()
+    if nodes is None:
+        return None
+    with _judging:
+        unseen = {node_id: ip for node_id, ip in nodes.items() if node_id not in _verdicts}
+        if unseen:
+            judged = _judge(list(unseen), package)
+            _verdicts.update(judged)
+            _report(unseen, judged)
+        return {_verdicts[node_id].fixed for node_id in nodes}
 
-    True: its raylet lists nrlprof's hook in RAY_RUNTIME_ENV_PLUGINS, or the Ray package it imports has fixed plugin
-    files older than the agent. False: neither. None: Ray is not initialised, or the raylet is not on this machine
-    or not readable. Other nodes are not inspected. Cached per node once known; never raises.
+
+def agent_has_fix(package: Mapping | None = None) -> bool | None:
+    """Whether the runtime-env agent of every alive node builds the fixed profiler command.
+
+    True: on every node, its raylet lists nrlprof's hook in RAY_RUNTIME_ENV_PLUGINS, or the Ray package the agent
+    imports has fixed plugin files older than the agent. False: some node's agent has neither. None: Ray is not
+    initialised, or no node is known to lack the fix but some could not be judged. Each node is judged once, when
+    first seen alive: from /proc when its raylet runs on this machine, else by a task pinned to it (`package`: the
+    runtime_env entry that ships nrlprof there, if it is not installed). Never raises.
     """
     try:
-        node_id = _connected_node_id()
-        if node_id is None:
-            return None
-        if node_id not in _verdicts:
-            _verdicts[node_id] = _judge(node_id)
-        return _verdicts[node_id]
+        states = _node_states(package)
     except Exception as err:  # a check must never break actor creation
-        logger.warning("could not tell whether Ray's runtime-env agent has nrlprof's fix: %s", err)
+        logger.warning("could not tell whether Ray's runtime-env agents have nrlprof's fix: %s", err)
         return None
-
-
-def _judge(node_id: str) -> bool | None:
-    from nrlprof.rayfix.node_agent import agent_fix, find_raylet_pid
-
-    raylet_pid = find_raylet_pid(node_id)
-    if raylet_pid is None:
-        logger.debug("the raylet of node %s is not on this machine; its agent's fix is unknown", node_id)
+    if not states:
         return None
-    verdict = agent_fix(raylet_pid)
-    if verdict.fixed is False:
-        logger.warning(
-            "Ray's runtime-env agent on this node runs Ray's unfixed profiler plugins (%s); nrlprof starts profiled "
-            "workers through py_executable instead. To use the plugins, run `nrlprof patch-ray` before `ray start`.",
-            verdict.reason,
+    if False in states:
+        return False
+    return None if None in states else True
+
+
+def needs_prefix(package: Mapping | None = None) -> bool:
+    """Whether a matched actor must get its profiler through `py_executable` rather than Ray's plugins.
+
+    Yes when this worker already runs under the prefix (its children follow its parent's route), or when some alive
+    node's agent lacks the fix or cannot be judged: the prefix works on every node, the plugin hangs on an unfixed
+    one. No when every node is fixed, or Ray is not initialised yet (the cluster this process starts gets the
+    in-memory fix). Never raises.
+    """
+    try:
+        if _is_prefix(_inherited("py_executable")):
+            return True
+        states = _node_states(package)
+    except Exception as err:  # a check must never break actor creation
+        logger.warning("could not tell whether Ray's runtime-env agents have nrlprof's fix: %s", err)
+        return True
+    return states is not None and states != {True}
+
+
+def _judge(node_ids: list[str], package: Mapping | None) -> dict[str, AgentFix]:
+    from nrlprof.rayfix.node_agent import agent_fix, raylet_pids
+
+    here = raylet_pids()
+    verdicts = {node_id: agent_fix(here[node_id]) for node_id in node_ids if node_id in here}
+    elsewhere = [node_id for node_id in node_ids if node_id not in here]
+    if elsewhere:
+        verdicts.update(judge_on_nodes(elsewhere, package))
+    return verdicts
+
+
+def check_task_env(package: Mapping | None) -> dict:
+    """The runtime_env of a check task: nrlprof shipped, and nothing a profiled parent worker would pass on."""
+    from nrlprof.workers.runtime_env import isolation_from_parent
+
+    return {**isolation_from_parent((), None), **isolation_overrides(), **dict(package or {})}
+
+
+def judge_on_nodes(
+    node_ids: list[str], package: Mapping | None = None, timeout_s: float = CHECK_TIMEOUT_S
+) -> dict[str, AgentFix]:
+    """Each node's verdict, from a task pinned to it; None verdicts for tasks that fail or do not answer in time."""
+    import ray
+
+    from nrlprof.rayfix.node_agent import AgentFix, judge_node
+    from nrlprof.tools.cluster import pinned
+
+    remote, env = ray.remote(max_retries=0)(judge_node), check_task_env(package)
+    refs = {node_id: remote.options(runtime_env=env, **pinned(node_id)).remote(node_id) for node_id in node_ids}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+    verdicts = {}
+    for node_id, ref in refs.items():
+        if ref not in ready:
+            ray.cancel(ref, force=True)
+            verdicts[node_id] = AgentFix(None, f"the check task pinned to it did not finish within {timeout_s:.0f}s")
+            continue
+        try:
+            verdicts[node_id] = ray.get(ref)
+        except Exception as err:
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            verdicts[node_id] = AgentFix(None, f"the check task pinned to it failed: {first_line}")
+    return verdicts
+
+
+def _report(nodes: dict[str, str], verdicts: dict[str, AgentFix]) -> None:
+    """One warning for the newly seen nodes whose agent lacks the fix, one for those that could not be judged."""
+
+    def listed(fixed: bool | None) -> str:
+        return "; ".join(
+            f"node {node_id} ({ip}): {verdicts[node_id].reason}"
+            for node_id, ip in nodes.items()
+            if verdicts[node_id].fixed is fixed
         )
-    else:
-        logger.debug("runtime-env agent fix: %s (%s)", verdict.fixed, verdict.reason)
-    return verdict.fixed
+
+    unfixed, unknown = listed(False), listed(None)
+    if unfixed:
+        logger.warning(
+            "Ray's runtime-env agent runs Ray's unfixed profiler plugins, where a profiled worker would hang, on %s. "
+            "nrlprof starts profiled workers through py_executable instead. To use the plugins, run "
+            "`nrlprof patch-ray` on each of those nodes before `ray start`.",
+            unfixed,
+        )
+    if unknown:
+        logger.warning(
+            "could not tell whether Ray's runtime-env agent has nrlprof's fix on %s; nrlprof starts profiled workers "
+            "through py_executable, which works either way.",
+            unknown,
+        )
+    for node_id, verdict in verdicts.items():
+        if verdict.fixed:
+            logger.debug("runtime-env agent of node %s (%s) has the fix: %s", node_id, nodes[node_id], verdict.reason)
 
 
 def forget_verdicts() -> None:
     """Drop the cached verdicts (a new cluster in the same process)."""
-    _verdicts.clear()
+    with _judging:
+        _verdicts.clear()
 
 
 def _inherited(field: str) -> object:

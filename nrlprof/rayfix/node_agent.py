@@ -9,6 +9,7 @@ part of that area.
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from nrlprof.rayfix.plugins_env import agent_hook_listed
 
 PROC = Path("/proc")
 AGENT_COMMAND_OPTION = "--runtime_env_agent_command="
+NODE_ID_OPTION = "--node_id="
 AGENT_MAIN = ("_private", "runtime_env", "agent", "main.py")
 AGENT_TITLE = "ray::RuntimeEnvAgent"
 
@@ -38,9 +40,9 @@ def read_environ(pid: int) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in items if item)
 
 
-def find_raylet_pid(node_id: str) -> int | None:
-    """The pid of the raylet of node `node_id` if it runs on this machine."""
-    wanted = f"--node_id={node_id}"
+def raylet_pids() -> dict[str, int]:
+    """Node id -> pid of every raylet running on this machine, in one pass over `/proc`."""
+    found: dict[str, int] = {}
     for entry in PROC.iterdir() if PROC.is_dir() else ():
         if not entry.name.isdigit():
             continue
@@ -48,9 +50,16 @@ def find_raylet_pid(node_id: str) -> int | None:
             argv = read_argv(int(entry.name))
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == "raylet" and wanted in argv:
-            return int(entry.name)
-    return None
+        if argv and os.path.basename(argv[0]) == "raylet":
+            node_id = next((arg[len(NODE_ID_OPTION) :] for arg in argv if arg.startswith(NODE_ID_OPTION)), None)
+            if node_id:
+                found[node_id] = int(entry.name)
+    return found
+
+
+def find_raylet_pid(node_id: str) -> int | None:
+    """The pid of the raylet of node `node_id` if it runs on this machine."""
+    return raylet_pids().get(node_id)
 
 
 def agent_ray_dir(raylet_argv: list[str]) -> Path | None:
@@ -136,3 +145,11 @@ def agent_fix(raylet_pid: int) -> AgentFix:
     if verdict.fixed is False and environ is None:
         return AgentFix(None, f"{verdict.reason}; the raylet's environment (pid {raylet_pid}) is not readable")
     return verdict
+
+
+def judge_node(node_id: str) -> AgentFix:
+    """The fix of node `node_id`'s agent, judged on the machine its raylet runs on (a task pinned to that node)."""
+    raylet_pid = find_raylet_pid(node_id)
+    if raylet_pid is None:
+        return AgentFix(None, f"the raylet of node {node_id} is not among the processes of {socket.gethostname()}")
+    return agent_fix(raylet_pid)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from nrlprof.config.plan import NSYS, ROCPROF
 from nrlprof.log import logger
-from nrlprof.rayfix.cluster_fix import agent_has_fix, isolation_overrides, prefixed_runtime_env
+from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
 from nrlprof.runtime import patches
 from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, match_worker
@@ -178,8 +178,8 @@ class ActorCreationHook:
         if not fragment:
             return None, identity, matches
         merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
-        if matches and agent_has_fix() is False:
-            # The cluster's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
+        if matches and needs_prefix(None if in_worker else self.package()):
+            # Some node's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
             merged = dict(prefixed_runtime_env(merged))
         return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches
 
