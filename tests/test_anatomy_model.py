@@ -32,12 +32,16 @@ def call(actor: int, method: str, start_ms: float, end_ms: float, node: str = DR
         "method": method,
         "start_ns": start,
         "end_ns": end,
+        "task_start_ns": start,
+        "task_end_ns": end,
         "node_id": node,
         "pid": 1,
         "parent_task_id": DRIVER_TASK,
         # Submitted 1 ms before it ran, by the driver's clock.
         "submitted_ns": T0 + int(start_ms * MS) - MS,
         "running_ns": start,
+        # Its reply seen 1 ms after it ended, by the driver's clock.
+        "finished_ns": T0 + int(end_ms * MS) + MS,
         "failed": False,
     }
 
@@ -80,6 +84,8 @@ def run_dir(tmp_path):
 def test_phases_idle_and_critical_path_with_a_clock_ahead_on_another_node(run_dir):
     model = anatomy_summary(run_dir)
     assert model["clock_offsets_ms"][OTHER_NODE] == pytest.approx(OTHER_CLOCK_AHEAD_MS)
+    # 1 ms each way: the offset lies within 50 ms +- 1 ms.
+    assert model["clock_offset_bounds_ms"] == pytest.approx({DRIVER_NODE: 0, OTHER_NODE: 1})
     step = model["steps"]["1"]
     assert step["wall_ms"] == pytest.approx(1000)
     phases = {(p["worker"], p["method"]): p for p in step["phases"]}

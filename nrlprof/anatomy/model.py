@@ -1,12 +1,15 @@
 """Step anatomy from the recorded files: per step, the phases of every worker group, idle time, critical path.
 
-Clocks: Ray stamps a call's start and end with the wall clock of the node that ran it; the driver stamps
-the steps with its own.  The driver's clock is the reference.  For each node, the smallest delay between
-the driver submitting a call (`SUBMITTED_TO_WORKER`, driver clock) and the call starting (`RUNNING`, that
-node's clock) is the clock offset plus the submission latency; the same figure on the driver's own node
-is the latency alone.  Their difference is the node's offset, subtracted from its timestamps.  It is exact
-up to the difference in one-way latency (well under a millisecond within a cluster); a node that ran
-no call submitted by the driver keeps its own clock (offset 0, reported in `clock_offsets_ms`).
+Clocks: the driver stamps the steps, and Ray's owner of a call (the driver, for the calls it makes) stamps
+its `SUBMITTED_TO_WORKER` and `FINISHED`, with the driver's wall clock; the worker that runs the call stamps
+its `RUNNING` and its spans (`task::...`, `task:execute`) with the wall clock of its node.  The driver's
+clock is the reference.  Per node, over the calls the driver submitted there: `out` = the smallest
+`RUNNING - SUBMITTED` (= offset + forward latency) and `back` = the smallest `FINISHED - end of the task`
+(= return latency - offset).  Latencies are not negative, so the node's offset (its clock minus the
+driver's) lies in [-back, out]: the model takes the middle, `(out - back) / 2`, and reports the half
+width, `(out + back) / 2`, as its bound (`clock_offset_bounds_ms`); the true offset is within it whatever
+the latencies are.  The worker-stamped times of that node are moved by the offset.  The driver's node has
+offset 0; a node the driver sent no call to keeps its own clock (offset 0, no bound).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def load_run(run: Path) -> dict:
 def build_model(run: dict) -> dict:
     meta = run["meta"]
     tasks = run["tasks"]
-    offsets = clock_offsets(tasks, meta.get("driver_node_id", ""), meta.get("job_id", ""))
+    offsets, bounds = clock_offsets(tasks, meta.get("driver_node_id", ""), meta.get("job_id", ""))
     names = worker_names(run["actors"], tasks)
     calls = [call_record(t, names, offsets) for t in tasks if t.get("kind") == "call"]
     calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
@@ -70,28 +73,34 @@ def build_model(run: dict) -> dict:
         "steps": steps,
         "workers": {g: sorted({r for n, r in names.values() if n == g}) for g in groups},
         "clock_offsets_ms": {node: off / NS_PER_MS for node, off in sorted(offsets.items())},
+        "clock_offset_bounds_ms": {node: bound / NS_PER_MS for node, bound in sorted(bounds.items())},
     }
 
 
-def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> dict[str, int]:
-    """Per node, its wall clock minus the driver's (ns), from the calls the driver submitted."""
+def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Per node, its wall clock minus the driver's (ns) and the bound on that estimate's error (ns)."""
     driver_task = "ff" * 20 + job_id
-    smallest: dict[str, int] = {}
+    out: dict[str, int] = {}
+    back: dict[str, int] = {}
     for task in tasks:
-        submitted, running = task.get("submitted_ns") or 0, task.get("running_ns") or 0
-        if task.get("parent_task_id") != driver_task or not submitted or not running:
+        if task.get("parent_task_id") != driver_task:
             continue
-        delay = running - submitted
         node = task.get("node_id", "")
-        if node not in smallest or delay < smallest[node]:
-            smallest[node] = delay
-    base = smallest.get(driver_node)
-    offsets = {node: 0 for node in smallest}
-    if base is not None:
-        for node, delay in smallest.items():
-            if node != driver_node:
-                offsets[node] = delay - base
-    return offsets
+        submitted, running = task.get("submitted_ns") or 0, task.get("running_ns") or 0
+        finished, ended = task.get("finished_ns") or 0, task.get("task_end_ns") or 0
+        if submitted and running:
+            out[node] = min(out.get(node, running - submitted), running - submitted)
+        if finished and ended:
+            back[node] = min(back.get(node, finished - ended), finished - ended)
+    offsets = {node: 0 for node in out.keys() | back.keys()}
+    bounds: dict[str, int] = {}
+    for node in out.keys() & back.keys():
+        if node != driver_node:
+            offsets[node] = (out[node] - back[node]) // 2
+            bounds[node] = (out[node] + back[node] + 1) // 2
+        else:
+            bounds[node] = 0
+    return offsets, bounds
 
 
 def worker_names(actors: list[dict], tasks: list[dict]) -> dict[str, tuple[str, int]]:

@@ -23,7 +23,7 @@ def anatomy_trace_events(directory: str | os.PathLike) -> list[dict]:
     """`ph: X` spans in µs since the epoch (driver clock): each call, and each step on a driver track."""
     run = load_run(latest_run(directory))
     meta = run["meta"]
-    offsets = clock_offsets(run["tasks"], meta.get("driver_node_id", ""), meta.get("job_id", ""))
+    offsets, _ = clock_offsets(run["tasks"], meta.get("driver_node_id", ""), meta.get("job_id", ""))
     names = worker_names(run["actors"], run["tasks"])
     calls = [call_record(t, names, offsets) for t in run["tasks"] if t.get("kind") == "call"]
     calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
