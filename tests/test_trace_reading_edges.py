@@ -162,7 +162,7 @@ def test_progress_of_a_kineto_laid_out_trace_reaches_the_file_size(tmp_path):
     assert seen == [len(text)]
 
 
-@pytest.mark.timeout(60)  # a reader waiting forever for more text fails here, not at the suite's limit
+@pytest.mark.timeout(10)  # a reader waiting forever for more text fails here, not at the suite's limit
 @pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
 def test_a_trace_cut_right_after_its_events_bracket_is_cut_short(tmp_path, gzipped):
     text = b'{\n  "schemaVersion": 1,\n  "traceEvents": [\n  \n'
@@ -209,3 +209,21 @@ def test_an_item_that_is_not_an_object_is_read_as_it_is_after_a_slice(tmp_path):
     path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", text)
     items = [item for batch in iter_event_batches(path) for item in batch]
     assert [item if item == 17 else item["name"] for item in items] == ["first", 17, "second"]
+
+
+def test_a_kineto_trace_whose_events_bracket_is_damaged_is_not_valid_json(tmp_path):
+    """`}` where the `]` closing the events should be, with the rest of the object intact after it."""
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", kineto_layout([EVENT]).replace("\n],", "\n},"))
+    with pytest.raises(ToolError) as damaged:
+        list(iter_event_batches(path))
+    expected = "not valid JSON, or cut short (parse error: after array element, I expect ',' or ']')"
+    assert damaged.value.reason == expected
+
+
+def test_progress_of_a_trace_on_one_line_reaches_the_file_size(tmp_path):
+    text = f'{{"schemaVersion": 1, "traceEvents": [{EVENT}, {EVENT}]}}'
+    path = write(tmp_path / "policy.rank0.steps3.1000.pt.trace.json", text)
+    seen: list[int] = []
+    batches = list(iter_event_batches(path, progress=seen.append))
+    assert batches == [[json.loads(EVENT), json.loads(EVENT)]]
+    assert seen == [len(text)]

@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -37,6 +38,8 @@ class Target:
     select: str = ""
 
 
+# per test process (and what it starts): far above what the tests need, far below the machine
+TEST_MEMORY_LIMIT = 6 << 30
 PROMISES = ("test_mutation_survivors.py", "test_promises_config.py")
 TARGETS = (
     Target("steps", "nrlprof/config/steps.py", (*CONFIG_TESTS, *PROMISES), 30),
@@ -93,11 +96,26 @@ def run_tests(tree: Path, target: Target, deselect: list[str], timeout_s: float)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "tests")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # its own process group: a timeout, or the run stopped, ends what the tests started too
+    tests = subprocess.Popen(
+        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, preexec_fn=_limit_memory,
+    )  # fmt: skip
     try:
-        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s)
+        output, _ = tests.communicate(timeout=timeout_s)
+        return tests.returncode, output
     except subprocess.TimeoutExpired:
         return 124, ""
-    return done.returncode, done.stdout
+    finally:
+        if tests.poll() is None:
+            os.killpg(tests.pid, signal.SIGKILL)
+            tests.communicate()
+
+
+def _limit_memory() -> None:
+    """A mutant that lifts a memory bound (the trace reader's depth check) fails with MemoryError in the
+    tests instead of taking the shared machine's memory."""
+    resource.setrlimit(resource.RLIMIT_DATA, (TEST_MEMORY_LIMIT, TEST_MEMORY_LIMIT))
 
 
 def sample(all_mutants: list[Mutant], budget: int, every: int | None) -> tuple[list[Mutant], int]:
