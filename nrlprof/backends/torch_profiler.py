@@ -8,18 +8,22 @@ outside the window, and the window starts with one cheap `step()` of torch's sch
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
 import time
+from pathlib import Path
 
 from nrlprof import layout
+from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
+from nrlprof.ranges.nvtx import nvtx_module
 
 STEP_MARKER = "ProfilerStep#{}"
 # A window longer than this is listed by its first and last step in the trace's metadata.
@@ -76,6 +80,33 @@ def _kineto_safe(value):
     return value
 
 
+def _repair_note(repairs: int) -> str:
+    return (
+        f"torch wrote {repairs} event name(s) with a raw quote, which nrlprof escaped to keep the trace valid JSON "
+        "(a Python frame of code freed during the window can be named with stray bytes)"
+    )
+
+
+def _write_valid(exported: Path, target: Path, compress: bool) -> int:
+    """Move Kineto's file to `target` (gzip-compressed if asked) with broken names repaired; how many were."""
+    if compress:
+        partial = exported.with_name(exported.name + ".gz")
+        with open(exported, "rb") as source, gzip.open(partial, "wb") as sink:
+            repairs = kineto_text.copy_repaired(source, sink)
+        os.unlink(exported)
+    else:
+        with open(exported, "rb") as source:
+            repairs = kineto_text.copy_repaired(source, None)
+        partial = exported
+        if repairs:
+            partial = exported.with_name(exported.name + ".repaired")
+            with open(exported, "rb") as source, open(partial, "wb") as sink:
+                kineto_text.copy_repaired(source, sink)
+            os.unlink(exported)
+    os.replace(partial, target)
+    return repairs
+
+
 class TorchBackend(Backend):
     kind = TORCH
     warms_up = True
@@ -88,6 +119,7 @@ class TorchBackend(Backend):
         self.files: list[str] = []
         self.call_label = ""
         self.skipped = ""
+        self.repaired_names = 0
         self.guard = OtherProfilerGuard(self)
 
     def _activities(self) -> list:
@@ -121,6 +153,8 @@ class TorchBackend(Backend):
     def _new_session(self, window: Window, scheduled: bool):
         from torch.profiler import profile
 
+        # nrlprof's ranges import nvtx on first use: imported here, its import stays out of the user's trace.
+        nvtx_module()
         settings = self.role.plan.torch
         options = {"schedule": _warm_up_then_record} if scheduled else {}
         profiler = profile(
@@ -162,6 +196,7 @@ class TorchBackend(Backend):
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
         self.skipped = ""
+        self.repaired_names = 0
         if self.discrete:
             self.mark_step(step)
             return
@@ -220,9 +255,13 @@ class TorchBackend(Backend):
         directory.mkdir(parents=True, exist_ok=True)
         name = layout.trace_file_name(worker_file, self.role.rank, label, os.getpid(), settings.gzip)
         target = layout.unused_path(directory / name)
-        partial = target.with_name(f".{target.name}.partial{'.gz' if settings.gzip else ''}")
-        profiler.export_chrome_trace(str(partial))
-        os.replace(partial, target)
+        exported = target.with_name(f".{target.name}.partial")
+        # A path without `.gz`: torch then writes the file itself, and nrlprof compresses it while repairing.
+        profiler.export_chrome_trace(str(exported))
+        repairs = _write_valid(exported, target, settings.gzip)
+        if repairs:
+            self.repaired_names += repairs
+            logger.warning("%s: %s (%s)", self.role.worker_name, _repair_note(repairs), target)
         logger.debug("torch trace for %s %s: %s", self.role.worker_name, label, target)
         return str(target.resolve())
 
@@ -230,6 +269,7 @@ class TorchBackend(Backend):
         if self.profiler is not None and not self.discrete:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
         status = "skipped" if self.skipped and not self.files else "ok"
-        record = self.record(list(self.files), status, self.skipped)
+        notes = [self.skipped, _repair_note(self.repaired_names) if self.repaired_names else ""]
+        record = self.record(list(self.files), status, "; ".join(filter(None, notes)))
         self.window = None
         return record
