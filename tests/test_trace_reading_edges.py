@@ -24,6 +24,9 @@ from nrlprof.tools.traces import (
     unexpected_content,
 )
 
+# each test takes milliseconds: a reader that loops forever on a cut file fails here, not at the suite's limit
+pytestmark = pytest.mark.timeout(10)
+
 EVENT = '{"ph": "X", "name": "matmul", "ts": 10, "dur": 5, "pid": 7, "tid": 1}'
 
 
@@ -162,7 +165,6 @@ def test_progress_of_a_kineto_laid_out_trace_reaches_the_file_size(tmp_path):
     assert seen == [len(text)]
 
 
-@pytest.mark.timeout(10)  # a reader waiting forever for more text fails here, not at the suite's limit
 @pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
 def test_a_trace_cut_right_after_its_events_bracket_is_cut_short(tmp_path, gzipped):
     text = b'{\n  "schemaVersion": 1,\n  "traceEvents": [\n  \n'
