@@ -171,7 +171,7 @@ ODD_EVENTS = {
     "huge-pid": (cpu_op(pid=2**70), True),
     "huge-duration": (kernel(dur=1e300), True),
     "integer-times": (kernel(ts=1002000, dur=3), False),
-    "escaped-non-ascii-name": (cpu_op(cat="user_annotation", name="d\u00e9j\u00e0"), False),
+    "escaped-non-ascii-name": (cpu_op(cat="user_annotation", name="gr\u00fc\u00df"), False),
     "no-args-no-pid": ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1002000.0, "dur": 2.0}, False),
 }
 

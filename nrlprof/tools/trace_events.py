@@ -7,19 +7,21 @@ values have the types a profiler writes. Anything else takes the dict path, wher
 odd values lives: a slice with a value of another type (msgspec.ValidationError), one msgspec refuses,
 and one where the two parsers could disagree: non-ASCII text (msgspec does not check the UTF-8 of a
 string it skips; orjson refuses invalid UTF-8), integers of 19 digits or more (beyond 64 bits orjson
-reads a float, msgspec an int) and three-digit exponents (a number beyond a double's range, in a field
-msgspec skips, is not an error for it).
+reads a float, msgspec an int) and exponents (a number beyond a double's range, in a field msgspec skips,
+is not an error for it). Kineto writes neither.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
 import orjson
 
-_UNUSUAL_NUMBER = re.compile(rb"[0-9]{19}|[eE][-+]?[0-9]{3}")
+# Digits become 0 and E e, so that one substring search finds each kind of number (a regex is 10x slower)
+_DIGITS = bytes.maketrans(b"123456789E", b"000000000e")
+_EXPONENT = b"0e"  # also a name such as `sm90e1`: such slices take the dict path, to the same figures
+_LONG_INTEGER = b"0" * 19
 
 
 class Args(msgspec.Struct, gc=False):
@@ -47,7 +49,8 @@ def decode_events(text: bytes) -> list[Event] | list[Any]:
 
     Raises orjson.JSONDecodeError for text that is not JSON.
     """
-    if text.isascii() and _UNUSUAL_NUMBER.search(text) is None:
+    numbers = text.translate(_DIGITS)
+    if text.isascii() and _EXPONENT not in numbers and _LONG_INTEGER not in numbers:
         try:
             return _EVENTS.decode(text)
         except (msgspec.DecodeError, RecursionError):
