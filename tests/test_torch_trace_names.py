@@ -145,7 +145,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_torch_trace_names import backend_for
-from nrlprof.backends.torch_profiler import Window
+from nrlprof.config.steps import Window
 from nrlprof.ranges.nvtx import nvtx_module
 
 backend = backend_for(Path({directory!r}), with_stack=True)
