@@ -6,6 +6,7 @@ Each trace is text written by hand and each expectation is the exact value or re
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -18,7 +19,9 @@ from nrlprof.tools import traces
 from nrlprof.tools.traces import (
     TraceReader,
     check_events,
+    find_nsys_reports,
     find_traces,
+    gc_paused,
     iter_event_batches,
     read_header,
     unexpected_content,
@@ -229,3 +232,21 @@ def test_progress_of_a_trace_on_one_line_reaches_the_file_size(tmp_path):
     batches = list(iter_event_batches(path, progress=seen.append))
     assert batches == [[json.loads(EVENT), json.loads(EVENT)]]
     assert seen == [len(text)]
+
+
+def test_reports_under_a_directory_are_files_named_as_reports_and_not_hidden(tmp_path):
+    (tmp_path / "policy_3-4_100.nsys-rep").write_bytes(b"report")
+    (tmp_path / "old" / "policy_3_90.qdrep").parent.mkdir()
+    (tmp_path / "old" / "policy_3_90.qdrep").write_bytes(b"report")
+    (tmp_path / ".policy_3_80.nsys-rep").write_bytes(b"hidden")
+    (tmp_path / "notes.txt").write_text("not a report")
+    (tmp_path / "folder.nsys-rep").mkdir()
+    found = find_nsys_reports([str(tmp_path)])  # a path given as text, as a command line gives it
+    assert found == [tmp_path / "old" / "policy_3_90.qdrep", tmp_path / "policy_3-4_100.nsys-rep"]
+
+
+def test_the_garbage_collector_is_off_while_paused_and_back_after():
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
