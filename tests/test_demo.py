@@ -80,6 +80,19 @@ def test_files_and_step_table_printed(demo_run):
     assert "vllm_tensor_parallel_worker rank 1" in result.stdout
 
 
+def test_step_anatomy_of_every_step_printed(demo_run):
+    result, out = demo_run
+    assert len(list((out / "step_anatomy").glob("run-*/steps.jsonl"))) == 1
+    text = result.stdout[result.stdout.index("step anatomy") :]
+    # The job runs generation, then reward, then training: that chain sets every step's length.
+    path = "critical path: vllm_generation_worker.generate -> reward_worker.score -> dtensor_policy_worker.train"
+    assert text.count(path) == 4, text
+    for step in (1, 2, 3, 4):
+        assert f"\nstep {step}: " in text
+    assert "vllm_generation_worker.vllm_tensor_parallel_worker.generate  2 call(s), ranks 0-1" in text
+    assert f"nrlprof summary {out}" in text
+
+
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -92,6 +105,7 @@ def test_settings_flags_then_variables_then_defaults(tmp_path):
     assert environ["NRL_TORCH_PROFILE_WORKER_PATTERNS"] == "*policy*"
     assert environ["NRL_TORCH_PROFILE_STEP_RANGE"] == "2:3"
     assert torch_dir == tmp_path / "torch"
+    assert environ["NRL_STEP_ANATOMY_DIR"] == str(tmp_path / "step_anatomy")
     assert not any(name.startswith("NRL_NSYS_") for name in environ)
 
 

@@ -58,6 +58,7 @@ def demo_environment(args: argparse.Namespace, environ: MutableMapping[str, str]
     choose("NRL_TORCH_PROFILE_WORKER_PATTERNS", None, TORCH_PATTERNS)
     choose("NRL_TORCH_PROFILE_STEP_RANGE", args.step_range, DEFAULT_RANGE)
     choose("NRL_TORCH_PROFILE_DIR", None if args.out is None else out / "torch", str(out / "torch"))
+    choose("NRL_STEP_ANATOMY_DIR", None if args.out is None else out / "step_anatomy", str(out / "step_anatomy"))
     if nsys is not None:
         choose("NRL_NSYS_WORKER_PATTERNS", None, NSYS_PATTERNS)
         choose("NRL_NSYS_PROFILE_STEP_RANGE", args.step_range, environ["NRL_TORCH_PROFILE_STEP_RANGE"])
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     _print_files(torch_dir, reports, nsys is not None)
     print()
     _print_step_table(torch_dir)
+    print()
+    _print_step_anatomy(Path(os.environ["NRL_STEP_ANATOMY_DIR"]).expanduser().resolve())
     return 0
 
 
@@ -157,6 +160,19 @@ def _print_step_table(torch_dir: Path) -> None:
     print("The first step of a window includes starting the profilers in every worker (logged above).")
     print(f"Full breakdown: nrlprof summary {torch_dir}")
     print(f"One timeline:   nrlprof merge {torch_dir} -o {torch_dir.parent / 'timeline.json.gz'}")
+
+
+def _print_step_anatomy(anatomy_dir: Path) -> None:
+    """Every step of the job and every worker group, profiled or not: from Ray's task events."""
+    from nrlprof.anatomy import anatomy_summary, render_anatomy_text
+    from nrlprof.anatomy.files import run_directories
+
+    runs = run_directories(anatomy_dir) if anatomy_dir.is_dir() else []
+    if not runs:
+        print(f"nrlprof demo: no step anatomy under {anatomy_dir}", file=sys.stderr)
+        return
+    print(render_anatomy_text(anatomy_summary(runs[-1])), end="")
+    print(f"Everything together (traces and step anatomy): nrlprof summary {anatomy_dir.parent}")
 
 
 def _ms(value: float | None) -> str:
