@@ -9,9 +9,10 @@ reads, after a fixed 1 s sleep).  The GCS keeps at most `RAY_task_events_max_num
 `task_info.actor_id`), and an actor id's last 4 bytes are the job id; an actor's creation task is
 `ff..ff` + actor id.
 
-Once the GCS is at capacity it can also evict a call that is still running, and then ignores that call's
-later events (it tracks dropped attempts): seen with a 1,500-task cap as a few calls of 2,000 missing.
-The default cap (100,000) is rarely full with calls in flight; a call Ray dropped is absent from its phase.
+At capacity the GCS evicts one attempt per new one: finished attempts first, the least recently updated
+of them, then unfinished ones; it ignores later events of an attempt it evicted.  A finished call is
+therefore lost only if more than the capacity's worth of calls arrive before it is read; a call Ray
+dropped is absent from its phase.
 
 Reading incrementally: the serialized message starts with field 1, the task id (`0a 18` + 24 bytes), so
 a task already recorded, or another job's, is skipped by looking at those bytes, without parsing.  Only
@@ -60,8 +61,10 @@ class TaskEventReader:
     fresh: int = 0
     held: set[bytes] = field(default_factory=set)
 
-    def read(self, raws: list[bytes]) -> list[dict]:
-        """Records of the calls that finished since the last read; `pending` counts those still running."""
+    def read(self, raws: list[bytes], final: bool = False) -> list[dict]:
+        """Records of the calls that finished since the last read; `pending` counts those still running.
+
+        `final`: the last read, where a call whose worker sent its span but whose end never came is kept."""
         records = []
         pending = 0
         seen = set()
@@ -74,8 +77,8 @@ class TaskEventReader:
             if key[-4:] != self.job_id and len(key) == TASK_ID_BYTES:
                 done.add(key)  # another job's task: the task id ends with the job id
                 continue
-            record, final = self._parse(raw, key)
-            if final:
+            record, complete = self._parse(raw, key, final)
+            if complete:
                 done.add(key)
                 self.waiting.pop(key, None)
                 if record is not None:
@@ -90,7 +93,7 @@ class TaskEventReader:
         self.held = seen
         return records
 
-    def _parse(self, raw: bytes, key: bytes) -> tuple[dict | None, bool]:
+    def _parse(self, raw: bytes, key: bytes, final: bool = False) -> tuple[dict | None, bool]:
         from ray.core.generated import gcs_pb2
 
         event = gcs_pb2.TaskEvents.FromString(raw)
@@ -98,21 +101,28 @@ class TaskEventReader:
             return None, True
         info = event.task_info
         if not event.HasField("task_info"):
-            # The GCS can hold a task's profile events without its task info (evicted, then updated again).
+            # The worker's events reached the GCS before the owner's (which carry the task info); or the GCS
+            # evicted the task and then received its profile events again: after a few reads, kept as it is.
+            reads = self.waiting.get(key, 0) + 1
+            self.waiting[key] = reads
+            if reads < PROFILE_GRACE_READS and not final:
+                return None, False
             return _from_profile_only(event)
         if info.type not in (ACTOR_TASK, ACTOR_CREATION_TASK):
             return None, True
         states = event.state_updates.state_ts_ns
         ended = FINISHED in states or FAILED in states
-        span = _profile_span(event)
-        if span is None:
+        if not ended and not final:
+            return None, False  # parsed again at the next read: its span comes with its end
+        span, whole = _profile_spans(event)
+        if whole is None:
             if not ended:
                 return None, False
             reads = self.waiting.get(key, 0) + 1
             self.waiting[key] = reads
             if reads < PROFILE_GRACE_READS or RUNNING not in states:
                 return None, reads >= PROFILE_GRACE_READS
-            span = (states[RUNNING], states.get(FINISHED) or states[FAILED])
+            span = whole = (states[RUNNING], states.get(FINISHED) or states[FAILED])
         class_name, _, method = info.func_or_class_name.rpartition(".")
         record = {
             "task_id": event.task_id.hex(),
@@ -122,11 +132,14 @@ class TaskEventReader:
             "method": method,
             "start_ns": span[0],
             "end_ns": span[1],
+            "task_start_ns": whole[0],
+            "task_end_ns": whole[1],
             "node_id": event.state_updates.node_id.hex(),
             "pid": event.state_updates.worker_pid,
             "parent_task_id": info.parent_task_id.hex(),
             "submitted_ns": states.get(SUBMITTED_TO_WORKER, 0),
             "running_ns": states.get(RUNNING, 0),
+            "finished_ns": states.get(FINISHED) or states.get(FAILED, 0),
             "failed": FAILED in states,
         }
         return record, True
@@ -134,11 +147,11 @@ class TaskEventReader:
 
 def _from_profile_only(event) -> tuple[dict | None, bool]:
     """A record from the `task::Class.method` profile event alone; the actor id is the task id's last 16 bytes."""
-    span = _profile_span(event)
+    span, whole = _profile_spans(event)
     qualified = next(
         (e.event_name[len("task::") :] for e in event.profile_events.events if e.event_name.startswith("task::")), ""
     )
-    if span is None or "." not in qualified:
+    if span is None or whole is None or "." not in qualified:
         return None, False
     class_name, _, method = qualified.rpartition(".")
     task_id = event.task_id.hex()
@@ -150,27 +163,35 @@ def _from_profile_only(event) -> tuple[dict | None, bool]:
         "method": method,
         "start_ns": span[0],
         "end_ns": span[1],
+        "task_start_ns": whole[0],
+        "task_end_ns": whole[1],
         "node_id": "",
         "pid": 0,
         "parent_task_id": "",
         "submitted_ns": 0,
         "running_ns": 0,
+        "finished_ns": 0,
         "failed": False,
     }
     return record, True
 
 
-def _profile_span(event) -> tuple[int, int] | None:
-    """The method body (`task:execute`), else the whole `task::Class.method` span; None before they arrive."""
+def _profile_spans(event) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """(the method body, the whole task): `task:execute` and `task::Class.method`, both stamped by the worker.
+
+    The whole task also holds Ray's argument deserialization before the body and storing the result after;
+    the body alone is what an annotated method range inside the worker covers.  (None, None) before they arrive.
+    """
     execute = whole = None
     for entry in event.profile_events.events:
-        if entry.event_name == "task:execute":
+        name = entry.event_name
+        if name == "task:execute":
             execute = (entry.start_time, entry.end_time)
-        elif entry.event_name.startswith("task::"):
+        elif name.startswith("task::"):
             whole = (entry.start_time, entry.end_time)
     if whole is None:
-        return None
-    return execute or whole
+        return None, None
+    return execute or whole, whole
 
 
 def actor_id_of_task(task_id_hex: str) -> str:

@@ -19,6 +19,7 @@ META_FILE = "meta.jsonl"
 STEPS_FILE = "steps.jsonl"
 ACTORS_FILE = "actors.jsonl"
 TASKS_FILE = "tasks.jsonl"
+READER_FILE = "reader.jsonl"  # the reader process's own figures
 RUN_PREFIX = "run-"
 
 

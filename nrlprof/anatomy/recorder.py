@@ -1,37 +1,41 @@
-"""The driver's step-anatomy recorder: step marks, actor identities and Ray's task events, written as the job goes.
+"""The driver's step-anatomy recorder: step marks and actor identities, with Ray's task events read beside it.
 
 The training loop only appends to lists (`marks` by the gate at each `nrlprof.step`, `actors` by the
-creation hook); a daemon thread writes them and reads the GCS's task events, so a job longer than the
-GCS keeps (`RAY_task_events_max_num_task_in_gcs`, 100,000 task attempts) still has its early steps on
-disk.  Every read returns all the GCS holds, so reads are spaced by how fast the GCS fills: the next one
-comes when a quarter of its capacity has arrived since the last (the oldest are evicted first), at
-least a second and at most a minute apart.  A job that stays within the GCS's capacity is read a few
-times; a long one is read about four times per capacity's worth of calls.  Ray releases the GIL while
-the GCS answers; the driver's cost is parsing each new event once (about 10 us) and skipping known ones.
+creation hook); a daemon thread writes them once a second.  Ray's task events are read as the job goes
+(a job longer than the GCS keeps, `RAY_task_events_max_num_task_in_gcs`, still has its early steps on
+disk) by a separate, low-priority process (`reader_process`): parsing them costs about 10 us per call,
+which in the driver's process would take the driver's GIL from the training loop.  Should that process
+not start or die, the driver's thread reads them itself (said in the log).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from nrlprof.anatomy.events import TaskEventReader, fetch_raw_task_events
-from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines, new_run_directory
+from nrlprof.anatomy.events import fetch_raw_task_events
+from nrlprof.anatomy.files import (
+    ACTORS_FILE,
+    META_FILE,
+    READER_FILE,
+    STEPS_FILE,
+    append_lines,
+    new_run_directory,
+    read_lines,
+)
+from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventPump
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
 
-MIN_INTERVAL_S = 1.0
-MAX_INTERVAL_S = 60.0
-CAPACITY_SHARE = 0.25
-DEFAULT_GCS_CAPACITY = 100_000
-# At finish: Ray workers send their events every second; wait for them, at most this long.
-FINAL_SETTLE_S = 1.5
-FINAL_LIMIT_S = 10.0
+WRITE_INTERVAL_S = 1.0
+# The reader process's last reads take at most FINAL_LIMIT_S; beyond this it is ended.
+READER_EXIT_S = FINAL_LIMIT_S + 20.0
 
 
 class Recorder:
@@ -40,15 +44,19 @@ class Recorder:
         self.marks: list[tuple[int, int]] = []
         self.actors: list[dict] = []
         self._run_dir: Path | None = None
-        self.interval_s = MIN_INTERVAL_S
         self.reads = 0
         self.read_s = 0.0
         self.read_cpu_s = 0.0
-        self._last_read = 0.0
-        self._capacity = DEFAULT_GCS_CAPACITY
+        self.reader_cpu_s = 0.0
+        self.thread_cpu_s = 0.0
         self._marks_written = 0
         self._actors_written = 0
-        self._reader: TaskEventReader | None = None
+        self._connected = False
+        self._job_id = ""
+        self._capacity = DEFAULT_GCS_CAPACITY
+        self._child: subprocess.Popen | None = None
+        self._pump: TaskEventPump | None = None
+        self._next_read = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._finished = False
@@ -70,38 +78,29 @@ class Recorder:
         self.actors.append({"actor_id": handle._actor_id.hex(), "worker": name, "rank": rank, "class": class_name})
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(WRITE_INTERVAL_S):
             try:
                 self.poll()
             except Exception as err:  # the recorder must never disturb the job
-                logger.warning("step anatomy: reading Ray's task events failed: %s", err)
+                logger.warning("step anatomy: writing the step marks or reading Ray's task events failed: %s", err)
+        self.thread_cpu_s = time.thread_time()
 
-    def poll(self) -> int:
-        """Write what the driver marked, then the calls finished since the last read; returns how many."""
+    def poll(self) -> None:
+        """Write what the driver marked; start the reader process once Ray is up; read here if it died."""
         if not self.marks:
-            return 0
+            return
         with self._lock:
             self._write_marks()
-            reader = self._reader or self._connect()
-            if reader is None:
-                return 0
-            began, cpu_began = time.perf_counter(), time.thread_time()
-            records = reader.read(fetch_raw_task_events())
-            append_lines(self.run_dir / TASKS_FILE, records)
-            now = time.perf_counter()
-            self.reads += 1
-            self.read_s += now - began
-            self.read_cpu_s += time.thread_time() - cpu_began
-            self.interval_s = self._next_interval(reader.fresh, now - self._last_read if self._last_read else None)
-            self._last_read = now
-            return len(records)
-
-    def _next_interval(self, fresh: int, elapsed_s: float | None) -> float:
-        """Seconds until a quarter of the GCS's capacity has arrived at the rate seen since the last read."""
-        if elapsed_s is None or fresh <= 0:
-            return MIN_INTERVAL_S if elapsed_s is None else min(MAX_INTERVAL_S, 2 * self.interval_s)
-        rate = fresh / elapsed_s
-        return min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, CAPACITY_SHARE * self._capacity / rate))
+            if not self._connected:
+                self._connect()
+            if self._child is not None and self._child.poll() is not None:
+                code = self._child.returncode
+                logger.warning("step anatomy: the task-event reader exited (%s); reading in the driver", code)
+                self._child = None
+                self._read_here()
+            if self._pump is not None and time.monotonic() >= self._next_read:
+                self._pump.read()
+                self._next_read = time.monotonic() + self._pump.interval_s
 
     def _write_marks(self) -> None:
         marks, actors = self.marks, self.actors
@@ -110,25 +109,34 @@ class Recorder:
         append_lines(self.run_dir / ACTORS_FILE, actors[self._actors_written : actors_end])
         self._marks_written, self._actors_written = end, actors_end
 
-    def _connect(self) -> TaskEventReader | None:
+    def _connect(self) -> None:
         ray = sys.modules.get("ray")
         if ray is None or not ray.is_initialized():
-            return None
+            return
+        self._connected = True
         context = ray.get_runtime_context()
-        job_id = context.get_job_id()
-        self._reader = TaskEventReader(bytes.fromhex(job_id))
+        self._job_id = context.get_job_id()
         try:
             self._capacity = int(ray._config.task_events_max_num_task_in_gcs())
         except Exception:
             self._capacity = DEFAULT_GCS_CAPACITY
-        meta = {"job_id": job_id, "driver_node_id": context.get_node_id(), "pid": os.getpid(), "t_ns": time.time_ns()}
+        meta = {"job_id": self._job_id, "driver_node_id": context.get_node_id(), "pid": os.getpid()}
+        meta["t_ns"] = time.time_ns()
         append_lines(self.run_dir / META_FILE, [meta])
+        try:
+            self._child = start_reader_process(self._job_id, self.run_dir, self._capacity)
+        except Exception as err:
+            logger.warning("step anatomy: no task-event reader process (%s); reading in the driver", err)
+            self._read_here()
         # Registered after ray.init, so it runs before Ray's own shutdown hook.
         atexit.register(self.finish)
-        return self._reader
+
+    def _read_here(self) -> None:
+        if self._pump is None:
+            self._pump = TaskEventPump(bytes.fromhex(self._job_id), self.run_dir, self._capacity, fetch_raw_task_events)
 
     def finish(self) -> None:
-        """Mark the end of the last step and read the last calls (Ray sends them within a second)."""
+        """Mark the end of the last step; the reader reads the last calls (Ray sends them within a second)."""
         if self._finished:
             return
         self._finished = True
@@ -137,13 +145,22 @@ class Recorder:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
         if not self.marks:
+            self._end_child()
             return
         try:
-            self._final_reads(ended)
+            with self._lock:
+                self._write_marks()
+                if not self._connected:
+                    self._connect()
+                if self._child is not None and not self._end_child():
+                    self._read_here()
+                if self._pump is not None:
+                    self._pump.final_reads()
         except Exception as err:
             logger.warning("step anatomy: the last task events could not be read: %s", err)
         finally:
             append_lines(self.run_dir / STEPS_FILE, [{"finish": True, "t_ns": ended}])
+        self._gather_figures()
         if self.reads:
             logger.info(
                 "step anatomy: %d read(s) of Ray's task events, %.1f ms in all; files under %s",
@@ -152,16 +169,59 @@ class Recorder:
                 self.run_dir,
             )
 
-    def _final_reads(self, ended: int) -> None:
-        self.poll()
-        if self._reader is None:
-            return
-        began = time.monotonic()
-        quiet = False
-        while time.monotonic() - began < FINAL_LIMIT_S:
-            time.sleep(0.5)
-            new = self.poll()
-            settled = time.monotonic() - began >= FINAL_SETTLE_S
-            if settled and quiet and new == 0 and self._reader.pending == 0:
-                return
-            quiet = new == 0
+    def _end_child(self) -> bool:
+        """Ask the reader for its last reads and wait for it; True when it ended well."""
+        child, self._child = self._child, None
+        if child is None:
+            return True
+        try:
+            child.stdin.write("finish\n")
+            child.stdin.close()
+        except OSError:
+            pass
+        try:
+            return child.wait(READER_EXIT_S) == 0
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return False
+
+    def _gather_figures(self) -> None:
+        figures = read_lines(self.run_dir / READER_FILE)
+        for line in figures:
+            self.reads += line["reads"]
+            self.read_s += line["read_s"]
+            self.read_cpu_s += line["read_cpu_s"]
+            self.reader_cpu_s += line["process_cpu_s"]
+        if self._pump is not None:
+            self.reads += self._pump.reads
+            self.read_s += self._pump.read_s
+            self.read_cpu_s += self._pump.read_cpu_s
+
+
+def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subprocess.Popen:
+    """`python -m nrlprof.anatomy.reader_process` for this driver's job, with the driver's Ray token if any."""
+    import ray
+
+    import nrlprof
+
+    node = ray._private.worker.global_worker.node
+    env = dict(os.environ)
+    package_root = str(Path(nrlprof.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env.update(ray_auth_environment())
+    command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", node.gcs_address, node.cluster_id.hex()]
+    command += [job_id, str(run_dir), str(capacity)]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+
+
+def ray_auth_environment() -> dict[str, str]:
+    """RAY_AUTH_MODE and RAY_AUTH_TOKEN as this driver uses them, where the cluster uses token authentication."""
+    try:
+        from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
+    except ImportError:
+        return {}
+    if get_authentication_mode() != AuthenticationMode.TOKEN:
+        return {}
+    token = AuthenticationTokenLoader.instance().get_raw_token()
+    return {"RAY_AUTH_MODE": "token", **({"RAY_AUTH_TOKEN": token} if token else {})}

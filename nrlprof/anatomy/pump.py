@@ -1,0 +1,71 @@
+"""Reading Ray's task events as the job goes: successive GCS reads turned into lines of `tasks.jsonl`.
+
+Every read returns all the GCS holds, so reads are spaced by how fast the GCS fills: the next one comes
+when a quarter of its capacity has arrived since the last (the oldest are evicted first), at least a
+second and at most a minute apart.  At the end, Ray's workers send their last events within a second:
+they are waited for (a settle time, at most a limit) until no call is left unfinished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from nrlprof.anatomy.events import TaskEventReader
+from nrlprof.anatomy.files import TASKS_FILE, append_lines
+
+MIN_INTERVAL_S = 1.0
+MAX_INTERVAL_S = 60.0
+CAPACITY_SHARE = 0.25
+DEFAULT_GCS_CAPACITY = 100_000
+FINAL_SETTLE_S = 1.5
+FINAL_LIMIT_S = 10.0
+
+
+class TaskEventPump:
+    def __init__(self, job_id: bytes, run_dir: Path, capacity: int, fetch: Callable[[], list[bytes]]) -> None:
+        self.reader = TaskEventReader(job_id)
+        self.tasks_path = run_dir / TASKS_FILE
+        self.capacity = capacity
+        self.fetch = fetch
+        self.interval_s = MIN_INTERVAL_S
+        self.reads = 0
+        self.read_s = 0.0
+        self.read_cpu_s = 0.0
+        self._last_read = 0.0
+
+    def read(self, final: bool = False) -> int:
+        """Append the calls finished since the last read; returns how many."""
+        began, cpu_began = time.perf_counter(), time.thread_time()
+        records = self.reader.read(self.fetch(), final)
+        append_lines(self.tasks_path, records)
+        now = time.perf_counter()
+        self.reads += 1
+        self.read_s += now - began
+        self.read_cpu_s += time.thread_time() - cpu_began
+        self.interval_s = self._next_interval(self.reader.fresh, now - self._last_read if self._last_read else None)
+        self._last_read = now
+        return len(records)
+
+    def _next_interval(self, fresh: int, elapsed_s: float | None) -> float:
+        """Seconds until a quarter of the GCS's capacity has arrived at the rate seen since the last read."""
+        if elapsed_s is None or fresh <= 0:
+            return MIN_INTERVAL_S if elapsed_s is None else min(MAX_INTERVAL_S, 2 * self.interval_s)
+        rate = fresh / elapsed_s
+        return min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, CAPACITY_SHARE * self.capacity / rate))
+
+    def final_reads(self) -> None:
+        """Read until the last calls have arrived: quiet twice in a row after the settle time, or the limit."""
+        self.read()
+        began = time.monotonic()
+        quiet = False
+        while time.monotonic() - began < FINAL_LIMIT_S:
+            time.sleep(0.5)
+            new = self.read()
+            settled = time.monotonic() - began >= FINAL_SETTLE_S
+            if settled and quiet and new == 0 and self.reader.pending == 0:
+                return
+            quiet = new == 0
+        # Calls whose end never reached the GCS (an owner gone first) are kept with the span their worker sent.
+        self.read(final=True)

@@ -1,0 +1,80 @@
+"""The process that reads Ray's task events for the driver, so the driver's own process pays nothing for it.
+
+Started by the driver's recorder (`python -m nrlprof.anatomy.reader_process`) with the GCS address, the
+cluster id, the job id, the run directory and the GCS's capacity; it runs at a lower priority (nice 10),
+connects to the GCS as `ray.timeline()` does (no `ray.init`: it is not a driver and makes no job), with
+the driver's token where the cluster uses token authentication (passed in its environment, as Ray passes
+it to its own workers).  It reads until the driver writes `finish` on its stdin, or its stdin closes (the
+driver ended, however it ended); then it reads the last events, writes its own figures to `reader.jsonl`
+and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from nrlprof.anatomy.files import READER_FILE, append_lines
+from nrlprof.anatomy.pump import TaskEventPump
+
+NICENESS = 10
+
+
+def connect(gcs_address: str, cluster_id: str):
+    """A connected GlobalStateAccessor: what `ray._private.state` uses, without a driver."""
+    from ray._raylet import GcsClientOptions, GlobalStateAccessor
+
+    options = GcsClientOptions.create(gcs_address, cluster_id, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False)
+    accessor = GlobalStateAccessor(options)
+    if not accessor.connect():
+        raise RuntimeError(f"could not connect to the GCS at {gcs_address}")
+    return accessor
+
+
+def watch_driver(finishing: threading.Event) -> None:
+    """Set `finishing` when the driver says `finish` or its end of the pipe closes."""
+    for line in sys.stdin:
+        if line.strip() == "finish":
+            break
+    finishing.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nrlprof.anatomy.reader_process")
+    parser.add_argument("gcs_address")
+    parser.add_argument("cluster_id")
+    parser.add_argument("job_id")
+    parser.add_argument("run_dir")
+    parser.add_argument("capacity", type=int)
+    args = parser.parse_args(argv)
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C on the driver ends it through its stdin
+    finishing = threading.Event()
+    threading.Thread(target=watch_driver, args=(finishing,), daemon=True).start()
+    accessor = connect(args.gcs_address, args.cluster_id)
+    run_dir = Path(args.run_dir)
+    pump = TaskEventPump(bytes.fromhex(args.job_id), run_dir, args.capacity, accessor.get_task_events)
+    while not finishing.wait(pump.interval_s):
+        pump.read()
+    began = time.perf_counter()
+    pump.final_reads()
+    figures = {
+        "reads": pump.reads,
+        "read_s": pump.read_s,
+        "read_cpu_s": pump.read_cpu_s,
+        "process_cpu_s": time.process_time(),
+        "final_s": time.perf_counter() - began,
+    }
+    append_lines(run_dir / READER_FILE, [figures])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
