@@ -206,7 +206,8 @@ def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subproces
     import nrlprof
 
     node = ray._private.worker.global_worker.node
-    env = dict(os.environ)
+    # Without nrlprof's own variables: the reader is no driver to activate nrlprof in.
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("NRL_", "NRLPROF_"))}
     package_root = str(Path(nrlprof.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(ray_auth_environment())
