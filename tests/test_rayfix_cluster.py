@@ -1,7 +1,8 @@
 """A driver joining a `ray start` cluster started without nrlprof's fix: detected, and profiled through py_executable.
 
-The cluster runs with no `python` on its PATH and the stand-in tools, on free ports with its own temp dir and
-token; only its own processes are stopped.
+Also a two-node cluster whose head has the fix and whose second node has not: every alive node is judged, and a
+matched actor starts profiled on either node. The clusters run with no `python` on their PATH and the stand-in
+tools, on free ports with their own temp dir and token; only their own processes are stopped.
 """
 
 from __future__ import annotations
@@ -67,21 +68,25 @@ DRIVER = textwrap.dedent(
 )
 
 
+def hook_env(with_hook: bool) -> dict[str, str]:
+    return {PLUGINS_VARIABLE: json.dumps([{"class": HOOK_CLASS_PATH}])} if with_hook else {}
+
+
 @contextlib.contextmanager
-def ray_start_cluster(tmp_path: Path, with_hook: bool) -> Iterator[dict]:
+def ray_start_cluster(tmp_path: Path, with_hook: bool, num_cpus: int = 2, resources: str = "") -> Iterator[dict]:
     base = tempfile.mkdtemp(prefix="nrlf", dir="/tmp")  # short: raylet socket paths are length-limited
     bin_dir = install_stand_ins(tmp_path / "bin")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH"))}
     env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=secrets.token_hex(32), NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))
     env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=str(TESTS_DIR))
-    if with_hook:
-        env[PLUGINS_VARIABLE] = json.dumps([{"class": HOOK_CLASS_PATH}])
+    extra = [f"--resources={resources}"] if resources else []
     for attempt in (1, 2):  # Ray gives a raylet 30 s to register; a loaded machine sometimes needs a second try
         gcs, client, agent = free_ports(3)
-        start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", "--num-cpus=2",
+        start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", f"--num-cpus={num_cpus}",
                  "--include-dashboard=false", f"--ray-client-server-port={client}",
-                 f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats"]  # fmt: skip
-        done = subprocess.run(start, env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True, timeout=180)
+                 f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats", *extra]  # fmt: skip
+        start_env = {**env, "RAY_AUTH_MODE": "token", **hook_env(with_hook)}
+        done = subprocess.run(start, env=start_env, capture_output=True, text=True, timeout=180)
         if done.returncode == 0 or "timed out during startup" not in done.stderr or attempt == 2:
             break
         stop_own_cluster(f"{base}/ray")
@@ -89,16 +94,27 @@ def ray_start_cluster(tmp_path: Path, with_hook: bool) -> Iterator[dict]:
     try:
         assert done.returncode == 0, done.stdout + done.stderr
         session = next(p for p in (Path(base) / "ray").glob("session_2*") if not p.is_symlink())
-        yield {"env": {k: v for k, v in env.items() if k != PLUGINS_VARIABLE}, "session": session, "calls": tmp_path}
+        yield {"env": env, "session": session, "calls": tmp_path, "address": f"127.0.0.1:{gcs}", "base": base}
     finally:
         stop_own_cluster(f"{base}/ray")
         shutil.rmtree(base, ignore_errors=True)
 
 
-def drive(cluster: dict, specs: list[dict]) -> dict:
+def join_node(cluster: dict, with_hook: bool, resources: str) -> None:
+    """A second node on this machine, joined with `ray start --address`; stopped with the cluster (same temp dir)."""
+    agent, metrics = free_ports(2)
+    start = [RAY, "start", f"--address={cluster['address']}", f"--temp-dir={cluster['base']}/ray", "--num-cpus=1",
+             f"--resources={resources}", f"--dashboard-agent-listen-port={agent}",
+             f"--metrics-export-port={metrics}", "--disable-usage-stats"]  # fmt: skip
+    env = {**cluster["env"], "RAY_AUTH_MODE": "token", **hook_env(with_hook)}
+    done = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def drive(cluster: dict, specs: list[dict], script: str = DRIVER, env: dict | None = None) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, json.dumps(specs)],
-        env=cluster["env"],
+        [sys.executable, "-c", script, json.dumps(specs)],
+        env={**cluster["env"], **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,
@@ -106,7 +122,7 @@ def drive(cluster: dict, specs: list[dict]) -> dict:
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout + done.stderr[-4000:]
-    return json.loads(lines[-1][len("RESULT ") :])
+    return json.loads(lines[-1][len("RESULT ") :]) | {"stderr": done.stderr}
 
 
 def nsys_record(cluster: dict, pid: int) -> dict:
@@ -218,3 +234,70 @@ def test_children_of_a_prefixed_worker_get_one_prefix_or_none(unfixed_cluster: d
     assert "nsys" not in shlex.split(isolated["py_executable"])[2]
     records = [json.loads(p.read_text()) for p in (unfixed_cluster["calls"] / "calls").glob("nsys-*.json")]
     assert isolated["pid"] not in [r["pid"] for r in records]
+
+
+TWO_NODE_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import nrlprof  # NRL_NSYS_WORKER_PATTERNS set: the creation hook chooses each matched actor's route
+    import ray
+    from nrlprof.rayfix import cluster_fix
+    from nrlprof.workers.runtime_env import package_fragment
+
+    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
+
+    @ray.remote(num_cpus=0)
+    class PolicyWorker:
+        def where(self):
+            return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                    "interpreter": os.environ.get(cluster_fix.INTERPRETER_VARIABLE)}
+
+    places = json.loads(sys.argv[1])
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    nodes = {p: next(n["NodeID"] for n in alive if p in n["Resources"]) for p in places}
+    ips = {p: next(n["NodeManagerAddress"] for n in alive if p in n["Resources"]) for p in places}
+    result = {"nodes": nodes, "ips": ips, "actors": {}}
+    for place in places:
+        actor = PolicyWorker.options(resources={place: 1}).remote()
+        try:
+            result["actors"][place] = ray.get(actor.where.remote(), timeout=300)
+        except ray.exceptions.GetTimeoutError:
+            result["actors"][place] = "HUNG"
+    result["fixed"] = cluster_fix.agent_has_fix()
+    # The route for nodes whose raylet is on another machine: a task pinned to each.
+    judged = cluster_fix.judge_on_nodes(list(nodes.values()), package_fragment())
+    result["pinned_checks"] = {p: [judged[i].fixed, judged[i].reason] for p, i in nodes.items()}
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+
+def test_fixed_head_with_an_unfixed_node_profiles_matched_actors_on_both(tmp_path: Path) -> None:
+    """Head started with the agent hook, a second node joined without it: the driver judges every alive node, and
+    a matched actor placed on either node starts under nsys (through py_executable), not hanging in Ray's plugin."""
+    with ray_start_cluster(tmp_path, with_hook=True, num_cpus=1, resources='{"fixed_node": 1}') as cluster:
+        join_node(cluster, with_hook=False, resources='{"unfixed_node": 1}')
+        env = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2"}
+        result = drive(cluster, ["unfixed_node", "fixed_node"], TWO_NODE_DRIVER, env)
+
+        nodes, nsight_dir = result["nodes"], cluster["session"] / "logs" / "nsight"
+        assert nodes["fixed_node"] != nodes["unfixed_node"]
+        for place in ("unfixed_node", "fixed_node"):
+            actor = result["actors"][place]
+            assert actor != "HUNG", place
+            assert actor["node"] == nodes[place]
+            assert actor["interpreter"] == ""  # started through nrlprof's py_executable prefix, default Python
+            record = nsys_record(cluster, actor["pid"])
+            assert record["command"][0] == sys.executable
+            assert record["command"][1].endswith("default_worker.py")
+            assert option(record, "-o").startswith(str(nsight_dir) + "/")
+        assert result["fixed"] is False
+        assert result["pinned_checks"]["fixed_node"][0] is True
+        assert HOOK_CLASS_PATH in result["pinned_checks"]["fixed_node"][1]
+        assert result["pinned_checks"]["unfixed_node"][0] is False
+
+        warnings = [line for line in result["stderr"].splitlines() if "unfixed profiler plugins" in line]
+        assert len(warnings) == 1, result["stderr"][-4000:]  # judged once, though two actors were created
+        unfixed = f"node {nodes['unfixed_node']} ({result['ips']['unfixed_node']})"
+        assert unfixed in warnings[0] and nodes["fixed_node"] not in warnings[0]
+        assert "`nrlprof patch-ray`" in warnings[0] and "before `ray start`" in warnings[0]
