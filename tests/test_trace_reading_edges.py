@@ -250,3 +250,14 @@ def test_the_garbage_collector_is_off_while_paused_and_back_after():
     with gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("offset", range(-20, 3))
+def test_the_events_key_split_across_two_reads_is_found(tmp_path, offset):
+    """`"traceEvents": [` straddling the reader's 64 KiB reads, at every split point, still opens the fast path."""
+    prefix = '{"meta": "'
+    padding = traces._CHUNK + offset - len(prefix) - len('", ')
+    path = tmp_path / "split.pt.trace.json"
+    path.write_text(prefix + "y" * padding + '", "traceEvents": [\n  {\n    "ph": "X", "ts": 1\n  }\n  ]\n}')
+    with traces.TraceReader(path) as reader:
+        assert list(traces._split_batches(reader)) == [[{"ph": "X", "ts": 1}]]

@@ -41,6 +41,8 @@ _IJSON_BATCH = 2000
 # ijson holds every event of a buffer at once: small buffers bound that for a file of brackets
 _SCAN_BUFFER = 16 << 10
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+# A key split across reads starts this close to the end of what was searched (a longer gap inside it: ijson reads)
+_KEY_OVERLAP = 64
 _DEPTH_CHANGE: defaultdict[str, int] = defaultdict(
     int, {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
 )
@@ -288,13 +290,15 @@ class _LayoutMismatch(Exception):
 
 
 def _split_batches(reader: TraceReader, decode: DecodeEvents | None = None) -> Iterator[list[Any]]:
-    buf = b""
-    while (match := _EVENTS_KEY.search(buf)) is None:
+    header = bytearray()  # grown in place and searched only where new text can complete the key: linear
+    searched = 0
+    while (match := _EVENTS_KEY.search(header, max(0, searched - _KEY_OVERLAP))) is None:
+        searched = len(header)
         chunk = reader.read(_CHUNK)
-        if not chunk or len(buf) > _HEADER_LIMIT:
+        if not chunk or searched > _HEADER_LIMIT:
             raise _LayoutMismatch
-        buf += chunk
-    buf = buf[match.end() :]
+        header += chunk
+    buf = bytes(header[match.end() :])
     while not buf.strip():
         chunk = reader.read(_CHUNK)
         if not chunk:
