@@ -84,7 +84,8 @@ class Backend:
         window = self.window
         if self.late and status == "ok":
             status = "late"
-            message = message or "window actions reached this worker late (it was busy): the trace may miss work"
+            late = "window actions reached this worker late (it was busy): the trace may miss work"
+            message = f"{late}; {message}" if message else late
         return WindowRecord(
             backend=self.kind,
             worker=self.role.worker_name,

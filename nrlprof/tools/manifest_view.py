@@ -41,7 +41,7 @@ class ManifestView:
 
 
 def read_manifests(directory: Path) -> ManifestView:
-    """Windows the manifests under `directory` record as not ok, listed files missing from it, and overhead.
+    """Windows the manifests under `directory` record as not ok or with a message, listed files missing here, overhead.
 
     A backend none of whose listed files is here (say nsys reports, when `directory` holds only the torch
     traces) is not reported as missing: those files were never meant to be here. Manifests (or records)
@@ -84,10 +84,12 @@ def read_manifests(directory: Path) -> ManifestView:
             view.overhead.append(overhead)
         where = f"{record.get('worker', '?')} rank {record.get('rank')} window {record.get('window', '?')}"
         where += f" ({record.get('backend', '?')}, {record.get('host', '?')} pid {record.get('pid', '?')})"
+        message = f": {record['message']}" if record.get("message") else ""
         if record.get("status", "ok") != "ok":
-            message = f": {record['message']}" if record.get("message") else ""
             view.notes.append(f"{where}: {record.get('status')}{message}")
             continue
+        if message:  # files written, with something to know about them (names repaired, figures only, ...)
+            view.notes.append(f"{where}: ok{message}")
         missing = [Path(f).name for f in record.get("files") or [] if Path(f).name not in present]
         if missing and str(record.get("backend")) in found_backends:
             view.notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
