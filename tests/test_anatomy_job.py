@@ -11,6 +11,7 @@ import ray
 from trace_reading import load_trace, traces_under
 
 from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
+from nrlprof.anatomy.files import ACTORS_FILE, STEPS_FILE, TASKS_FILE, read_lines
 
 GENERATE_S = 0.3
 SLOW_EXTRA_S = 0.4
@@ -22,6 +23,11 @@ TRAIN_S = 0.25
 SHARD_S = 0.15
 STEPS = 3
 SLACK_MS = 5.0  # timestamps of the driver and of the workers come from different calls to the same clock
+PROFILED_STEPS = (2, 3)
+# Torch's durations are in microseconds: up to 1 us off Ray's nanoseconds.
+CLOCK_US_NS = 1000
+# Between Ray's task:execute and the method range: Ray's executor frames, nrlprof's wrapper, record_function.
+METHOD_EDGE_NS = 1_000_000
 
 
 @ray.remote(num_cpus=0)
@@ -149,11 +155,25 @@ def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_clust
     json.dumps(events)
 
 
+def trainer_calls(directory: Path) -> dict[tuple[int, int], dict]:
+    """(step, rank) -> the recorded task-event record of that trainer.train call (worker clock, ns)."""
+    model = anatomy_summary(directory)
+    run = Path(model["run"])
+    names = {a["actor_id"]: int(a["rank"]) for a in read_lines(run / ACTORS_FILE) if a["worker"] == "trainer"}
+    marks = sorted((m["t_ns"], m["step"]) for m in read_lines(run / STEPS_FILE) if "step" in m)
+    calls = {}
+    for task in read_lines(run / TASKS_FILE):
+        if task["kind"] == "call" and task["method"] == "train" and task["actor_id"] in names:
+            step = max(s for t, s in marks if t <= task["start_ns"])
+            calls[(step, names[task["actor_id"]])] = task
+    return calls
+
+
 def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, tmp_path):
     torch_dir = tmp_path / "torch"
     nrlprof = activate(
         NRL_TORCH_PROFILE_WORKER_PATTERNS="trainer",
-        NRL_TORCH_PROFILE_STEP_RANGE="2:3",
+        NRL_TORCH_PROFILE_STEP_RANGE=f"2:{PROFILED_STEPS[-1] + 1}",
         NRL_TORCH_PROFILE_DIR=str(torch_dir),
         NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"),
     )
@@ -162,21 +182,28 @@ def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, 
     check_anatomy(model)
     traces = traces_under(torch_dir / "trainer")
     assert traces, "the torch profiler wrote no trainer trace"
-    # The auto-annotated method range and the task-event span of the same call agree.
-    task_spans = {
-        e["args"]["rank"]: e
-        for e in anatomy_trace_events(tmp_path / "anatomy")
-        if e["ph"] == "X" and e["name"] == "trainer.train [step 2]"
-    }
+    calls = trainer_calls(tmp_path / "anatomy")
+    compared = []
     for trace_path in traces:
         trace = load_trace(trace_path)
         rank = trace["distributedInfo"]["rank"]
-        ranges = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("trainer.train [step 2]")]
-        assert ranges, Path(trace_path).name
-        span = task_spans[rank]
-        # Both hold the method's sleep; the range (the method body) lies within Ray's execution span.
-        assert ranges[0]["dur"] >= 1e6 * TRAIN_S - 1000 * SLACK_MS
-        assert ranges[0]["dur"] <= span["dur"] + 1000
+        for step in PROFILED_STEPS:
+            ranges = [e for e in trace["traceEvents"] if e.get("name") == f"trainer.train [step {step}]"]
+            assert len(ranges) == 1, (Path(trace_path).name, step)
+            call = calls[(step, rank)]
+            # Torch's range (us) and Ray's task:execute (ns, the worker's clock) of the same call.
+            range_ns = 1000 * ranges[0]["dur"]
+            body = (call["start_ns"], call["end_ns"])
+            whole = (call["task_start_ns"], call["task_end_ns"])
+            figures = f"rank {rank} step {step}: range {range_ns:.0f} ns, execute {body}, task {whole}"
+            # The range is the method body: inside Ray's task:execute, itself inside the whole task:: span.
+            assert whole[0] <= body[0] and body[1] <= whole[1], figures
+            assert range_ns <= body[1] - body[0] + CLOCK_US_NS, figures
+            # And as long, up to the frames between them (Ray's executor, nrlprof's wrapper, record_function).
+            assert body[1] - body[0] - range_ns <= METHOD_EDGE_NS, figures
+            compared.append(figures)
+    assert len(compared) == 2 * len(PROFILED_STEPS)
+    print("\n".join(compared))
 
 
 def test_anatomy_off_with_a_backend_when_asked(ray_cluster, activate, tmp_path):

@@ -115,6 +115,12 @@ class TaskEventReader:
         if not ended and not final:
             return None, False  # parsed again at the next read: its span comes with its end
         span, whole = _profile_spans(event)
+        if whole is not None and not event.state_updates.node_id and not final:
+            # The worker's RUNNING (with its node) comes apart from its spans: wait for it a few reads.
+            reads = self.waiting.get(key, 0) + 1
+            self.waiting[key] = reads
+            if reads < PROFILE_GRACE_READS:
+                return None, False
         if whole is None:
             if not ended:
                 return None, False
