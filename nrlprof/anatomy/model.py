@@ -83,9 +83,9 @@ def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> tuple[dic
     out: dict[str, int] = {}
     back: dict[str, int] = {}
     for task in tasks:
-        if task.get("parent_task_id") != driver_task:
-            continue
         node = task.get("node_id", "")
+        if task.get("parent_task_id") != driver_task or not node:
+            continue  # not the driver's call, or its worker's node unknown (an actor's creation can lack it)
         submitted, running = task.get("submitted_ns") or 0, task.get("running_ns") or 0
         finished, ended = task.get("finished_ns") or 0, task.get("task_end_ns") or 0
         if submitted and running:
