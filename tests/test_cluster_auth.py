@@ -1,4 +1,4 @@
-"""`doctor` and `collect` against a `ray start --head` cluster with token authentication (Ray >= 2.60).
+"""`doctor`, `collect`, `plan`, the step anatomy's reader on a `ray start --head` cluster with token auth (Ray 2.60).
 
 The cluster runs on free ports with its own temp dir and token; it is stopped by ending only its own processes.
 The tools run as a user would run them: separate processes that find the cluster themselves (no address).
@@ -141,3 +141,48 @@ def test_plan_matches_live_actors_with_the_token(token_cluster, tmp_path):
     done = nrlprof(env, "plan", "--address", "auto", "--json", cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["live"] == []  # joined the cluster; no actor runs there
+
+
+STEP_ANATOMY_DRIVER = """
+import time
+
+import nrlprof
+import ray
+
+ray.init(address="auto", log_to_driver=False)
+
+
+@ray.remote(num_cpus=0)
+class PolicyWorker:
+    def train(self):
+        time.sleep(0.05)
+
+
+workers = [PolicyWorker.remote() for _ in range(2)]
+for step in range(1, 4):
+    nrlprof.step(step)
+    ray.get([w.train.remote() for w in workers])
+nrlprof.finish()
+"""
+
+
+def test_step_anatomy_reader_process_reads_with_the_token(token_cluster, tmp_path):
+    """The task-event reader is a process of its own: it must reach the GCS with the driver's token."""
+    from nrlprof.anatomy import anatomy_summary
+    from nrlprof.anatomy.files import READER_FILE, read_lines, run_directories
+
+    env = {**token_cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "1",
+           "NRL_STEP_ANATOMY_DIR": str(tmp_path / "anatomy")}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", STEP_ANATOMY_DRIVER], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "reading in the driver" not in done.stderr  # the reader process did not fail over to the driver
+    [run] = run_directories(tmp_path / "anatomy")
+    [figures] = read_lines(run / READER_FILE)
+    assert figures["reads"] >= 1
+    steps = anatomy_summary(run)["steps"]
+    assert sorted(steps, key=int) == ["1", "2", "3"]
+    for step in steps.values():
+        [phase] = step["phases"]
+        assert (phase["worker"], phase["method"], phase["calls"]) == ("policy_worker", "train", 2)
+        assert phase["ranks"] == [0, 1]
