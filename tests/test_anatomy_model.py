@@ -123,6 +123,25 @@ def test_text_and_trace_events(run_dir):
     assert any(e["name"] == "step 2" and e["dur"] == pytest.approx(500_000) for e in events)
 
 
+def test_the_drivers_own_window_work_is_its_steps_and_said_apart_from_the_phases(run_dir):
+    """The gate's window actions (logged by `mark_line`) belong to the step they began in."""
+    from nrlprof.anatomy.recorder import mark_line
+
+    run = next(run_dir.iterdir())
+    own = [(1, T0 + 2 * MS, T0 + 7 * MS, "prepare torch 2-2"), (2, T0 + 1001 * MS, T0 + 1005 * MS, "start torch 2-2"),
+           (None, T0 + 1450 * MS, T0 + 1452 * MS, "stop torch")]  # fmt: skip
+    append_lines(run / STEPS_FILE, [mark_line(m) for m in own])
+    model = anatomy_summary(run_dir)
+    assert model["steps"]["1"]["profiler"] == pytest.approx({"start_ms": 2, "ms": 5, "actions": "prepare torch 2-2"})
+    step2 = model["steps"]["2"]["profiler"]
+    assert step2 == {"start_ms": pytest.approx(1), "ms": pytest.approx(6), "actions": "start torch 2-2, stop torch"}
+    assert model["steps"]["2"]["wall_ms"] == pytest.approx(500)  # the marks of the work are no steps
+    text = render_anatomy_text(model)
+    assert "         2.0 +       5.0 ms  nrlprof in the driver: prepare torch 2-2\n" in text
+    [stop] = [e for e in anatomy_trace_events(run_dir) if e["name"] == "nrlprof: stop torch"]
+    assert (stop["ts"], stop["dur"]) == pytest.approx(((T0 + 1450 * MS) / 1000, 2000))
+
+
 def test_no_run_is_a_clear_error(tmp_path):
     with pytest.raises(ToolError, match="no step-anatomy run"):
         anatomy_summary(tmp_path)

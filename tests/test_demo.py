@@ -91,6 +91,10 @@ def test_step_anatomy_of_every_step_printed(demo_run):
         assert f"\nstep {step}: " in text
     assert "vllm_generation_worker.vllm_tensor_parallel_worker.generate  2 call(s), ranks 0-1" in text
     assert f"nrlprof summary {out}" in text
+    # nrlprof's own time in the driver, apart from the job's: warm-up, start and stop of the window 2-3
+    for step, work in ((1, "prepare torch 2-3"), (2, "start torch 2-3"), (4, "stop torch")):
+        step_text = text[text.index(f"\nstep {step}: ") :].split("\nstep ", 2)[1]
+        assert f"ms  nrlprof in the driver: {work}" in step_text, step_text
 
 
 def parse(*argv: str) -> argparse.Namespace:

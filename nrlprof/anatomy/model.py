@@ -68,6 +68,9 @@ def build_model(run: dict) -> dict:
             "idle_ms": _idle_ms(overlapping, groups, begin, end),
             "critical_path": [{"worker": p["worker"], "method": p["method"]} for p in critical_path(phases)],
         }
+        own = profiler_time(run["steps"], begin, end)
+        if own is not None:
+            steps[str(step)]["profiler"] = own
     return {
         "run": run.get("run"),
         "steps": steps,
@@ -159,6 +162,18 @@ def step_windows(marks: list[dict], calls: list[dict]) -> list[tuple[int, int, i
             end = max((c["end"] for c in calls if c["start"] >= start), default=start)
         windows.append((step, start, end))
     return windows
+
+
+def profiler_time(marks: list[dict], begin: int, end: int) -> dict | None:
+    """nrlprof's own window work in the driver that began within [begin, end): `{"start_ms", "ms", "actions"}`."""
+    own = sorted((m for m in marks if "profiler" in m and begin <= m["start_ns"] < end), key=lambda m: m["start_ns"])
+    if not own:
+        return None
+    return {
+        "start_ms": (own[0]["start_ns"] - begin) / NS_PER_MS,
+        "ms": sum(m["end_ns"] - m["start_ns"] for m in own) / NS_PER_MS,
+        "actions": ", ".join(m["profiler"] for m in own),
+    }
 
 
 def _window_index(starts: list[int], t: int) -> int | None:

@@ -41,7 +41,7 @@ READER_EXIT_S = FINAL_LIMIT_S + 20.0
 class Recorder:
     def __init__(self, settings: AnatomySettings) -> None:
         self.settings = settings
-        self.marks: list[tuple[int, int]] = []
+        self.marks: list[tuple] = []  # the gate's: see Gate.marks
         self.actors: list[dict] = []
         self._run_dir: Path | None = None
         self.reads = 0
@@ -105,7 +105,7 @@ class Recorder:
     def _write_marks(self) -> None:
         marks, actors = self.marks, self.actors
         end, actors_end = len(marks), len(actors)
-        append_lines(self.run_dir / STEPS_FILE, [{"step": s, "t_ns": t} for s, t in marks[self._marks_written : end]])
+        append_lines(self.run_dir / STEPS_FILE, [mark_line(m) for m in marks[self._marks_written : end]])
         append_lines(self.run_dir / ACTORS_FILE, actors[self._actors_written : actors_end])
         self._marks_written, self._actors_written = end, actors_end
 
@@ -197,6 +197,14 @@ class Recorder:
             self.reads += self._pump.reads
             self.read_s += self._pump.read_s
             self.read_cpu_s += self._pump.read_cpu_s
+
+
+def mark_line(mark: tuple) -> dict:
+    """A step mark, or the gate's own window work (`profiler`: what it did, from start_ns to end_ns)."""
+    if len(mark) == 2:
+        return {"step": mark[0], "t_ns": mark[1]}
+    step, start_ns, end_ns, what = mark
+    return {"profiler": what, "at_step": step, "start_ns": start_ns, "end_ns": end_ns}
 
 
 def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subprocess.Popen:

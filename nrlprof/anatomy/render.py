@@ -12,6 +12,8 @@ def render_anatomy_text(model: dict) -> str:
     lines = ["step anatomy (times from each step's start)"]
     for label, step in sorted(steps.items(), key=lambda item: int(item[0])):
         lines.append(f"step {label}: {step['wall_ms']:.1f} ms")
+        if own := step.get("profiler"):
+            lines.append(f"  {own['start_ms']:>10.1f} +{own['ms']:>10.1f} ms  nrlprof in the driver: {own['actions']}")
         for phase in step["phases"]:
             ranks = phase["ranks"]
             rank_text = f"ranks {_ranks(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}"

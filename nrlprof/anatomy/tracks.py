@@ -75,6 +75,20 @@ def anatomy_trace_events(directory: str | os.PathLike) -> list[dict]:
                 "args": {"step": step, "wall_ms": (end - begin) / NS_PER_MS},
             }
         )
+    for mark in run["steps"]:
+        if "profiler" in mark:  # nrlprof's own window work in the driver, under the steps
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "step_anatomy",
+                    "name": f"nrlprof: {mark['profiler']}",
+                    "pid": steps_pid,
+                    "tid": 1,
+                    "ts": mark["start_ns"] / 1000,
+                    "dur": (mark["end_ns"] - mark["start_ns"]) / 1000,
+                    "args": {"at_step": mark.get("at_step")},
+                }
+            )
     return events
 
 

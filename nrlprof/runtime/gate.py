@@ -39,8 +39,9 @@ class Gate:
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
         self._exit_hook_registered = False
-        # The step anatomy's (step, wall-clock ns) list when it records, else None.
-        self.marks: list[tuple[int, int]] | None = None
+        # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
+        # (step, start ns, end ns, what) for the time the gate spent on window actions.
+        self.marks: list[tuple] | None = None
 
     def _relevant(self, step: int) -> bool:
         index = bisect.bisect_right(self._starts, step) - 1
@@ -117,13 +118,15 @@ class Gate:
             # Registered now, after ray.init: atexit runs it before Ray's own shutdown hook.
             atexit.register(self.finish)
             self._exit_hook_registered = True
-        began = time.perf_counter()
+        began, began_ns = time.perf_counter(), time.time_ns()
         records = self.controller.apply(actions)
         answered = 0
         if len(self.tracker):
             records += self.channel.send(actions)
             answered = self.channel.answered
         elapsed_ms = (time.perf_counter() - began) * 1000
+        if self.marks is not None:
+            self.marks.append((step, began_ns, time.time_ns(), action_text(actions)))
         self._log_started(actions, step, answered, elapsed_ms)
         self._log_stopped(records, step)
 
@@ -156,6 +159,12 @@ class Gate:
                 "" if step is None else f" at step {step}",
                 _places(kind_records),
             )
+
+
+def action_text(actions: tuple[Action, ...]) -> str:
+    """`stop nsys, prepare torch 3-4`: what the gate did, for the step anatomy."""
+    return ", ".join(f"{a.op} {a.kind} {a.window.label}" if a.op in (PREPARE, START) else f"{a.op} {a.kind}"
+                     for a in actions)  # fmt: skip
 
 
 def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> tuple[list[int], list[int]]:
