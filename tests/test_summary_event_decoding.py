@@ -1,6 +1,6 @@
 """summary decodes kineto-laid-out slices into small structs (tools.trace_events) and falls back to dicts.
 
-Every figure must be what the dict path (orjson's dicts, read by `_read_batch`) gives for the same file:
+Every figure must be what the dict path (orjson's dicts, through `_as_events`) gives for the same file:
 the struct path is only a faster way to the same answer, for well-formed and hostile traces alike.
 """
 

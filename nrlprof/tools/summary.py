@@ -4,7 +4,7 @@ The model: `summarize()` returns a `Summary` (its `to_json()` is `summary --json
 HTML views of it live in `nrlprof.tools.render`.
 
 Torch traces are streamed batch by batch, each event decoded into the few fields summary reads
-(tools.trace_events; slices with values of other types are read as dicts, by `_read_batch`). A step's
+(tools.trace_events; a slice with values of other types is read as dicts, then made Events by `_as_events`). A step's
 wall time is the duration of its `ProfilerStep#<n>` user annotation; every other user annotation
 (nrlprof.annotate, record_function, `<worker>.<method>` remote calls) is summed per label into the step
 whose span contains its start ("-" when none does). Operators (`cpu_op`) are ranked by self time
@@ -38,7 +38,7 @@ from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
 from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.summary_sections import sections
-from nrlprof.tools.trace_events import Event, decode_events
+from nrlprof.tools.trace_events import Args, Event, decode_events
 from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.traces import (
     TraceHeader,
@@ -266,10 +266,8 @@ def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
     for batch in iter_event_batches(header.path, progress, decode_events):
         stats.events += len(batch)
         try:
-            if batch and batch[0].__class__ is Event:
-                _read_events(batch, threads, annotations, stats, bounds)
-            else:
-                _read_batch(batch, threads, annotations, stats, bounds)
+            events = batch if batch and batch[0].__class__ is Event else _as_events(batch)
+            _read_events(events, threads, annotations, stats, bounds)
         except (TypeError, AttributeError):
             check_events(batch, header.path)
             raise
@@ -308,15 +306,13 @@ def _step_gpu(stats: TraceStats, base_us: float) -> None:
     stats.gpu, stats.launches = [], {}
 
 
-def _read_batch(
-    batch: list[dict[str, Any]],
-    threads: dict[tuple[Any, Any], list[tuple[float, float, str]]],
-    annotations: list[tuple[str, float, float]],
-    stats: TraceStats,
-    bounds: list[float],
-) -> None:
-    gpu, launches = stats.gpu, stats.launches
-    start, end = bounds
+def _as_events(batch: list[dict[str, Any]]) -> list[Event]:
+    """A slice read as dicts (values of types a profiler does not write) as the Events `_read_events` takes.
+
+    Complete events with numeric times only; names made strings; `args` looked at only for the categories
+    whose correlation is read (where a value that is no object raises, as it is a trace nrlprof cannot read).
+    """
+    events = []
     limit = _TIME_LIMIT_US
     for event in batch:
         if event.get("ph") != "X":
@@ -328,27 +324,12 @@ def _read_batch(
             or not (-limit < ts < limit and 0 <= dur < limit)
         ):
             continue
-        if ts < start:
-            start = ts
-        if ts + dur > end:
-            end = ts + dur
-        cat = event.get("cat")
-        if cat == "cpu_op":
-            name = event.get("name", "")
-            threads[(event.get("pid"), event.get("tid"))].append(
-                (ts, dur, name if name.__class__ is str else str(name))
-            )
-        elif cat in LAUNCH_CATEGORIES:
-            args = event.get("args")
-            if args and (correlation := args.get("correlation")) is not None:
-                launches[correlation] = ts
-        elif cat in GPU_CATEGORIES:
-            args, name = event.get("args"), event.get("name", "")
-            name = name if name.__class__ is str else str(name)
-            gpu.append((ts, dur, GPU_CATEGORIES[cat], args.get("correlation") if args else None, name))
-        elif cat == "user_annotation":
-            annotations.append((str(event.get("name", "")), ts, dur))
-    bounds[:] = start, end
+        cat, name, args = event.get("cat"), event.get("name", ""), event.get("args")
+        linked = cat != "cpu_op" and (cat in LAUNCH_CATEGORIES or cat in GPU_CATEGORIES)
+        correlation = Args(args.get("correlation") if args else None) if linked else None
+        name = name if name.__class__ is str else str(name)
+        events.append(Event("X", cat, name, ts, dur, event.get("pid"), event.get("tid"), correlation))
+    return events
 
 
 def _read_events(
@@ -358,7 +339,7 @@ def _read_events(
     stats: TraceStats,
     bounds: list[float],
 ) -> None:
-    """`_read_batch` for decoded events, whose fields have the types a profiler writes (or are missing)."""
+    """Operators, launches, GPU activities and annotations of `events`, and the trace's time bounds."""
     gpu, launches = stats.gpu, stats.launches
     start, end = bounds
     limit = _TIME_LIMIT_US
