@@ -26,8 +26,11 @@ SLACK_MS = 5.0  # timestamps of the driver and of the workers come from differen
 PROFILED_STEPS = (2, 3)
 # Torch's durations are in microseconds: up to 1 us off Ray's nanoseconds.
 CLOCK_US_NS = 1000
-# Between Ray's task:execute and the method range: Ray's executor frames, nrlprof's wrapper, record_function.
+# Between Ray's task:execute and the method range: Ray's executor frames, nrlprof's wrapper, record_function
+# (0.2-0.4 ms measured), and whatever time the worker is descheduled there on a loaded 2-core machine (once
+# 1.7 ms of a 252 ms call in CI): 1 ms, plus 1% of the call.
 METHOD_EDGE_NS = 1_000_000
+METHOD_EDGE_SHARE = 0.01
 
 
 @ray.remote(num_cpus=0)
@@ -200,7 +203,7 @@ def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, 
             assert whole[0] <= body[0] and body[1] <= whole[1], figures
             assert range_ns <= body[1] - body[0] + CLOCK_US_NS, figures
             # And as long, up to the frames between them (Ray's executor, nrlprof's wrapper, record_function).
-            assert body[1] - body[0] - range_ns <= METHOD_EDGE_NS, figures
+            assert body[1] - body[0] - range_ns <= METHOD_EDGE_NS + METHOD_EDGE_SHARE * (body[1] - body[0]), figures
             compared.append(figures)
     assert len(compared) == 2 * len(PROFILED_STEPS)
     print("\n".join(compared))
