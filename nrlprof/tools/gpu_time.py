@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from dataclasses import dataclass, field
+import operator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+Activity = tuple[float, float, str]  # start, end, name
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 COMM_PREFIX = "nccl"  # ncclKernel_*, ncclDevKernel_* (NCCL >= 2.19) and friends
 MAX_GPU_SPANS = 2000  # the longest activities kept per trace for the timeline
+_START = operator.itemgetter(0)
 
 
 def is_comm(name: str) -> bool:
@@ -54,97 +59,88 @@ class StepGpu:
 
 
 @dataclass
-class GpuActivity:
-    """One activity as read; `anchor` is the launching call's start, or None to use `start`."""
-
-    start: float
-    end: float
-    kind: int
-    name: str
-    anchor: float | None = None
-
-
-@dataclass
 class StepAttribution:
-    """Activities grouped into step windows; every time in one unit (µs for torch, ns for nsys)."""
+    """Activities grouped into step windows (torch traces; nsys exports are grouped in SQL), all times in µs."""
 
     windows: list[tuple[float, float, int]]
-    per_step: dict[int, StepGpu] = field(default_factory=dict)
-    intervals: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     outside: int = 0
 
     def __post_init__(self) -> None:
         self.windows = sorted(self.windows)
-        self._starts = [w[0] for w in self.windows]
-        for start, end, step in self.windows:
-            self.per_step.setdefault(step, StepGpu()).wall_us += end - start
-            self.intervals.setdefault(step, [])
+        count = len(self.windows)
+        self._compute: list[list[float]] = [[] for _ in range(count)]  # kernel durations per window
+        self._comm: list[list[float]] = [[] for _ in range(count)]
+        self._copies: list[list[float]] = [[] for _ in range(count)]
+        self._by_step: dict[int, list[Activity]] = {step: [] for _, _, step in self.windows}
+        self._spans = [self._by_step[step] for _, _, step in self.windows]  # a window's step's list
+        self._is_comm: dict[str, bool] = {}
 
-    def step_of(self, at: float) -> int | None:
-        i = bisect.bisect_right(self._starts, at) - 1
-        if i >= 0 and at <= self.windows[i][1]:
-            return self.windows[i][2]
-        return None
+    def add_all(self, activities: Iterable[tuple[float, float, int, str, Any]], anchors: dict[Any, float]) -> None:
+        """Attribute each (start, duration, kind, name, link).
 
-    def add(self, start: float, end: float, kind: int, name: str, anchor: float | None) -> int | None:
-        step = self.step_of(start if anchor is None else anchor)
-        if step is None:
-            self.outside += 1
-            return None
-        figures = self.per_step[step]
-        duration = end - start
-        if kind == KERNEL:
-            figures.kernel_us += duration
-            figures.kernels += 1
-            if is_comm(name):
-                figures.comm_us += duration
-        else:
-            figures.memcpy_us += duration
-        self.intervals[step].append((start, end))
-        return step
+        `anchors[link]` is the start of the call that launched the activity; without one, its own start counts.
+        """
+        starts = [start for start, _, _ in self.windows]
+        ends = [end for _, end, _ in self.windows]
+        compute, comm, copies, spans = self._compute, self._comm, self._copies, self._spans
+        is_comm_cache = self._is_comm
+        anchor_of, window_after = anchors.get, bisect.bisect_right
+        for start, duration, kind, name, link in activities:
+            at = anchor_of(link, start)
+            i = window_after(starts, at) - 1
+            if i < 0 or at > ends[i]:
+                self.outside += 1
+                continue
+            if kind == KERNEL:
+                collective = is_comm_cache.get(name)
+                if collective is None:
+                    collective = is_comm_cache[name] = is_comm(name)
+                (comm if collective else compute)[i].append(duration)
+            else:
+                copies[i].append(duration)
+            spans[i].append((start, start + duration, name))
 
-    def finish(self, scale: float = 1.0) -> dict[int, StepGpu]:
-        """Per step figures with busy time (the union of the step's activities inside its windows), times * scale."""
-        bounds: dict[int, list[tuple[float, float]]] = {}
-        for start, end, step in self.windows:
-            bounds.setdefault(step, []).append((start, end))
-        result = {}
-        for step, figures in self.per_step.items():
-            busy = sum(union_length(self.intervals[step], lo, hi) for lo, hi in bounds[step])
-            result[step] = StepGpu(figures.wall_us * scale, figures.kernel_us * scale, busy * scale,
-                                   figures.comm_us * scale, figures.memcpy_us * scale, figures.kernels)  # fmt: skip
+    def attributed(self) -> Iterator[Activity]:
+        """(start, end, name) of every activity in a step."""
+        for spans in self._by_step.values():
+            yield from spans
+
+    def finish(self) -> dict[int, StepGpu]:
+        """Per step figures with busy time: the union of the step's activities inside its windows."""
+        result = {step: StepGpu() for step in self._by_step}
+        for i, (start, end, step) in enumerate(self.windows):
+            compute, comm = self._compute[i], self._comm[i]
+            comm_us = sum(comm)
+            kernels = len(compute) + len(comm)
+            result[step].add(StepGpu(end - start, sum(compute) + comm_us, 0.0, comm_us, sum(self._copies[i]), kernels))
+            result[step].busy_us += union_length(self._by_step[step], start, end)
         return result
 
 
-def union_length(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
-    """Length of the union of `intervals` clipped to [lo, hi]."""
+def union_length(spans: list[Activity], lo: float, hi: float) -> float:
+    """Length of the union of `spans` clipped to [lo, hi]."""
     total = 0.0
     reach = lo
-    for start, end in sorted(intervals):
+    for start, end, _ in sorted(spans, key=_START):
         if start >= hi:
             break
-        start, end = max(start, reach), min(end, hi)
+        if start < reach:
+            start = reach
+        if end > hi:
+            end = hi
         if end > start:
             total += end - start
             reach = end
     return total
 
 
-class LongestSpans:
-    """The `limit` longest (start, end, name) spans seen, for drawing a bounded GPU lane."""
+def _length(span: Activity) -> float:
+    return span[1] - span[0]
 
-    def __init__(self, limit: int = MAX_GPU_SPANS) -> None:
-        self.limit = limit
-        self._heap: list[tuple[float, int, tuple[float, float, str]]] = []
-        self._count = 0
 
-    def add(self, start: float, end: float, name: str) -> None:
-        self._count += 1
-        item = (end - start, self._count, (start, end, name))
-        if len(self._heap) < self.limit:
-            heapq.heappush(self._heap, item)
-        elif item[0] > self._heap[0][0]:
-            heapq.heapreplace(self._heap, item)
+def longest_spans(spans: Iterable[Activity], limit: int = MAX_GPU_SPANS) -> list[Activity]:
+    """The `limit` longest (start, end, name) spans, earliest first: a bounded GPU lane to draw.
 
-    def spans(self) -> list[tuple[float, float, str]]:
-        return sorted(span for _, _, span in self._heap)
+    Among spans of equal length at the cut, the first given are kept.
+    """
+    return sorted(heapq.nlargest(limit, spans, key=_length))

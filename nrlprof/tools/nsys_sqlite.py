@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import NSYS_SUFFIXES, parse_nsys_name
-from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, LongestSpans, StepGpu, is_comm
+from nrlprof.tools.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm, longest_spans
 
 SQLITE_SUFFIX = ".sqlite"
 DOMAIN = "nrlprof"
@@ -141,11 +141,12 @@ def _read(db: sqlite3.Connection, capture: NsysCapture) -> None:
     if _KERNELS in tables:
         totals = f"SELECT demangledName, count(*), sum(end - start) FROM {_KERNELS} GROUP BY demangledName"
         capture.kernels = {names.get(i, "?"): (calls, ns * to_us) for i, calls, ns in db.execute(totals)}
-    longest = LongestSpans()
-    for start, end, name_id, kind in db.execute(_longest_query(tables, longest.limit)):
-        label = names.get(name_id, "?") if kind == KERNEL else ("memcpy" if kind == MEMCPY else "memset")
-        longest.add(epoch_us(start), epoch_us(end), label)
-    capture.gpu_spans = longest.spans()
+    labels = {MEMCPY: "memcpy", MEMSET: "memset"}
+    rows = db.execute(_longest_query(tables, MAX_GPU_SPANS))
+    capture.gpu_spans = longest_spans(
+        (epoch_us(start), epoch_us(end), names.get(name_id, "?") if kind == KERNEL else labels[kind])
+        for start, end, name_id, kind in rows
+    )
 
 
 def _kernel_names(db: sqlite3.Connection, tables: set[str]) -> dict[int, str]:

@@ -1,19 +1,32 @@
-"""Reading several torch traces at once: one process per CPU, at most one per PER_JOB_BYTES of input."""
+"""Reading several torch traces at once: this process and up to one reader process per further CPU.
+
+This process reads its share while the others start and, done with it, takes back the traces no reader
+process has begun.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.traces import TraceHeader, unexpected_content
+from nrlprof.tools.progress import ByteMeter
+from nrlprof.tools.trace_stats import read_trace_stats
+from nrlprof.tools.traces import TraceHeader, gc_paused, unexpected_content
 
-PER_JOB_BYTES = 256 << 20
+PER_JOB_BYTES = 32 << 20  # below this much input per process, starting one costs more than it saves
 # Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
 CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
+READER_DIED = "a reader process died (killed, or out of memory?) before this trace was read"
+
+ReadProgress = Callable[[int], None]  # bytes of the file read so far
+Reader = Callable[[TraceHeader, ReadProgress | None], Any]
 
 
 def default_jobs(headers: list[TraceHeader]) -> int:
@@ -26,12 +39,11 @@ def default_jobs(headers: list[TraceHeader]) -> int:
     return max(1, min(cpus, len(headers), 1 + total // PER_JOB_BYTES))
 
 
-def read_one(header: TraceHeader, progress: Callable[[int], None] | None = None) -> Any:
+def read_one(header: TraceHeader, progress: ReadProgress | None = None) -> Any:
     """The trace's statistics, or the reason it cannot be read (a string)."""
-    from nrlprof.tools.summary import read_trace_stats
-
     try:
-        return read_trace_stats(header, progress)
+        with gc_paused():
+            return read_trace_stats(header, progress)
     except ToolError as exc:
         return exc.reason
     except CONTENT_ERRORS as exc:
@@ -39,24 +51,103 @@ def read_one(header: TraceHeader, progress: Callable[[int], None] | None = None)
 
 
 def read_traces(
-    headers: list[TraceHeader], jobs: int, progress: Callable[[int, int], None] | None = None
+    headers: list[TraceHeader],
+    jobs: int,
+    progress: Callable[[int, int], None] | None = None,
+    reader: Reader = read_one,
 ) -> Iterator[tuple[TraceHeader, Any]]:
-    """(header, statistics or reason) for each trace, in the order given; `progress` gets (bytes done, total)."""
+    """(header, statistics or reason) for each trace, in the order given; `progress` gets (bytes done, total).
+
+    `reader` must be importable by name in a fresh process: the reader processes call it too.
+    """
     sizes = [h.path.stat().st_size for h in headers]
-    total, done = sum(sizes), 0
+    meter = ByteMeter(sum(sizes), progress)
     if jobs <= 1 or len(headers) <= 1:
         for header, size in zip(headers, sizes, strict=True):
-            tick = None if progress is None else (lambda consumed, base=done: progress(base + consumed, total))
-            yield header, read_one(header, tick)
-            done += size
+            yield header, _read_here(reader, header, size, meter)
         return
+    own, pooled = split_work(sizes, jobs)
+    outcomes: dict[int, Any] = {}
+    context = _start_context()
+    with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
+        futures: dict[int, Future] = {}
+
+        def submit() -> None:
+            for index in pooled:
+                futures[index] = future = pool.submit(reader, headers[index], None)
+                future.add_done_callback(lambda done, size=sizes[index]: done.cancelled() or meter.add(size))
+
+        if context.get_start_method() == "fork":
+            submit()  # forks the readers now, while this process has no other thread
+        else:  # the first submit waits for the forkserver to start: in a thread, not before this process reads
+            submitter = threading.Thread(target=submit, name="nrlprof-trace-pool", daemon=True)
+            submitter.start()
+        for index in own:
+            outcomes[index] = _read_here(reader, headers[index], sizes[index], meter)
+        if context.get_start_method() != "fork":
+            submitter.join()
+        for index in reversed(pooled):
+            if futures[index].cancel():  # no reader process has begun it
+                outcomes[index] = _read_here(reader, headers[index], sizes[index], meter)
+        for index, future in futures.items():
+            if index not in outcomes:
+                outcomes[index] = _pooled_outcome(future)
+    for index, header in enumerate(headers):
+        yield header, outcomes[index]
+
+
+def split_work(sizes: list[int], jobs: int) -> tuple[list[int], list[int]]:
+    """Indices of the files for this process, and for the reader processes (the largest first).
+
+    Each file, largest first, goes to the least loaded of `jobs` readers; this process is the first of them.
+    """
+    loads = [0] * jobs
+    own, pooled = [], []
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        least = loads.index(min(loads))
+        loads[least] += sizes[index]
+        (own if least == 0 else pooled).append(index)
+    return sorted(own), pooled
+
+
+def _read_here(reader: Reader, header: TraceHeader, size: int, meter: ByteMeter) -> Any:
+    seen = 0
+
+    def tick(consumed: int) -> None:
+        nonlocal seen
+        meter.add(consumed - seen)
+        seen = consumed
+
+    outcome = reader(header, tick)
+    meter.add(size - seen)
+    return outcome
+
+
+def _pooled_outcome(future: Future) -> Any:
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return READER_DIED
+
+
+def _start_context() -> multiprocessing.context.BaseContext:
+    """fork where it is safe (Linux, this process has one thread): the readers share what is imported.
+
+    Else a forkserver that imports the reader once for all readers; spawn where there is none.
+    """
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(read_one, header) for header in headers]
-        for header, size, future in zip(headers, sizes, futures, strict=True):
-            outcome = future.result()
-            done += size
-            if progress is not None:
-                progress(done, total)
-            yield header, outcome
+    if sys.platform == "linux" and "fork" in methods and _threads() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def _threads() -> int:
+    """Threads of this process, those Python did not start too."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count() + 1  # unknown: not 1

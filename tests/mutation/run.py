@@ -70,6 +70,13 @@ TARGETS = (
         ),
         40,
     ),
+    Target("trace_pool", "nrlprof/tools/trace_pool.py", ("test_trace_pool.py",), 30),
+    Target(
+        "gpu_time",
+        "nrlprof/tools/gpu_time.py",
+        ("test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
+        30,
+    ),
     Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
     # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
     Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_promises_step_ranges.py",), 30),

@@ -1,0 +1,117 @@
+"""Several traces read at once (tools.trace_pool): this process and reader processes, same answer as one."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from test_tools_bad_inputs import kineto_text
+from test_tools_merge import gpu_trace
+
+from nrlprof.tools.summary import summarize
+from nrlprof.tools.trace_pool import READER_DIED, _start_context, read_one, read_traces, split_work
+from nrlprof.tools.trace_stats import TraceStats
+from nrlprof.tools.traces import TraceHeader, find_traces
+
+
+def write_run(root: Path, steps_per_rank: list[int]) -> Path:
+    """Policy ranks with the given number of steps each (so files of different sizes), in kineto's layout."""
+    for rank, count in enumerate(steps_per_rank):
+        trace = gpu_trace(rank=rank, pid=1000 + rank, steps=tuple(range(1, count + 1)))
+        path = root / "policy" / str(rank) / f"policy.rank{rank}.steps1-{count}.{1000 + rank}.pt.trace.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(kineto_text(trace))
+    return root
+
+
+def headers_of(root: Path) -> list[TraceHeader]:
+    return sorted(find_traces([root])[0], key=TraceHeader.sort_key)
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_reader_processes_give_what_one_process_gives(tmp_path, jobs):
+    root = write_run(tmp_path / "run", [40, 5, 25, 60, 10])
+    broken = root / "policy" / "9" / "policy.rank9.steps1-2.1009.pt.trace.json"
+    broken.parent.mkdir()
+    broken.write_text(kineto_text(gpu_trace(rank=9, pid=1009))[:-400])  # cut short
+    alone = summarize(root, nsys="", jobs=1).to_json()
+    together = summarize(root, nsys="", jobs=jobs).to_json()
+    assert together == alone
+    assert [s["path"] for s in together["skipped"]] == [str(broken)]
+    assert {w["rank"]: len(w["steps"]) for w in together["workers"]} == {0: 40, 1: 5, 2: 25, 3: 60, 4: 10}
+
+
+def test_readers_come_from_a_forkserver_when_this_process_has_another_thread(tmp_path):
+    root = write_run(tmp_path / "run", [30, 5, 20])
+    alone = summarize(root, nsys="", jobs=1).to_json()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _start_context().get_start_method() == "forkserver"
+        assert summarize(root, nsys="", jobs=2).to_json() == alone
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
+    root = write_run(tmp_path / "run", [30, 5, 20])
+    script = (
+        "import json, sys\n"
+        "from nrlprof.tools.summary import summarize\n"
+        "from nrlprof.tools.trace_pool import _start_context\n"
+        "method = _start_context().get_start_method()\n"
+        "print(json.dumps([method, summarize(sys.argv[1], nsys='', jobs=3).to_json()]))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    method, together = json.loads(run.stdout)
+    assert method == "fork"
+    assert together == json.loads(json.dumps(summarize(root, nsys="", jobs=1).to_json()))
+
+
+def test_progress_counts_every_byte_once(tmp_path):
+    root = write_run(tmp_path / "run", [30, 5, 20, 8])
+    headers = headers_of(root)
+    total = sum(h.path.stat().st_size for h in headers)
+    seen: list[tuple[int, int]] = []
+    outcomes = list(read_traces(headers, 2, lambda done, whole: seen.append((done, whole))))
+    assert [h for h, _ in outcomes] == headers and all(isinstance(o, TraceStats) for _, o in outcomes)
+    assert {whole for _, whole in seen} == {total}
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == total
+
+
+def die_in_a_reader_process(header: TraceHeader, progress=None):
+    """The reader, except that in a reader process it dies (as the kernel's OOM killer would do)."""
+    if multiprocessing.parent_process() is not None:
+        os._exit(9)
+    return read_one(header, progress)
+
+
+def test_a_reader_process_that_dies_costs_only_its_traces(tmp_path):
+    # the largest trace is this process's; the small one goes to the reader process, which dies on it
+    root = write_run(tmp_path / "run", [400, 2])
+    headers = headers_of(root)
+    (largest, first), (small, second) = read_traces(headers, 2, reader=die_in_a_reader_process)
+    assert (largest, small) == (headers[0], headers[1])
+    assert isinstance(first, TraceStats) and second == READER_DIED
+
+
+@pytest.mark.parametrize("sizes", [[5, 1, 4, 2, 3], [10, 1, 1, 1], [7], [3, 3, 3, 3, 3, 3, 3]])
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_work_is_split_largest_first_to_the_least_loaded(sizes, jobs):
+    own, pooled = split_work(sizes, jobs)
+    assert sorted(own + pooled) == list(range(len(sizes)))
+    assert sizes.index(max(sizes)) in own  # this process starts at once: it takes the largest
+    assert all(sizes[a] >= sizes[b] for a, b in itertools.pairwise(pooled))
+    # no reader ends up with more than an even share plus one file
+    assert sum(sizes[i] for i in own) <= sum(sizes) / jobs + max(sizes)
