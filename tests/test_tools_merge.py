@@ -399,12 +399,23 @@ def test_non_json_trace_is_skipped_with_its_name(cpu_run, tmp_path):
     [
         (None, "no such file or directory"),
         (b"", "empty file"),
+        (b" \n\t\n", "empty file"),
+        (gzip.compress(b""), "empty file"),
         (b'{"traceEvents": [{"ph": "X"', "cut short"),
         (b'{"traceEvents": [{"ph": "X"}', "cut short"),
         (b"\x1f\x8bnot gzip", "gzip"),
         (b"[1, 2]", "not a Chrome trace"),
     ],
-    ids=["missing", "empty-file", "cut-in-event", "cut-after-event", "bad-gzip", "not-an-object"],
+    ids=[
+        "missing",
+        "empty-file",
+        "white-space",
+        "empty-gzip",
+        "cut-in-event",
+        "cut-after-event",
+        "bad-gzip",
+        "not-an-object",
+    ],
 )
 def test_unusable_inputs_raise_and_leave_no_output(tmp_path, content, message):
     target = tmp_path / "in" / "x.pt.trace.json"

@@ -55,3 +55,36 @@ def test_a_window_records_ops_of_other_threads_and_only_its_steps(tmp_path):
     names = {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}
     assert {"ProfilerStep#2", "ProfilerStep#3", "step two work", "other thread"} <= names
     assert "warm-up work" not in names, "the warm-up step before the window is not recorded"
+
+
+def test_each_lost_thread_warning_is_logged_once_and_neither_hides_the_other(monkeypatch):
+    """Memory profiling turns profile_all_threads off; a torch without it cannot turn it on: two warnings."""
+    import logging
+
+    from torch._C import _profiler
+
+    from nrlprof.backends import torch_profiler
+
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    monkeypatch.setattr(torch_profiler, "_WARNED", set())
+    torch_profiler.logger.addHandler(handler)
+    try:
+        assert torch_profiler._experimental_config(profile_memory=False) is not None  # torch 2.13 has it
+        assert records == []
+        for _ in range(2):
+            assert torch_profiler._experimental_config(profile_memory=True) is None
+
+        def no_all_threads(**options):
+            raise TypeError("unexpected keyword argument 'profile_all_threads'")
+
+        monkeypatch.setattr(_profiler, "_ExperimentalConfig", no_all_threads)
+        for _ in range(2):
+            assert torch_profiler._experimental_config(profile_memory=False) is None
+    finally:
+        torch_profiler.logger.removeHandler(handler)
+    assert [r.split(":")[0] for r in records] == [
+        "NRL_TORCH_PROFILE_MEMORY is on",
+        "this torch profiler records only the thread that starts a window (no profile_all_threads)",
+    ]

@@ -15,8 +15,17 @@ import pytest
 from test_tools_bad_inputs import kineto_text
 from test_tools_merge import gpu_trace
 
+from nrlprof.tools import traces
 from nrlprof.tools.summary import summarize
-from nrlprof.tools.trace_pool import READER_DIED, _start_context, read_one, read_traces, split_work
+from nrlprof.tools.trace_pool import (
+    PER_JOB_BYTES,
+    READER_DIED,
+    _start_context,
+    default_jobs,
+    read_one,
+    read_traces,
+    split_work,
+)
 from nrlprof.tools.trace_stats import TraceStats
 from nrlprof.tools.traces import TraceHeader, find_traces
 
@@ -41,10 +50,18 @@ def test_reader_processes_give_what_one_process_gives(tmp_path, jobs):
     broken = root / "policy" / "9" / "policy.rank9.steps1-2.1009.pt.trace.json"
     broken.parent.mkdir()
     broken.write_text(kineto_text(gpu_trace(rank=9, pid=1009))[:-400])  # cut short
+    odd = gpu_trace(rank=8, pid=1008)
+    odd["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "op", "pid": [1], "tid": 1, "ts": 1.0, "dur": 1.0})
+    strange = root / "policy" / "8" / "policy.rank8.steps3-4.1008.pt.trace.json"
+    strange.parent.mkdir()
+    strange.write_text(kineto_text(odd))
     alone = summarize(root, nsys="", jobs=1).to_json()
     together = summarize(root, nsys="", jobs=jobs).to_json()
     assert together == alone
-    assert [s["path"] for s in together["skipped"]] == [str(broken)]
+    assert [(s["path"], s["reason"].split(" (")[0]) for s in together["skipped"]] == [
+        (str(strange), "unexpected content"),
+        (str(broken), "not valid JSON, or cut short"),
+    ]
     assert {w["rank"]: len(w["steps"]) for w in together["workers"]} == {0: 40, 1: 5, 2: 25, 3: 60, 4: 10}
 
 
@@ -78,7 +95,8 @@ def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
     assert together == json.loads(json.dumps(summarize(root, nsys="", jobs=1).to_json()))
 
 
-def test_progress_counts_every_byte_once(tmp_path):
+def test_progress_counts_every_byte_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(traces, "_CHUNK", 4096)  # many ticks per trace read here
     root = write_run(tmp_path / "run", [30, 5, 20, 8])
     headers = headers_of(root)
     total = sum(h.path.stat().st_size for h in headers)
@@ -115,3 +133,31 @@ def test_work_is_split_largest_first_to_the_least_loaded(sizes, jobs):
     assert all(sizes[a] >= sizes[b] for a, b in itertools.pairwise(pooled))
     # no reader ends up with more than an even share plus one file
     assert sum(sizes[i] for i in own) <= sum(sizes) / jobs + max(sizes)
+
+
+@pytest.mark.parametrize(
+    "cpus, sizes, jobs",
+    [
+        (4, [1000] * 10, 1),  # small input: one process
+        (4, [100 * PER_JOB_BYTES], 1),  # one trace: one process
+        (4, [PER_JOB_BYTES // 2, PER_JOB_BYTES // 2 + 1], 2),  # over PER_JOB_BYTES in all: two
+        (4, [PER_JOB_BYTES] * 3, 3),  # at most one per trace
+        (2, [PER_JOB_BYTES] * 8, 2),  # at most one per CPU
+        (8, [PER_JOB_BYTES // 4] * 12, 4),  # one per PER_JOB_BYTES, and one more
+        (8, [], 1),
+        (None, [PER_JOB_BYTES] * 3, 1),  # the number of CPUs unknown: one
+        (3, [PER_JOB_BYTES] * 8, 3),
+    ],
+)
+def test_how_many_processes_read(tmp_path, monkeypatch, cpus, sizes, jobs):
+    headers = []
+    for index, size in enumerate(sizes):
+        path = tmp_path / f"policy.rank{index}.steps1-2.{index}.pt.trace.json"
+        with open(path, "wb") as handle:
+            handle.truncate(size)  # sparse: the size without the disk
+        headers.append(TraceHeader(path, {}))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus or 0)) if pid == 0 else {0})
+    assert default_jobs(headers) == jobs
+    monkeypatch.delattr(os, "sched_getaffinity")  # as on macOS: the CPUs of the machine
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    assert default_jobs(headers) == jobs

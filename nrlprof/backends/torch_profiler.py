@@ -28,34 +28,38 @@ from nrlprof.ranges.nvtx import nvtx_module
 STEP_MARKER = "ProfilerStep#{}"
 # A window longer than this is listed by its first and last step in the trace's metadata.
 MAX_LISTED_STEPS = 10_000
-_ALL_THREADS_WARNED = []
+_WARNED: set[str] = set()
+_MEMORY_WITHOUT_ALL_THREADS = (
+    "NRL_TORCH_PROFILE_MEMORY is on: torch then records memory events only without profile_all_threads, "
+    "so work on threads other than the one starting a window is missing from the traces"
+)
+_NO_ALL_THREADS = (
+    "this torch profiler records only the thread that starts a window (no profile_all_threads): "
+    "work of threaded/async actors on other threads is missing from the traces"
+)
 
 
 def _experimental_config(profile_memory: bool):
-    """Record every thread's ops; None where this torch cannot, or with profile_memory (said once in the log).
+    """Record every thread's ops; None where this torch cannot, or with profile_memory (each said once in the log).
 
     torch 2.13 records no `[memory]` events when profile_all_threads is on: memory profiling wins there.
     """
     from torch._C._profiler import _ExperimentalConfig
 
     if profile_memory:
-        if not _ALL_THREADS_WARNED:
-            _ALL_THREADS_WARNED.append(True)
-            logger.warning(
-                "NRL_TORCH_PROFILE_MEMORY is on: torch then records memory events only without profile_all_threads, "
-                "so work on threads other than the one starting a window is missing from the traces"
-            )
+        _warn_once(_MEMORY_WITHOUT_ALL_THREADS)
         return None
     try:
         return _ExperimentalConfig(profile_all_threads=True)
     except TypeError:
-        if not _ALL_THREADS_WARNED:
-            _ALL_THREADS_WARNED.append(True)
-            logger.warning(
-                "this torch profiler records only the thread that starts a window (no profile_all_threads): "
-                "work of threaded/async actors on other threads is missing from the traces"
-            )
+        _warn_once(_NO_ALL_THREADS)
         return None
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logger.warning(message)
 
 
 def _warm_up_then_record(step_num: int):

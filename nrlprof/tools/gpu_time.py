@@ -63,7 +63,6 @@ class StepAttribution:
     """Activities grouped into step windows (torch traces; nsys exports are grouped in SQL), all times in µs."""
 
     windows: list[tuple[float, float, int]]
-    outside: int = 0
 
     def __post_init__(self) -> None:
         self.windows = sorted(self.windows)
@@ -89,7 +88,6 @@ class StepAttribution:
             at = anchor_of(link, start)
             i = window_after(starts, at) - 1
             if i < 0 or at > ends[i]:
-                self.outside += 1
                 continue
             if kind == KERNEL:
                 collective = is_comm_cache.get(name)

@@ -34,6 +34,7 @@ from nrlprof.layout import CONTROLLER, NSYS_SUFFIXES, TRACE_SUFFIXES, TraceName,
 JSON_SUFFIXES = (".json", ".json.gz")
 # Kineto's events nest 5 or 6 deep; the fallback parser's memory grows with the square of the depth.
 MAX_DEPTH = 128
+EMPTY = "empty file, not a Chrome trace"  # no byte, or white space only (a gzip member of nothing too)
 
 _CHUNK = 1 << 16  # small batches stay in the CPU caches: faster than large ones, and less memory
 _HEADER_LIMIT = 64 << 20
@@ -74,12 +75,16 @@ class TraceReader:
         self.compressed = self._raw.read(2) == b"\x1f\x8b"
         self._raw.seek(0)
         self._stream: BinaryIO = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.compressed else self._raw
+        self.blank = True  # nothing but white space read so far (an empty gzip member included)
 
     def read(self, size: int = -1) -> bytes:
         try:
-            return self._stream.read(size)
+            chunk = self._stream.read(size)
         except (OSError, EOFError, zlib.error) as exc:
             raise ToolError(f"damaged gzip data ({exc})", self.path) from exc
+        if self.blank and chunk.strip():
+            self.blank = False
+        return chunk
 
     @property
     def consumed(self) -> int:
@@ -205,7 +210,7 @@ def read_header(path: Path) -> TraceHeader:
     """The top-level keys before `traceEvents`, without reading the events."""
     header = TraceHeader(path)
     if path.is_file() and path.stat().st_size == 0:
-        raise ToolError("empty file, not a Chrome trace", path)
+        raise ToolError(EMPTY, path)
     with TraceReader(path) as reader:
         # basic_parse: parse's per-level prefixes grow with the square of the depth within each buffer
         events = _ijson.basic_parse(reader, use_float=True, buf_size=_SCAN_BUFFER)
@@ -241,8 +246,10 @@ def read_header(path: Path) -> TraceHeader:
                     header.metadata[key] = builder.value
                     key = None
         except StopIteration:
-            raise ToolError("empty file, not a Chrome trace", path) from None
+            raise ToolError(EMPTY, path) from None
         except ijson.JSONError as exc:
+            if reader.blank:
+                raise ToolError(EMPTY, path) from None
             raise ToolError(f"not valid JSON, or cut short ({_first_line(exc)})", path) from exc
     return header
 
