@@ -136,7 +136,7 @@ def _start_context() -> multiprocessing.context.BaseContext:
     Else a forkserver that imports the reader once for all readers; spawn where there is none.
     """
     methods = multiprocessing.get_all_start_methods()
-    if sys.platform == "linux" and "fork" in methods and _threads() == 1:
+    if sys.platform == "linux" and "fork" in methods and _single_threaded():
         return multiprocessing.get_context("fork")
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
@@ -145,9 +145,9 @@ def _start_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _threads() -> int:
-    """Threads of this process, those Python did not start too."""
+def _single_threaded() -> bool:
+    """Whether this process has one thread, counting those Python did not start (Linux's /proc)."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        return len(os.listdir("/proc/self/task")) == 1
     except OSError:
-        return threading.active_count() + 1  # unknown: not 1
+        return False

@@ -74,7 +74,7 @@ TARGETS = (
     Target(
         "gpu_time",
         "nrlprof/tools/gpu_time.py",
-        ("test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
+        ("test_gpu_attribution.py", "test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
         30,
     ),
     Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
