@@ -82,12 +82,12 @@ def test_figures_of_an_empty_step_are_zero_not_an_error():
 
 
 def test_figures_are_milliseconds_to_the_microsecond():
-    gpu = StepGpu(wall_us=3000.0, kernel_us=1234.5678, busy_us=2999.0, comm_us=0.4, memcpy_us=1500.5004)
+    gpu = StepGpu(wall_us=3000.0, kernel_us=1234.5678, busy_us=2999.0, comm_us=876.5432, memcpy_us=1500.5004)
     assert gpu.to_json() == {
         "gpu_kernel_ms": 1.235,
         "gpu_busy_pct": 99.97,
         "gpu_idle_ms": 0.001,
-        "comm_ms": 0.0,
+        "comm_ms": 0.877,
         "memcpy_ms": 1.501,
         "gpu_kernels": 0,
     }

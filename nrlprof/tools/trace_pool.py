@@ -18,14 +18,13 @@ from typing import Any
 from nrlprof.errors import ToolError
 from nrlprof.tools.progress import ByteMeter
 from nrlprof.tools.trace_stats import read_trace_stats
-from nrlprof.tools.traces import TraceHeader, gc_paused, unexpected_content
+from nrlprof.tools.traces import ReadProgress, TraceHeader, gc_paused, unexpected_content
 
 PER_JOB_BYTES = 32 << 20  # below this much input per process, starting one costs more than it saves
 # Values of types the reader does not expect (a hostile or foreign trace): the trace is skipped.
 CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
 READER_DIED = "a reader process died (killed, or out of memory?) before this trace was read"
 
-ReadProgress = Callable[[int], None]  # bytes of the file read so far
 Reader = Callable[[TraceHeader, ReadProgress | None], Any]
 
 

@@ -8,8 +8,7 @@ into the step whose span contains its start ("-" when none does). Operators (`cp
 time (duration less that of the operators directly inside them on the same thread); kernels
 (`cat == "kernel"`) their total time. GPU time per step (tools.gpu_time): a kernel, memcpy or memset
 belongs to the step in which the runtime call that launched it started (linked by `args.correlation`); in
-a trace without correlation ids, to the step its own start falls in. This module is all a reader process
-of tools.trace_pool imports.
+a trace without correlation ids, to the step its own start falls in.
 """
 
 from __future__ import annotations

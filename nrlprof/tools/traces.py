@@ -44,9 +44,7 @@ _SCAN_BUFFER = 16 << 10
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # A key split across reads starts this close to the end of what was searched (a longer gap inside it: ijson reads)
 _KEY_OVERLAP = 64
-_DEPTH_CHANGE: defaultdict[str, int] = defaultdict(
-    int, {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
-)
+_DEPTH_CHANGE = defaultdict(int, {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1})
 
 try:
     _ijson = ijson.get_backend("yajl2_c")
