@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,25 @@ def test_how_many_processes_read(tmp_path, monkeypatch, cpus, sizes, jobs):
     monkeypatch.delattr(os, "sched_getaffinity")  # as on macOS: the CPUs of the machine
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
     assert default_jobs(headers) == jobs
+
+
+@pytest.mark.parametrize("other_thread", [False, True], ids=["alone", "with-another-thread"])
+def test_when_no_reader_process_starts_this_process_reads_everything(tmp_path, monkeypatch, other_thread):
+    root = write_run(tmp_path / "run", [30, 5, 20, 8])
+    headers = headers_of(root)
+    alone = list(read_traces(headers, 1))
+
+    def cannot_start(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", cannot_start)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    if other_thread:
+        other.start()
+    try:
+        assert list(read_traces(headers, 3)) == alone
+    finally:
+        stop.set()
+        if other_thread:
+            other.join()

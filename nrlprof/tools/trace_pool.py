@@ -16,6 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from nrlprof.errors import ToolError
+from nrlprof.log import logger
 from nrlprof.tools.progress import ByteMeter
 from nrlprof.tools.trace_stats import read_trace_stats
 from nrlprof.tools.traces import ReadProgress, TraceHeader, gc_paused, unexpected_content
@@ -71,10 +72,13 @@ def read_traces(
     with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
         futures: dict[int, Future] = {}
 
-        def submit() -> None:
-            for index in pooled:
-                futures[index] = future = pool.submit(reader, headers[index], None)
-                future.add_done_callback(lambda done, size=sizes[index]: done.cancelled() or meter.add(size))
+        def submit() -> None:  # what could not be handed over is read here
+            try:
+                for index in pooled:
+                    futures[index] = future = pool.submit(reader, headers[index], None)
+                    future.add_done_callback(lambda done, size=sizes[index]: done.cancelled() or meter.add(size))
+            except (OSError, RuntimeError) as exc:  # no reader process could start (BrokenProcessPool is one)
+                logger.warning("reading the traces in this process alone: %s", exc)
 
         if context.get_start_method() == "fork":
             submit()  # forks the readers now, while this process has no other thread
@@ -86,7 +90,8 @@ def read_traces(
         if context.get_start_method() != "fork":
             submitter.join()
         for index in reversed(pooled):
-            if futures[index].cancel():  # no reader process has begun it
+            future = futures.get(index)
+            if future is None or future.cancel():  # no reader process has begun it
                 outcomes[index] = _read_here(reader, headers[index], sizes[index], meter)
         for index, future in futures.items():
             if index not in outcomes:
