@@ -23,7 +23,7 @@ from nrlprof.errors import ToolError
 from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
 from nrlprof.tools.kernel_names import short_kernel_name
 from nrlprof.tools.trace_events import Args, Event, decode_events
-from nrlprof.tools.traces import TraceHeader, check_events, iter_event_batches
+from nrlprof.tools.traces import ReadProgress, TraceHeader, check_events, iter_event_batches
 
 STEP_PREFIX = "ProfilerStep#"
 MAX_SPANS = 2000
@@ -85,7 +85,12 @@ class TraceStats:
     gpu_spans: list[Span] = field(default_factory=list)
 
 
-def read_trace_stats(header: TraceHeader, progress: Any = None) -> TraceStats:
+def read_trace_stats(header: TraceHeader, progress: ReadProgress | None = None) -> TraceStats:
+    """The trace's statistics.
+
+    Raises ToolError for a trace that cannot be read, and TypeError or the like (trace_pool.CONTENT_ERRORS)
+    for one whose values have types no profiler writes.
+    """
     stats = TraceStats(header)
     base_us = header.base_time_ns / 1000
     threads: dict[tuple[Any, Any], list[tuple[float, float, str]]] = defaultdict(list)
