@@ -188,6 +188,40 @@ def test_cluster_without_the_fix_is_detected_and_profiled_through_py_executable(
     assert record["env"]["ROCPROFSYS_OUTPUT_PREFIX"] == "worker_process_%p"
 
 
+SHARED_VERDICTS = textwrap.dedent(
+    """
+    import json
+    import ray
+    from nrlprof.rayfix import cluster_fix
+
+    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
+
+    @ray.remote(num_cpus=0)
+    class Nested:
+        def verdicts(self):
+            from nrlprof.rayfix import cluster_fix
+
+            def judged_again(node_ids, package):
+                raise AssertionError(f"judged again: {node_ids}")
+
+            cluster_fix._judge = judged_again  # agent_has_fix gives None if this runs
+            return [cluster_fix.agent_has_fix(), [v.reason for v in cluster_fix._verdicts.values()]]
+
+    driver = [cluster_fix.agent_has_fix(), [v.reason for v in cluster_fix._verdicts.values()]]
+    print("RESULT " + json.dumps({"driver": driver, "nested": ray.get(Nested.remote().verdicts.remote())}))
+    """
+)
+
+
+def test_a_worker_takes_the_verdicts_the_driver_shared(unfixed_cluster: dict) -> None:
+    """Nodes are judged once for the cluster: a worker creating matched actors reads the verdicts from Ray's KV."""
+    result = drive(unfixed_cluster, [], script=SHARED_VERDICTS)
+    (driver_fixed, driver_reasons), (nested_fixed, nested_reasons) = result["driver"], result["nested"]
+    assert driver_fixed is False and nested_fixed is False
+    [reason] = nested_reasons
+    assert reason.startswith(driver_reasons[0].split(" (judged by pid")[0]) and "(judged by pid " in reason
+
+
 def test_cluster_with_the_agent_hook_is_detected_as_fixed(tmp_path: Path) -> None:
     specs = [{"env": {"_nsight": {"t": "cuda", "o": "plain_%p"}}, "prefix": False, "timeout": 300}]
     with ray_start_cluster(tmp_path, with_hook=True) as cluster:

@@ -10,6 +10,8 @@ None of them raises.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -28,7 +30,8 @@ INTERPRETER_FIELDS = ("pip", "uv", "conda", "container", "image_uri")
 # How long the tasks that judge the nodes whose raylet is not on this machine may take, together.
 CHECK_TIMEOUT_S = 30.0
 
-# Node id -> its agent's verdict; a node is judged once, when first seen alive.
+KV_NAMESPACE = "nrlprof"  # Ray's internal KV, where judged nodes' verdicts are shared with the cluster's workers
+# Node id -> its agent's verdict; a node is judged once, when first seen alive (by any process of the cluster).
 _verdicts: dict[str, AgentFix] = {}
 _judging = threading.Lock()
 
@@ -47,12 +50,55 @@ def _node_states(package: Mapping | None) -> set[bool | None] | None:
     if nodes is None:
         return None
     with _judging:
-        unseen = {node_id: ip for node_id, ip in nodes.items() if node_id not in _verdicts}
-        if unseen:
-            judged = _judge(list(unseen), package)
+        unseen = [node_id for node_id in nodes if node_id not in _verdicts]
+        _verdicts.update(shared_verdicts(unseen))
+        unseen_ips = {node_id: nodes[node_id] for node_id in unseen if node_id not in _verdicts}
+        if unseen_ips:
+            judged = _judge(list(unseen_ips), package)
             _verdicts.update(judged)
-            _report(unseen, judged)
+            _report(unseen_ips, judged)
+            share_verdicts(judged)
         return {_verdicts[node_id].fixed for node_id in nodes}
+
+
+def shared_verdicts(node_ids: list[str]) -> dict[str, AgentFix]:
+    """The verdicts another process of this cluster published for these nodes (the driver's, for its workers)."""
+    from ray.experimental import internal_kv
+
+    from nrlprof.rayfix.node_agent import AgentFix
+
+    found = {}
+    for node_id in node_ids:
+        try:
+            raw = internal_kv._internal_kv_get(_verdict_key(node_id), namespace=KV_NAMESPACE)
+            verdict = json.loads(raw) if raw else None
+            if verdict is not None:
+                reason = f"{verdict['reason']} (judged by pid {verdict['pid']})"
+                found[node_id] = AgentFix(bool(verdict["fixed"]), reason)
+        except Exception as err:  # sharing only saves a check: this process judges the node itself
+            logger.debug("could not read the verdict shared for node %s: %s", node_id, err)
+    return found
+
+
+def share_verdicts(verdicts: Mapping[str, AgentFix]) -> None:
+    """Publish the definite verdicts in Ray's internal KV (a node's agent keeps its fix for the raylet's life).
+
+    Unknown ones are not: a check that timed out on a busy node may succeed later, in another process.
+    """
+    from ray.experimental import internal_kv
+
+    for node_id, verdict in verdicts.items():
+        if verdict.fixed is None:
+            continue
+        value = json.dumps({"fixed": verdict.fixed, "reason": verdict.reason, "pid": os.getpid()})
+        try:
+            internal_kv._internal_kv_put(_verdict_key(node_id), value, overwrite=False, namespace=KV_NAMESPACE)
+        except Exception as err:  # sharing only saves others a check
+            logger.debug("could not share the verdict for node %s: %s", node_id, err)
+
+
+def _verdict_key(node_id: str) -> str:
+    return f"agent_fix/v1/{node_id}"
 
 
 def agent_has_fix(package: Mapping | None = None) -> bool | None:
@@ -62,7 +108,8 @@ def agent_has_fix(package: Mapping | None = None) -> bool | None:
     imports has fixed plugin files older than the agent. False: some node's agent has neither. None: Ray is not
     initialised, or no node is known to lack the fix but some could not be judged. Each node is judged once, when
     first seen alive: from /proc when its raylet runs on this machine, else by a task pinned to it (`package`: the
-    runtime_env entry that ships nrlprof there, if it is not installed). Never raises.
+    runtime_env entry that ships nrlprof there, if it is not installed); a definite verdict is shared through Ray's
+    internal KV, so the workers (and later drivers) of the cluster do not judge that node again. Never raises.
     """
     try:
         states = _node_states(package)
