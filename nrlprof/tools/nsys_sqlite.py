@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import NSYS_SUFFIXES, parse_nsys_name
-from nrlprof.tools.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm, longest_spans
+from nrlprof.tools.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm
 
 SQLITE_SUFFIX = ".sqlite"
 DOMAIN = "nrlprof"
@@ -143,7 +143,7 @@ def _read(db: sqlite3.Connection, capture: NsysCapture) -> None:
         capture.kernels = {names.get(i, "?"): (calls, ns * to_us) for i, calls, ns in db.execute(totals)}
     labels = {MEMCPY: "memcpy", MEMSET: "memset"}
     rows = db.execute(_longest_query(tables, MAX_GPU_SPANS))
-    capture.gpu_spans = longest_spans(
+    capture.gpu_spans = sorted(  # the longest already, chosen by the query
         (epoch_us(start), epoch_us(end), names.get(name_id, "?") if kind == KERNEL else labels[kind])
         for start, end, name_id, kind in rows
     )

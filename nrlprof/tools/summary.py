@@ -28,7 +28,7 @@ from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.summary_sections import sections
 from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.trace_stats import OpStat, Span, TraceStats
-from nrlprof.tools.traces import TraceHeader, find_nsys_exports, find_nsys_reports, find_traces, gc_paused
+from nrlprof.tools.traces import TraceHeader, find_nsys_exports, find_nsys_reports, find_traces
 
 TOP = 10
 
@@ -138,12 +138,11 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     summary.skipped.extend((Path(s["path"]), s["reason"]) for s in found.get("memory", {}).get("skipped", []))
     stats: list[TraceStats] = []
     ordered = sorted(headers, key=TraceHeader.sort_key)
-    with gc_paused():
-        for header, outcome in read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress):
-            if isinstance(outcome, TraceStats):
-                stats.append(outcome)
-            else:
-                summary.skipped.append((header.path, outcome))
+    for header, outcome in read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress):
+        if isinstance(outcome, TraceStats):
+            stats.append(outcome)
+        else:
+            summary.skipped.append((header.path, outcome))
     summary.workers = combine(stats)
     nsys = nsys if nsys is not None else shutil.which("nsys")
     summary.nsys_reports, notes = summarize_nsys(reports, nsys)

@@ -80,6 +80,7 @@ def read_traces(
             except (OSError, RuntimeError) as exc:  # no reader process could start (BrokenProcessPool is one)
                 logger.warning("reading the traces in this process alone: %s", exc)
 
+        submitter = None
         if context.get_start_method() == "fork":
             submit()  # forks the readers now, while this process has no other thread
         else:  # the first submit waits for the forkserver to start: in a thread, not before this process reads
@@ -87,7 +88,7 @@ def read_traces(
             submitter.start()
         for index in own:
             outcomes[index] = _read_here(reader, headers[index], sizes[index], meter)
-        if context.get_start_method() != "fork":
+        if submitter is not None:
             submitter.join()
         for index in reversed(pooled):
             future = futures.get(index)
