@@ -7,7 +7,6 @@ no output, no import of ray or torch.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 
 from nrlprof.errors import ConfigError, NrlprofError
@@ -84,9 +83,8 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
     session = state.session
     if session is None:
         return {}
-    from nrlprof.workers.creation_hook import log_matches
     from nrlprof.workers.identity import WorkerIdentity
-    from nrlprof.workers.matching import match_worker
+    from nrlprof.workers.matching import log_matches, match_worker
     from nrlprof.workers.runtime_env import fragment_for
 
     if rank is None:
@@ -97,36 +95,20 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
     return fragment_for(session.plan, identity, matches)
 
 
-def _launched_as_cli() -> bool:
-    """`nrlprof ...` or `python -m nrlprof ...`: the tools read the plan themselves; no hooks, no log lines.
-
-    `python -m pkg.main` also has `sys.argv[0] == "-m"` while `pkg` imports; only the interpreter's own
-    arguments say which module runs.
-    """
-    if sys.argv and os.path.basename(sys.argv[0]) == "nrlprof":
-        return True
-    arguments = getattr(sys, "orig_argv", [])
-    for index, argument in enumerate(arguments[:-1]):
-        if argument == "-m":
-            return arguments[index + 1] in ("nrlprof", "nrlprof.cli")
-    return False
-
-
-def _in_ray_runtime_env_agent() -> bool:
-    """The agent imports nrlprof's agent hook for the plugin fix; it is no driver."""
-    return bool(sys.argv) and sys.argv[0].endswith(os.path.join("runtime_env", "agent", "main.py"))
-
-
 def _activate_from_environment() -> None:
+    """At import (also at interpreter start-up, through nrlprof-startup.pth): activate as what this process is."""
     from nrlprof.config.variables import may_activate
 
     if not may_activate(os.environ):
         return
-    if _launched_as_cli() or _in_ray_runtime_env_agent():
+    from nrlprof.runtime.process_kind import CHILD, process_kind
+
+    kind = process_kind()
+    if kind is None or kind == CHILD:
         return
     from nrlprof.runtime.session import activate_from_env
 
-    activate_from_env(os.environ)
+    activate_from_env(os.environ, kind)
 
 
 _activate_from_environment()

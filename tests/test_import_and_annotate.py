@@ -32,11 +32,18 @@ def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_n
     assert result.stderr == ""
 
 
-def test_import_with_variables_activates_and_logs_visibly():
+def test_import_with_variables_activates_and_its_ray_hooks_wait_for_ray():
     env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
-    code = "import nrlprof, nrlprof.runtime.patches as p; print(p.installed(), nrlprof.is_active())"
+    code = (
+        "import sys, nrlprof, nrlprof.runtime.patches as p\n"
+        "print(p.installed(), nrlprof.is_active(), 'ray' in sys.modules, flush=True)\n"
+        "import ray\n"
+        "print(p.installed())\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert "('ray.actor.ActorClass._remote',) True" in result.stdout
+    before, after = result.stdout.splitlines()
+    assert before == "() True False", "activated, but nothing patched and ray not imported before `import ray`"
+    assert "'ray.actor.ActorClass._remote'" in after
     assert "[nrlprof] INFO nsys profiling planned for workers matching '*policy*', steps 2" in result.stderr
     assert "RAY_RUNTIME_ENV_PLUGINS" not in result.stderr
 

@@ -12,7 +12,7 @@ import pytest
 from trace_reading import load_trace, marker_steps, traces_under
 
 # What a worker venv of an RL framework has: Ray (with what Ray needs) and torch; not nrlprof or its own dependencies.
-LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "nvtx", "orjson", "ijson")
+LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "_editable_impl_nrlprof", "nvtx", "orjson", "ijson")
 
 
 @pytest.fixture(scope="module")

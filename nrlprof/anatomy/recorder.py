@@ -62,6 +62,10 @@ class Recorder:
         self._finished = False
         self._thread = threading.Thread(target=self._loop, name="nrlprof-step-anatomy", daemon=True)
 
+    @property
+    def started(self) -> bool:
+        return self._thread.is_alive() or self._finished
+
     def start(self) -> Recorder:
         self._thread.start()
         logger.info("step anatomy: recording every worker's calls per step under %s", self.settings.directory)

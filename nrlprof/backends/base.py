@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.config.steps import Window
 from nrlprof.manifest import WindowRecord
-from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.identity import WorkerIdentity, discrete_method_names
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class Backend:
         self.backend_plan = backend_plan
         self.role = role
         self.discrete = bool(target and target.discrete)
-        self.discrete_methods = frozenset(target.methods) if target else frozenset()
+        roles = role.identity.roles if role.identity is not None else ()
+        self.discrete_methods = discrete_method_names(target.methods, roles) if target else frozenset()
         self.window: Window | None = None
         self.steps_seen: list[int] = []
         self.started_at = 0.0

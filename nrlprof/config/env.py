@@ -16,6 +16,7 @@ from nrlprof.config.plan import (
     TORCH,
     BackendPlan,
     Plan,
+    StepMethod,
     Target,
     TorchSettings,
 )
@@ -23,6 +24,7 @@ from nrlprof.config.steps import StepSelection, parse_step_spec
 from nrlprof.config.tool_env import environment_items
 from nrlprof.config.variables import (
     CONFIG_FILE_VARIABLE,
+    FRAMEWORK_CONFIG_VARIABLE,
     LOG_LEVEL_VARIABLE,
     MEMORY_DIR_VARIABLE,
     MEMORY_MAX_ENTRIES_VARIABLE,
@@ -38,6 +40,7 @@ from nrlprof.config.variables import (
     ROCPROF_PREFIX,
     ROCPROF_STEP_VARIABLE,
     SELECTING_VARIABLES,
+    STEP_METHOD_VARIABLE,
     TIMEOUT_VARIABLE,
     TORCH_DIR_VARIABLE,
     TORCH_FLAG_VARIABLES,
@@ -241,7 +244,39 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         log_level=_log_level(environ, plan.log_level),
         timeout_s=_timeout(environ, plan.timeout_s or DEFAULT_TIMEOUT_S),
         sources=tuple(sources),
+        step_method=step_method_from_env(environ) or plan.step_method,
+        framework_config=framework_config_from_env(environ, plan.framework_config),
+        controller_nsys=plan.controller_nsys,
     )
+
+
+def step_method_from_env(environ: Mapping[str, str]) -> StepMethod | None:
+    text = (environ.get(STEP_METHOD_VARIABLE) or "").strip()
+    return parse_step_method(text) if text else None
+
+
+def framework_config_from_env(environ: Mapping[str, str], default: bool) -> bool:
+    text = (environ.get(FRAMEWORK_CONFIG_VARIABLE) or "").strip()
+    return parse_bool(text, FRAMEWORK_CONFIG_VARIABLE) if text else default
+
+
+def parse_step_method(text: str) -> StepMethod:
+    """`<worker pattern>.<method pattern>`, split at the last dot (method names have none)."""
+    worker, dot, method = text.rpartition(".")
+    worker, method = worker.strip(), method.strip()
+    if not dot or not worker or not method or "," in text or not all(c.isidentifier() for c in _plain(method)):
+        raise ConfigError(
+            STEP_METHOD_VARIABLE,
+            shown(text),
+            "'<worker pattern>.<method pattern>' such as '*policy*.train' or '*WorkerDict*.actor_rollout_generate_*'",
+        )
+    return StepMethod(worker, method)
+
+
+def _plain(pattern: str) -> list[str]:
+    """The identifier parts of an fnmatch pattern (its wildcards and classes left out)."""
+    parts = [p for p in pattern.replace("*", " ").replace("?", " ").split() if p]
+    return [p for p in parts if "[" not in p and "]" not in p]
 
 
 def load_plan(environ: Mapping[str, str]) -> Plan:

@@ -60,12 +60,33 @@ class TorchSettings:
 
 
 @dataclass(frozen=True)
+class StepMethod:
+    """NRL_STEP_METHOD: a step begins at each run of calls of `method` on workers matching `worker`."""
+
+    worker: str
+    method: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.worker}.{self.method}"
+
+
+@dataclass(frozen=True)
 class Plan:
     backends: tuple[BackendPlan, ...] = ()
     torch: TorchSettings = field(default_factory=TorchSettings)
     log_level: str = "INFO"
     timeout_s: float = DEFAULT_TIMEOUT_S
     sources: tuple[str, ...] = ()
+    step_method: StepMethod | None = None
+    # Read the framework's own profiling config (verl's) when its trainer starts.
+    framework_config: bool = False
+    # nsys options for the controller when it is an actor the driver creates (verl's controller_nsight_options).
+    controller_nsys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def controller_nsys_options(self) -> dict[str, str]:
+        return dict(self.controller_nsys)
 
     @property
     def active(self) -> bool:
@@ -89,6 +110,9 @@ class Plan:
                 "log_level": self.log_level,
                 "timeout_s": self.timeout_s,
                 "sources": list(self.sources),
+                "step_method": None if self.step_method is None else self.step_method.__dict__,
+                "framework_config": self.framework_config,
+                "controller_nsys": [list(kv) for kv in self.controller_nsys],
             },
             sort_keys=True,
         )
@@ -102,6 +126,9 @@ class Plan:
             log_level=data["log_level"],
             timeout_s=float(data["timeout_s"]),
             sources=tuple(data.get("sources", ())),
+            step_method=None if data.get("step_method") is None else StepMethod(**data["step_method"]),
+            framework_config=bool(data.get("framework_config", False)),
+            controller_nsys=tuple((k, v) for k, v in data.get("controller_nsys", ())),
         )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 
 from nrlprof.config.plan import MAX_RANK
 from nrlprof.config.steps import StepSelection, steps_from_list
@@ -31,7 +33,24 @@ def mapping(value: object, path: str) -> dict:
     return dict(value)
 
 
+# False while reading a framework's own config object (verl's, as its trainer holds it): its schema grows with
+# each release, and nrlprof reads only the keys it uses. A YAML file a user wrote is read strictly.
+_strict_keys: ContextVar[bool] = ContextVar("strict_keys", default=True)
+
+
+@contextlib.contextmanager
+def framework_keys() -> Iterator[None]:
+    """Keys nrlprof does not use are ignored (the values of those it uses are still checked)."""
+    token = _strict_keys.set(False)
+    try:
+        yield
+    finally:
+        _strict_keys.reset(token)
+
+
 def check_keys(block: Mapping, allowed: Iterable[str], path: str) -> None:
+    if not _strict_keys.get():
+        return
     allowed = sorted(allowed)
     for name in block:
         if name in allowed:

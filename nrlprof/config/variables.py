@@ -27,6 +27,10 @@ MEMORY_DIR_VARIABLE = "NRL_MEMORY_PROFILE_DIR"
 MEMORY_MAX_ENTRIES_VARIABLE = "NRL_MEMORY_PROFILE_MAX_ENTRIES"
 MEMORY_ON_OOM_VARIABLE = "NRL_MEMORY_PROFILE_ON_OOM"
 ANATOMY_VARIABLE = "NRL_STEP_ANATOMY"
+ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
+DISABLE_VARIABLE = "NRL_PROFILE_DISABLE"
+STEP_METHOD_VARIABLE = "NRL_STEP_METHOD"
+FRAMEWORK_CONFIG_VARIABLE = "NRL_PROFILE_FRAMEWORK_CONFIG"
 
 TORCH_FLAG_VARIABLES = {
     "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -52,6 +56,10 @@ SELECTING_VARIABLES = (
 # Set by nrlprof in the runtime env of a profiled worker.
 WORKER_PLAN_VARIABLE = "NRLPROF_PLAN"
 WORKER_VARIABLE = "NRLPROF_WORKER"
+# The driver's plan, for the Ray workers of its job (one of them may be the controller).
+JOB_PLAN_VARIABLE = "NRLPROF_JOB_PLAN"
+# The pid of the controller or matched worker (a Ray worker process) that started this process.
+PARENT_VARIABLE = "NRLPROF_PARENT"
 
 
 def is_configured(environ: Mapping[str, str]) -> bool:
@@ -59,10 +67,22 @@ def is_configured(environ: Mapping[str, str]) -> bool:
     return any((environ.get(name) or "").strip() for name in SELECTING_VARIABLES)
 
 
+def steps_or_framework_requested(environ: Mapping[str, str]) -> bool:
+    """A step marker, or the framework's own profiling config to read when its trainer starts."""
+    return bool((environ.get(STEP_METHOD_VARIABLE) or "").strip()) or (
+        (environ.get(FRAMEWORK_CONFIG_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on")
+    )
+
+
 def may_activate(environ: Mapping[str, str]) -> bool:
-    """`import nrlprof` has work to do: a driver is configured (or asks for step anatomy alone), or this
-    process is a profiled worker."""
-    return bool(environ.get(WORKER_VARIABLE)) or is_configured(environ) or anatomy_requested(environ)
+    """`import nrlprof` has work to do: a driver is configured (or asks for step anatomy, a step marker or
+    the framework's own config), or this process is a profiled worker or one the driver's job forwarded to."""
+    return (
+        bool(environ.get(WORKER_VARIABLE) or environ.get(JOB_PLAN_VARIABLE))
+        or is_configured(environ)
+        or anatomy_requested(environ)
+        or steps_or_framework_requested(environ)
+    )
 
 
 def anatomy_requested(environ: Mapping[str, str]) -> bool:

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from nrlprof.config.fragment import Fragment
-from nrlprof.config.plan import Plan
+from nrlprof.config.plan import NSYS, Plan
 from nrlprof.config.readers import as_mapping, key
 from nrlprof.config.rlinf import rlinf_fragment, rlinf_section
-from nrlprof.config.verl import is_verl, verl_fragment
+from nrlprof.config.verl import controller_nsys_options, is_verl, verl_fragment
 from nrlprof.errors import ConfigError
 
 CONFIG_FORM = (
@@ -54,7 +54,12 @@ def plan_from_section(section: Mapping, root: Mapping, prefix: str, base: Plan |
     for backend in combined.backends:
         plan = plan.with_backend(backend)
         sources.append(f"{source}:{backend.kind}")
-    return replace(plan, torch=replace(plan.torch, **dict(combined.torch)), sources=tuple(sources))
+    controller = plan.controller_nsys
+    if verl and any(b.kind == NSYS for b in combined.backends):
+        controller = tuple(sorted(controller_nsys_options(section).items())) or controller
+    return replace(
+        plan, torch=replace(plan.torch, **dict(combined.torch)), sources=tuple(sources), controller_nsys=controller
+    )
 
 
 def plan_from_mapping(config: object, base: Plan | None = None, *, source: str = "yaml") -> Plan:

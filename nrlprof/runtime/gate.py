@@ -15,6 +15,7 @@ import bisect
 import os
 import socket
 import time
+from collections.abc import Callable
 
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import BackendPlan, Plan
@@ -26,9 +27,18 @@ from nrlprof.workers.tracker import Tracker
 
 
 class Gate:
-    def __init__(self, plan: Plan, tracker: Tracker, controller: ProcessProfiler, channel: WorkerChannel) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        tracker: Tracker,
+        controller: ProcessProfiler,
+        channel: WorkerChannel,
+        before_actions: Callable[[], None] | None = None,
+    ) -> None:
         self.plan = plan
         self.tracker = tracker
+        # Called before window actions go out: workers found since the last ones join (adoption).
+        self.before_actions = before_actions
         self.controller = controller
         self.channel = channel
         self.gated = tuple(b for b in plan.backends if b.steps is not None)
@@ -119,6 +129,8 @@ class Gate:
             atexit.register(self.finish)
             self._exit_hook_registered = True
         began, began_ns = time.perf_counter(), time.time_ns()
+        if self.before_actions is not None:
+            self.before_actions()
         records = self.controller.apply(actions)
         answered = 0
         if len(self.tracker):

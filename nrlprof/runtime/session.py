@@ -1,7 +1,9 @@
-"""One Session per process: the driver (gate, hooks, controller backends) or a matched worker (its backends).
+"""One Session per process: a driver or controller (gate, hooks, controller backends) or a matched worker.
 
-Activation builds a Session and makes it current; `deactivate()` closes its windows, removes every patch
-and clears it. A second activation first deactivates the first, so it behaves exactly like a first one.
+Activation builds the Session and makes it current; what needs Ray waits for `import ray` (so activation at
+interpreter start-up imports nothing heavy). `deactivate()` closes its windows, removes every patch and
+clears it. Activating again in a process that has a Session reconfigures that same Session: its open
+windows close (their files are kept) and it then behaves exactly like a first activation.
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from typing import TYPE_CHECKING
 from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
-from nrlprof.config.variables import anatomy_requested
+from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, anatomy_requested
 from nrlprof.errors import ConfigError
 from nrlprof.log import configure_logging, logger
-from nrlprof.runtime import patches, state
+from nrlprof.runtime import import_hooks, patches, state
+from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
 from nrlprof.runtime.process import ProcessProfiler
+from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.state import OpenWindows
+from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
-from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
+from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
@@ -34,7 +39,11 @@ if TYPE_CHECKING:
 
 
 class Session:
-    """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate."""
+    """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate.
+
+    `kind` is `driver`, `controller` (a Ray worker that is no matched worker: it becomes the controller
+    when it steps, as verl's TaskRunner does) or `worker` (a matched worker).
+    """
 
     def __init__(
         self,
@@ -43,19 +52,33 @@ class Session:
         targets: Mapping[str, Target | None],
         tracker: Tracker | None = None,
         ranks: RankCounter | None = None,
+        kind: str | None = None,
     ) -> None:
-        self.plan = plan
+        self.kind = kind or (DRIVER if identity is None else WORKER)
         self.identity = identity
-        self.targets = dict(targets)
         self.tracker = tracker or Tracker()
         self.ranks = ranks or RankCounter()
+        self.anatomy: Recorder | None = None
+        # Class names of actors to launch as the controller (verl's TaskRunner under controller_nsight_options).
+        self.controller_classes: set[str] = set()
+        self.known_actors: dict[str, WorkerIdentity] = {}
+        self.adoption = Adoption(self)
+        # Weak references to the unmatched actors a driver created: one may become a controller.
+        self.created_actors: list = []
+        # A worker created by a profiled worker: its parent gates it (no controller adopts it).
+        self.gated_by_parent = False
+        self._configure(plan, targets)
+
+    def _configure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
+        self.plan = plan
+        self.targets = dict(targets)
         self.windows = OpenWindows()
         self._process: ProcessProfiler | None = None
         self._gate: Gate | None = None
         self._channel: WorkerChannel | None = None
-        self.anatomy: Recorder | None = None
-        # `nrlprof.step` calls this: the gate's own step once built; nothing in workers.
-        self.step = self._first_step if identity is None else _ignore_step
+        self.sources = StepSources(self._drive, plan.step_method is not None)
+        # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
+        self.step = self._first_explicit_step if self.kind != WORKER else _ignore_step
 
     @property
     def is_driver(self) -> bool:
@@ -80,15 +103,47 @@ class Session:
     @property
     def gate(self) -> Gate:
         if self._gate is None:
-            self._gate = Gate(self.plan, self.tracker, self.process, self.channel)
+            self._gate = Gate(self.plan, self.tracker, self.process, self.channel, self.adoption.take_answers)
             if self.anatomy is not None:
                 self._gate.marks = self.anatomy.marks
         return self._gate
 
-    def _first_step(self, step: int) -> None:
-        # Built at the first step, after `ray.init()`: the controller's files go under Ray's session.
+    def _first_explicit_step(self, step: int) -> None:
+        self.sources.explicit(step)
         self.step = self.gate.step
-        self.step(step)
+
+    def framework_step(self, step: int, source: str) -> None:
+        """A step found by a framework adapter (verl's trainer, NeMo RL's loop, ...)."""
+        if self.kind != WORKER:
+            self.sources.from_framework(step, source)
+
+    def marker_step(self, step: int, source: str) -> None:
+        if self.kind != WORKER:
+            self.sources.from_marker(step, source)
+
+    @property
+    def stepped(self) -> bool:
+        return self._gate is not None
+
+    def _drive(self, step: int) -> None:
+        if self._gate is None:
+            # Built at the first step, after `ray.init()`: the controller's files go under Ray's session.
+            self._became_controller(step)
+        self.gate.step(step)
+
+    def _became_controller(self, step: int) -> None:
+        if self.anatomy is not None and not self.anatomy.started:
+            self.anatomy.start()
+        if self.kind == CONTROLLER:
+            logger.info(
+                "step %d: this actor (%s) is the controller on %s pid %d: it opens and closes the windows of "
+                "the %d worker(s) it created",
+                step,
+                _actor_description(),
+                socket.gethostname(),
+                os.getpid(),
+                len(self.tracker),
+            )
 
     def finish(self) -> None:
         if self._gate is not None:
@@ -98,9 +153,15 @@ class Session:
         if self.anatomy is not None:
             self.anatomy.finish()
 
+    def reconfigure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
+        """Close this session's windows (files kept) and take the new plan; tracked actors stay tracked."""
+        self.finish()
+        self.anatomy = None
+        self._configure(plan, targets)
+
 
 def _ignore_step(step: int) -> None:
-    """Workers follow the driver's steps; their own `nrlprof.step` calls change nothing."""
+    """Workers follow the controller's steps; their own `nrlprof.step` calls change nothing."""
 
 
 def current() -> Session | None:
@@ -116,6 +177,17 @@ def _ray_session() -> tuple[str | None, str]:
         return node.get_session_dir_path(), node.node_ip_address
     except Exception:
         return None, ""
+
+
+def _actor_description() -> str:
+    try:
+        import ray
+
+        context = ray.get_runtime_context()
+        actor = context.get_actor_name() or context.get_actor_id()
+        return f"{actor}"
+    except Exception:
+        return "?"
 
 
 def in_ray_worker_process() -> bool:
@@ -136,37 +208,90 @@ def _resolved(plan: Plan) -> Plan:
     return replace(plan, torch=torch_settings, backends=backends)
 
 
-def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR") -> Session | None:
-    """Validate, then activate in the driver: agent hook, creation hook, controller backends.
+def _controller_targets(plan: Plan) -> dict[str, Target | None]:
+    return {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
 
-    A running session is deactivated first (its open windows closed, their files kept); the actors it
-    already created stay tracked, so windows still reach them.
+
+def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind: str = DRIVER) -> Session | None:
+    """Validate, then activate a driver (or an actor that may be the controller).
+
+    The agent hook goes into the environment now (a cluster this process starts inherits it); the Ray hooks
+    are installed when `ray` is imported. A process that already has a Session reconfigures it.
     """
     configure_logging(plan.log_level)
     anatomy = anatomy_settings(os.environ, plan.active)
-    if not plan.active and not anatomy.enabled:
+    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config):
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
-    previous = state.session
-    tracker, ranks = (previous.tracker, previous.ranks) if previous is not None else (None, None)
-    deactivate()
-    from nrlprof.rayfix.plugins_env import install_agent_hook
-    from nrlprof.workers import creation_hook
+    session = state.session
+    _remove_hooks()
+    if session is not None and session.kind != WORKER:
+        session.reconfigure(plan, _controller_targets(plan))
+    else:
+        session = Session(plan, None, _controller_targets(plan), kind=kind)
+    if plan.active and session.kind == DRIVER:
+        from nrlprof.rayfix.plugins_env import install_agent_hook
 
-    if plan.active:
         install_agent_hook(os.environ)
-    targets: dict[str, Target | None] = {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
-    session = Session(plan, None, targets, tracker, ranks)
-    creation_hook.install(session)
     if anatomy.enabled:
         from nrlprof.anatomy.recorder import Recorder
 
-        session.anatomy = Recorder(anatomy).start()
+        session.anatomy = Recorder(anatomy)
     state.session = session
-    _warn_if_cluster_already_running()
-    _log_plan(plan)
+    from nrlprof import adapters
+
+    adapters.install(session)
+    import_hooks.when_imported("ray", "nrlprof's Ray hooks", lambda _ray: _on_ray_imported(session))
     return session
+
+
+def _on_ray_imported(session: Session) -> None:
+    """What needs Ray: the actor-creation hook, the step marker, the job's environment; the log lines."""
+    if state.session is not session:
+        return
+    from nrlprof.runtime import call_hook, creation_hook
+
+    creation_hook.install(session)
+    call_hook.install(session)
+    if session.kind != DRIVER:
+        mark_children()
+    if session.kind == DRIVER:
+        from nrlprof.runtime import job_env
+
+        job_env.install(session)
+        if session.anatomy is not None and not session.anatomy.started:
+            session.anatomy.start()
+        _warn_if_cluster_already_running(session)
+        _log_plan(session.plan)
+
+
+def mark_children() -> None:
+    """Processes this Ray worker starts (a DataLoader's, an inference engine's) are no drivers of their own.
+
+    A driver's own children are left alone: a launcher or a sweep script starts drivers that way.
+    """
+    os.environ[PARENT_VARIABLE] = str(os.getpid())
+
+
+def activate_controller(environ: Mapping[str, str]) -> Session | None:
+    """In a Ray worker that no pattern matched: the plan the driver forwarded, or the variables it inherited.
+
+    Nothing is logged until it steps; a bad setting is logged, never raised (the driver validated it).
+    """
+    try:
+        text = environ.get(JOB_PLAN_VARIABLE)
+        if text:
+            plan = Plan.from_json(text)
+        else:
+            from nrlprof.config.env import load_plan
+
+            plan = load_plan(environ)
+        return activate_driver(plan, kind=CONTROLLER)
+    except Exception as err:
+        configure_logging("INFO")
+        logger.error("nrlprof could not activate in this Ray worker; it creates and steps no profiled worker: %s", err)
+        return None
 
 
 def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
@@ -179,13 +304,17 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     plan = Plan.from_json(plan_text)
     identity, targets = parse_worker_descriptor(worker_text)
     configure_logging(plan.log_level)
+    from nrlprof import adapters
     from nrlprof.ranges import method_ranges
-    from nrlprof.workers import creation_hook
+    from nrlprof.runtime import creation_hook
 
     session = Session(plan, identity, targets)
+    session.gated_by_parent = worker_parent(worker_text) is not None
     creation_hook.install(session)
     method_ranges.install(identity.name)
     state.session = session
+    adapters.install(session)
+    mark_children()
     _arm_oom_snapshot(session)
     return session
 
@@ -199,14 +328,25 @@ def _arm_oom_snapshot(session: Session) -> None:
         arm_oom_snapshot(backend)
 
 
-def activate_from_env(environ: Mapping[str, str]) -> Session | None:
-    if environ.get(WORKER_VARIABLE):
+def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session | None:
+    """Activate as what this process is (see nrlprof.runtime.process_kind)."""
+    if kind == WORKER or (environ.get(WORKER_VARIABLE) and in_ray_worker_process()):
         return activate_worker(environ)
+    if kind == CONTROLLER:
+        return activate_controller(environ)
     from nrlprof.config.env import is_configured, load_plan
+    from nrlprof.config.variables import steps_or_framework_requested
 
-    if not (is_configured(environ) or anatomy_requested(environ)) or in_ray_worker_process():
+    if not (is_configured(environ) or anatomy_requested(environ) or steps_or_framework_requested(environ)):
         return None
     return activate_driver(load_plan(environ))
+
+
+def _remove_hooks() -> None:
+    patches.uninstall_all()
+    import_hooks.remove_all()
+    if os.environ.get(PARENT_VARIABLE) == str(os.getpid()):
+        del os.environ[PARENT_VARIABLE]
 
 
 def deactivate() -> None:
@@ -216,7 +356,7 @@ def deactivate() -> None:
         if session is not None:
             session.finish()
     finally:
-        patches.uninstall_all()
+        _remove_hooks()
 
 
 def _prepare_output_dirs(plan: Plan, source: str) -> None:
@@ -228,18 +368,22 @@ def _prepare_output_dirs(plan: Plan, source: str) -> None:
 
 
 def _check_writable(directory: Path, source: str) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".nrlprof-write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise ConfigError(source, str(directory), "a directory this user can write", str(err)) from None
+    """The directory, or the nearest one above it that exists, is writable; nothing is created here."""
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is not a directory"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"{existing} is not writable by this user"
+    if problem is not None:
+        raise ConfigError(source, str(directory), "a directory this user can write", problem)
 
 
-def _warn_if_cluster_already_running() -> None:
+def _warn_if_cluster_already_running(session: Session) -> None:
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    if session.plan.active and ray is not None and ray.is_initialized():
         logger.warning(
             "Ray was initialised before nrlprof activated: its runtime-env agent runs without nrlprof's plugin fix "
             "unless `nrlprof patch-ray` was run; import nrlprof before ray.init()"
@@ -251,4 +395,6 @@ def _log_plan(plan: Plan) -> None:
         patterns = ",".join(t.pattern for t in backend.targets)
         steps = "whole lifetime" if backend.steps is None else ",".join(w.label for w in backend.steps.windows)
         logger.info("%s profiling planned for workers matching '%s', steps %s", backend.kind, patterns, steps)
+    if plan.step_method is not None:
+        logger.info("steps: the step marker NRL_STEP_METHOD=%s", plan.step_method.text)
     logger.info("controller (driver) runs on %s pid %d", socket.gethostname(), os.getpid())

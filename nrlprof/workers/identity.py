@@ -22,15 +22,21 @@ def snake_case(class_name: str) -> str:
 
 @dataclass(frozen=True)
 class WorkerIdentity:
+    """`roles`: the roles a framework fused into this one actor (verl's WorkerDict hosting `actor_rollout` and
+    `critic`); the actor is matched under each of them too, and reported as `worker_dict-actor_rollout-critic`."""
+
     class_name: str
     actor_name: str | None
     rank: int
     explicit_name: str | None = None
+    roles: tuple[str, ...] = ()
 
     @property
     def match_names(self) -> tuple[str, ...]:
         names = [self.actor_name] if self.actor_name else []
-        names += [self.class_name, snake_case(self.class_name)]
+        names += [self.class_name, snake_case(self.class_name), *self.roles]
+        if self.roles:
+            names.append(self.name)
         if self.explicit_name:
             names.insert(0, self.explicit_name)
         return tuple(dict.fromkeys(names))
@@ -38,7 +44,9 @@ class WorkerIdentity:
     @property
     def name(self) -> str:
         """The name files and log lines use."""
-        return self.explicit_name or snake_case(self.class_name)
+        if self.explicit_name:
+            return self.explicit_name
+        return "-".join((snake_case(self.class_name), *self.roles))
 
     @property
     def file_name(self) -> str:
@@ -68,3 +76,9 @@ def rank_from_env_vars(env_vars: object) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+def discrete_method_names(methods: tuple[str, ...], roles: tuple[str, ...]) -> frozenset[str]:
+    """The actor methods a listed method is called by: itself, and `<role>_<method>` on a fused worker (verl's
+    WorkerDict calls its actor_rollout role's `generate_sequences` as `actor_rollout_generate_sequences`)."""
+    return frozenset(methods) | {f"{role}_{method}" for role in roles for method in methods}

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from nrlprof.config.plan import BackendPlan, Plan, Target
+from nrlprof.config.plan import NSYS, ROCPROF, BackendPlan, Plan, Target
+from nrlprof.log import logger
 from nrlprof.workers.identity import WorkerIdentity
+
+TOOL_NAMES = {NSYS: "Nsight", ROCPROF: "rocprof-sys"}
 
 
 @dataclass(frozen=True)
@@ -29,3 +32,21 @@ def match_backend(backend: BackendPlan, identity: WorkerIdentity) -> Match | Non
 
 def match_worker(plan: Plan, identity: WorkerIdentity) -> tuple[Match, ...]:
     return tuple(m for m in (match_backend(b, identity) for b in plan.backends) if m is not None)
+
+
+def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> None:
+    """`Nsight profiling enabled for worker 'W' (matched pattern 'P')`, one line per backend."""
+    for match in matches:
+        tool = TOOL_NAMES.get(match.backend.kind, match.backend.kind.capitalize())
+        if parent is None:
+            logger.info(
+                "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
+            )
+        else:
+            logger.info(
+                "%s profiling enabled for worker '%s' (created by '%s', which matched pattern '%s')",
+                tool,
+                identity.name,
+                parent,
+                match.target.pattern,
+            )

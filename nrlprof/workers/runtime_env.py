@@ -19,13 +19,16 @@ SETUP_HOOK = "nrlprof.runtime.worker_setup.setup"
 RAY_SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 
 
-def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...]) -> str:
+def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> str:
+    """Who the worker is and the targets it matched; `parent`: the profiled worker that created it and gates it."""
     return json.dumps(
         {
+            "parent": parent,
             "class_name": identity.class_name,
             "actor_name": identity.actor_name,
             "rank": identity.rank,
             "explicit_name": identity.explicit_name,
+            "roles": list(identity.roles),
             "targets": {
                 m.backend.kind: {
                     "pattern": m.target.pattern,
@@ -41,7 +44,9 @@ def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...]) -> s
 def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target]]:
     """Who the worker is, and the target each of its backends matched it through."""
     data = json.loads(text)
-    identity = WorkerIdentity(data["class_name"], data["actor_name"], int(data["rank"]), data["explicit_name"])
+    identity = WorkerIdentity(
+        data["class_name"], data["actor_name"], int(data["rank"]), data["explicit_name"], tuple(data.get("roles", ()))
+    )
     targets = {
         kind: Target(t["pattern"], None, discrete=t["discrete"], methods=tuple(t["methods"]))
         for kind, t in data["targets"].items()
@@ -49,7 +54,11 @@ def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target
     return identity, targets
 
 
-def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...]) -> dict:
+def worker_parent(text: str) -> str | None:
+    return json.loads(text).get("parent")
+
+
+def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> dict:
     """What a matched worker's runtime_env needs: tool wrappers, the plan, who it is, the setup hook."""
     if not matches:
         return {}
@@ -58,7 +67,7 @@ def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...
         fragment.update(backend_class(match.backend.kind).runtime_env_fragment(match.backend, identity))
     fragment["env_vars"] = {
         PLAN_VARIABLE: plan.to_json(),
-        WORKER_VARIABLE: worker_descriptor(identity, matches),
+        WORKER_VARIABLE: worker_descriptor(identity, matches, parent),
         RAY_SETUP_HOOK_VARIABLE: SETUP_HOOK,
     }
     return fragment

@@ -1,30 +1,51 @@
 """The actor-creation hook: matched actors get their runtime_env fragment and are tracked for windows.
 
-In the driver, an actor is profiled when it matches a pattern.  Inside a profiled worker, an actor it
-creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the parent's
-backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it matches
-a pattern itself.  An actor whose runtime_env sets `NRL_PROFILE_DISABLE=1` is never profiled.
+In a driver or controller, an actor is profiled when it matches a pattern. Inside a profiled worker, an
+actor it creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the
+parent's backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it
+matches a pattern itself. An actor whose runtime_env sets `NRL_PROFILE_DISABLE=1` is never profiled.
+
+Where nrlprof runs nsys in an actor, an `nsight` key of its own runtime_env (verl's worker groups put one
+there) is replaced by nrlprof's: one nsys per process, and the log says so.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+import os
+from typing import Any, Protocol
 
-from nrlprof.config.plan import NSYS, ROCPROF
+from nrlprof.config.plan import NSYS, Plan, Target
+from nrlprof.config.variables import DISABLE_VARIABLE
 from nrlprof.log import logger
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
 from nrlprof.runtime import patches
-from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
-from nrlprof.workers.matching import Match, match_worker
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case
+from nrlprof.workers.matching import Match, log_matches, match_worker
 from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
-from nrlprof.workers.tracker import TrackedActor
-
-if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
-OPT_OUT_VARIABLE = "NRL_PROFILE_DISABLE"
-TOOL_NAMES = {NSYS: "Nsight", ROCPROF: "rocprof-sys"}
+OPT_OUT_VARIABLE = DISABLE_VARIABLE
+NSIGHT_KEYS = ("nsight", "_nsight")
+
+
+class ActorNamer(Protocol):
+    def actor_created(self, handle: Any, name: str, rank: int, class_name: str) -> None: ...
+
+
+class CreationHost(Protocol):
+    """What the hook reads of the process's Session, at each creation."""
+
+    plan: Plan
+    identity: WorkerIdentity | None
+    targets: dict[str, Target | None]
+    tracker: Tracker
+    ranks: RankCounter
+    anatomy: ActorNamer | None
+    known_actors: dict[str, WorkerIdentity]
+    controller_classes: set[str]
+    created_actors: list
 
 
 def class_name_of(actor_class: Any) -> str:
@@ -35,27 +56,15 @@ def class_name_of(actor_class: Any) -> str:
     return str(meta.class_name).rsplit(".", 1)[-1]
 
 
-def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> None:
-    for match in matches:
-        tool = TOOL_NAMES.get(match.backend.kind, match.backend.kind.capitalize())
-        if parent is None:
-            logger.info(
-                "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
-            )
-        else:
-            logger.info(
-                "%s profiling enabled for worker '%s' (created by '%s', which matched pattern '%s')",
-                tool,
-                identity.name,
-                parent,
-                match.target.pattern,
-            )
+def roles_of(actor_class: Any) -> tuple[str, ...]:
+    """The roles a framework fused into one actor class (verl's WorkerDict), as its adapter recorded them."""
+    meta = actor_class.__ray_metadata__
+    modified = getattr(meta, "modified_class", None)
+    return tuple(getattr(modified, "__nrlprof_roles__", ()))
 
 
 def job_setup_hook() -> str | None:
     """The setup hook this job (or this worker's own runtime env) already runs, if any."""
-    import os
-
     from nrlprof.workers.runtime_env import RAY_SETUP_HOOK_VARIABLE, SETUP_HOOK, USER_SETUP_HOOK_VARIABLE
 
     current = os.environ.get(RAY_SETUP_HOOK_VARIABLE)
@@ -84,9 +93,21 @@ def _opted_out(runtime_env: object) -> bool:
     return isinstance(env_vars, dict) and str(env_vars.get(OPT_OUT_VARIABLE, "")).strip() == "1"
 
 
+def _without_own_nsight(runtime_env: object, identity: WorkerIdentity) -> object:
+    """The runtime_env without the nsight options nrlprof's own nsys takes the place of."""
+    if not isinstance(runtime_env, dict) or not any(runtime_env.get(k) for k in NSIGHT_KEYS):
+        return runtime_env
+    logger.info(
+        "worker '%s': its runtime_env's own nsight options stand down; nrlprof's nsys runs in it (one nsys per "
+        "process)",
+        identity.name,
+    )
+    return {k: v for k, v in runtime_env.items() if k not in NSIGHT_KEYS}
+
+
 class ActorCreationHook:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, host: CreationHost) -> None:
+        self.host = host
         self._package: dict | None = None
 
     def package(self) -> dict:
@@ -101,23 +122,26 @@ class ActorCreationHook:
 
     def identify(self, actor_class: Any, actor_options: dict) -> tuple[WorkerIdentity, tuple[Match, ...], str | None]:
         """Who the new actor is, which backends profile it, and the parent it inherits them from (if any)."""
-        session = self.session
+        host = self.host
         class_name = class_name_of(actor_class)
         actor_name = actor_options.get("name")
         runtime_env = actor_options.get("runtime_env") or {}
-        own = WorkerIdentity(class_name, actor_name, 0)
+        roles = roles_of(actor_class)
+        own = WorkerIdentity(class_name, actor_name, 0, roles=roles)
         rank = rank_from_env_vars(runtime_env.get("env_vars"))
-        identity = WorkerIdentity(class_name, actor_name, session.ranks.take(own.name) if rank is None else rank)
-        matches = match_worker(session.plan, identity)
-        parent = session.identity
+        identity = WorkerIdentity(
+            class_name, actor_name, host.ranks.take(own.name) if rank is None else rank, roles=roles
+        )
+        matches = match_worker(host.plan, identity)
+        parent = host.identity
         if matches or parent is None:
             return identity, matches, None
         child_name = f"{parent.name}.{snake_case(class_name)}"
-        child = WorkerIdentity(class_name, actor_name, session.ranks.take(f"child:{child_name}"), child_name)
+        child = WorkerIdentity(class_name, actor_name, host.ranks.take(f"child:{child_name}"), child_name)
         inherited = tuple(
             Match(backend, target, parent.name)
-            for kind, target in session.targets.items()
-            if target is not None and (backend := session.plan.backend(kind)) is not None
+            for kind, target in host.targets.items()
+            if target is not None and (backend := host.plan.backend(kind)) is not None
         )
         return child, inherited, parent.name
 
@@ -138,7 +162,8 @@ class ActorCreationHook:
                 return original_remote(actor_class, args, kwargs, **actor_options)
             options, identity, matches = prepared
             if options is None:
-                return hook.created(original_remote(actor_class, args, kwargs, **actor_options), identity)
+                handle = original_remote(actor_class, args, kwargs, **actor_options)
+                return hook.created(handle, identity, bool(matches))
             try:
                 handle = original_remote(actor_class, args, kwargs, **options)
             except (ValueError, TypeError) as err:
@@ -146,47 +171,70 @@ class ActorCreationHook:
                 logger.warning(
                     "actor %s runs unprofiled: Ray refused its profiling runtime_env: %s", identity.name, err
                 )
-                return hook.created(original_remote(actor_class, args, kwargs, **actor_options), identity)
+                return hook.created(original_remote(actor_class, args, kwargs, **actor_options), identity, False)
             if any(m.backend.steps is not None for m in matches):
-                hook.session.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
-            return hook.created(handle, identity)
+                hook.host.tracker.add(TrackedActor(handle, identity, tuple(m.backend.kind for m in matches)))
+            return hook.created(handle, identity, bool(matches))
 
         _remote.__wrapped__ = original_remote
         return _remote
 
-    def created(self, handle: Any, identity: WorkerIdentity) -> Any:
-        """Every actor the driver creates, matched or not, named for the step anatomy."""
-        anatomy = self.session.anatomy
+    def created(self, handle: Any, identity: WorkerIdentity, matched: bool = True) -> Any:
+        """Every actor this process creates, matched or not: known to the step marker, named for the anatomy."""
+        with contextlib.suppress(AttributeError):
+            self.host.known_actors[handle._actor_id.hex()] = identity
+        if not matched and self.host.identity is None:
+            from nrlprof.runtime.job_env import remember_created
+
+            remember_created(self.host, handle)
+        anatomy = self.host.anatomy
         if anatomy is not None:
             anatomy.actor_created(handle, identity.name, identity.rank, identity.class_name)
         return handle
 
     def prepare(self, actor_class: Any, actor_options: dict) -> tuple[dict | None, WorkerIdentity, tuple[Match, ...]]:
         """The actor's options with its runtime_env fragment merged in (None when nothing changes), and who it is."""
-        in_worker = self.session.identity is not None
-        if _opted_out(actor_options.get("runtime_env")):
+        host = self.host
+        in_worker = host.identity is not None
+        user_env = actor_options.get("runtime_env")
+        if _opted_out(user_env):
             identity, matches, fragment = WorkerIdentity(class_name_of(actor_class), None, 0), (), {}
         else:
             identity, matches, parent = self.identify(actor_class, actor_options)
             if matches:
                 log_matches(identity, matches, parent)
-            fragment = fragment_for(self.session.plan, identity, matches)
+            fragment = fragment_for(host.plan, identity, matches, parent)
+            if identity.class_name in host.controller_classes and not matches:
+                fragment = self.controller_fragment(identity)
             if matches and not in_worker:
                 fragment.update(self.package())
+            if any(m.backend.kind == NSYS for m in matches) or NSYS_FRAGMENT_KEY in fragment:
+                user_env = _without_own_nsight(user_env, identity)
         if in_worker:
             fragment = {**isolation_from_parent(matches, job_setup_hook()), **isolation_overrides(), **fragment}
         if not fragment:
             return None, identity, matches
-        merged = merge_runtime_env(actor_options.get("runtime_env"), fragment, job_setup_hook())
-        if matches and needs_prefix(None if in_worker else self.package()):
+        merged = merge_runtime_env(user_env, fragment, job_setup_hook())
+        if (matches or NSYS_FRAGMENT_KEY in fragment) and needs_prefix(None if in_worker else self.package()):
             # Some node's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
             merged = dict(prefixed_runtime_env(merged))
         return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches
 
+    def controller_fragment(self, identity: WorkerIdentity) -> dict:
+        """The controller actor under nsys with the controller's options (verl's controller_nsight_options)."""
+        options = self.host.plan.controller_nsys_options
+        if not options:
+            return {}
+        logger.info("controller actor '%s' runs under nsys with the controller's options", identity.name)
+        return {NSYS_FRAGMENT_KEY: dict(options)}
 
-def install(session: Session) -> ActorCreationHook:
+
+NSYS_FRAGMENT_KEY = "_nsight"
+
+
+def install(host: CreationHost) -> ActorCreationHook:
     from ray.actor import ActorClass
 
-    hook = ActorCreationHook(session)
+    hook = ActorCreationHook(host)
     patches.install(PATCH_NAME, ActorClass, "_remote", hook.wrap)
     return hook

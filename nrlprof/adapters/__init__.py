@@ -1,0 +1,59 @@
+"""Framework adapters: small named patches, each applied when the framework's own module is imported.
+
+They take the steps from the framework's own loop (verl's trainer, NeMo RL's loops, RLinf's runners,
+OpenRLHF's PPO trainer), take over the framework's own profiling hooks so only one implementation acts, and
+read the framework's own profiling config. Each is undone by `nrlprof.disable()`. Nothing here imports a
+framework: a framework that is never imported costs one dict entry per module name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nrlprof.runtime import import_hooks
+from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
+
+# (module, what the adapter does, the process kinds it acts in, the function applying it to the module)
+Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]
+
+
+def _adapters() -> tuple[Adapter, ...]:
+    from nrlprof.adapters import nemo_rl, openrlhf, rlinf, verl
+
+    controllers = (DRIVER, CONTROLLER)
+    return (
+        ("verl.single_controller.ray.base", "verl's fused worker roles", controllers, verl.record_fused_roles),
+        ("verl.trainer.ppo.ray_trainer", "verl's trainer steps", controllers, verl.take_trainer_steps),
+        ("verl.trainer.ppo.v1.trainer_base", "verl's v1 trainer steps", controllers, verl.take_trainer_steps),
+        ("verl.trainer.main_ppo", "verl's controller actor", (DRIVER,), verl.mark_task_runner),
+        ("verl.utils.profiler.profile", "verl's own profilers stand down", (WORKER,), verl.stand_down_profilers),
+        ("nemo_rl.utils.nsys", "NeMo RL's profiling helpers", controllers, nemo_rl.take_over_nsys_helpers),
+        (
+            "nemo_rl.distributed.worker_group_utils",
+            "NeMo RL's nsight runtime_env",
+            (*controllers, WORKER),
+            nemo_rl.take_over_nsight_config,
+        ),
+        ("rlinf.runners.embodied_runner", "RLinf's embodied runner steps", controllers, rlinf.take_embodied_steps),
+        ("rlinf.runners.reasoning_runner", "RLinf's reasoning runner steps", controllers, rlinf.take_reasoning_steps),
+        ("openrlhf.trainer.ppo_trainer", "OpenRLHF's PPO trainer steps", controllers, openrlhf.take_trainer_steps),
+    )
+
+
+def install(session: Any) -> None:
+    for module_name, description, kinds, apply in _adapters():
+        if session.kind in kinds:
+            import_hooks.when_imported(module_name, description, _bound(apply, session))
+
+
+def _bound(apply: Callable[[Any, Any], None], session: Any) -> Callable[[Any], None]:
+    def applied(module: Any) -> None:
+        try:
+            apply(session, module)
+        except Exception as err:  # a framework version nrlprof does not know: the framework runs as it is
+            from nrlprof.log import logger
+
+            logger.warning("nrlprof's adapter for %s does not apply (%s); it runs as it is", module.__name__, err)
+
+    return applied

@@ -1,0 +1,100 @@
+"""The driver's side of a job whose controller may be an actor: its settings go out, its controllers finish.
+
+A process that runs the training loop as a Ray actor (verl's TaskRunner, OpenRLHF's PPOTrainer) is a
+controller. On a `ray start` cluster its raylet was started without the driver's variables, so `ray.init`
+carries them in the job's runtime_env (the user's own env_vars win). Ray ends actors without running their
+exit hooks, so when the driver exits, the actors it created that became controllers close their windows.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
+from nrlprof.log import logger
+from nrlprof.runtime import patches, state
+from nrlprof.runtime.process_kind import CONTROLLER
+
+PATCH_NAME = "ray.init (the job's env_vars)"
+PREFIX = "NRL_"
+
+
+def forwarded_variables(plan_json: str, anatomy_dir: str | None, environ: Mapping[str, str] = os.environ) -> dict:
+    variables = {name: value for name, value in environ.items() if name.startswith(PREFIX)}
+    variables[JOB_PLAN_VARIABLE] = plan_json
+    if anatomy_dir:
+        variables[ANATOMY_DIR_VARIABLE] = anatomy_dir
+    return variables
+
+
+def with_variables(runtime_env: Any, variables: Mapping[str, str]) -> Any:
+    """The job's runtime_env with the variables added under its own env_vars, which win."""
+    merged = dict(runtime_env or {})
+    merged["env_vars"] = {**variables, **(merged.get("env_vars") or {})}
+    return merged
+
+
+def install(session: Any) -> None:
+    import ray
+
+    def wrap(original_init):
+        def init(*args, **kwargs):
+            anatomy = session.anatomy
+            variables = forwarded_variables(session.plan.to_json(), anatomy.settings.directory if anatomy else None)
+            kwargs["runtime_env"] = with_variables(kwargs.get("runtime_env"), variables)
+            context = original_init(*args, **kwargs)
+            # Registered after Ray's own exit hook, so it runs first.
+            atexit.register(finish_controllers, session)
+            return context
+
+        init.__wrapped__ = original_init
+        init.__doc__ = original_init.__doc__
+        return init
+
+    patches.install(PATCH_NAME, ray, "init", wrap)
+
+
+def finish_in_actor(_actor_instance: object) -> bool:
+    """Runs inside an actor: a controller that stepped closes its windows (its files are written)."""
+    session = state.session
+    if session is None or session.kind != CONTROLLER or not session.stepped:
+        return False
+    session.finish()
+    return True
+
+
+def finish_controllers(session: Any) -> None:
+    """The actors this driver created (and still holds) that became controllers close their windows."""
+    handles = [h for h in (ref() for ref in session.created_actors) if h is not None]
+    if not handles or state.session is not session:
+        return
+    import ray
+
+    if not ray.is_initialized():
+        return
+    refs = []
+    for handle in handles:
+        try:
+            refs.append(handle.__ray_call__.remote(finish_in_actor))
+        except Exception:
+            continue
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=session.plan.timeout_s)
+    finished = 0
+    for ref in ready:
+        try:
+            finished += bool(ray.get(ref))
+        except Exception:
+            continue
+    if finished:
+        logger.info("%d controller actor(s) closed their windows as the driver exits", finished)
+
+
+def remember_created(session: Any, handle: Any) -> None:
+    """An unmatched actor the driver creates may become a controller; held weakly, never kept alive."""
+    with contextlib.suppress(TypeError):
+        session.created_actors.append(weakref.ref(handle))

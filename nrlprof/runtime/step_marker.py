@@ -1,0 +1,55 @@
+"""NRL_STEP_METHOD: steps found in the calls a controller submits, with no step code in the driver.
+
+Step n begins when the controller submits the n-th call of a matching method (on a worker matching the
+worker pattern) that follows a call of any other method. A worker group's fan-out of one call to N ranks is
+one step, and so are repeated calls in a row. The step's window actions are queued before that call is
+submitted, so they reach the workers first. Ray's and nrlprof's own calls (`__ray_call__`, ...) do not count.
+"""
+
+from __future__ import annotations
+
+import threading
+from fnmatch import fnmatchcase
+from typing import Any
+
+from nrlprof.config.plan import StepMethod
+from nrlprof.workers.identity import WorkerIdentity, snake_case
+
+
+class StepMarker:
+    def __init__(self, method: StepMethod) -> None:
+        self.method = method
+        self.description = f"the step marker NRL_STEP_METHOD={method.text}"
+        self.step = 0
+        self._in_run = False
+        self._lock = threading.Lock()
+
+    def new_step(self, names: tuple[str, ...], method_name: str) -> int | None:
+        """The step this call begins, or None when it continues a run or is no step at all."""
+        matches = fnmatchcase(method_name, self.method.method) and any(
+            fnmatchcase(name, self.method.worker) for name in names
+        )
+        with self._lock:
+            if not matches:
+                self._in_run = False
+                return None
+            if self._in_run:
+                return None
+            self._in_run = True
+            self.step += 1
+            return self.step
+
+
+def actor_names(handle: Any, known: dict[str, WorkerIdentity]) -> tuple[str, ...]:
+    """The names a worker is matched under: from its creation in this process, else its class."""
+    try:
+        identity = known.get(handle._actor_id.hex())
+    except AttributeError:
+        identity = None
+    if identity is not None:
+        return identity.match_names
+    try:
+        class_name = handle._ray_actor_creation_function_descriptor.class_name.rsplit(".", 1)[-1]
+    except AttributeError:
+        return ()
+    return (class_name, snake_case(class_name))

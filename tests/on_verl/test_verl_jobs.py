@@ -1,0 +1,231 @@
+"""nrlprof on verl's own code (verl 0.9.1 from the package index, its single controller on CPU): worker groups
+built with `create_colocated_worker_cls` and `spawn`, fused `WorkerDict` actors, verl's trainer class stepping
+them. The programs never import nrlprof: the start-up hook activates it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_rayfix_cluster import ray_start_cluster
+from trace_reading import load_trace, marker_steps, traces_under
+
+HERE = Path(__file__).parent
+TESTS = HERE.parent
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
+FUSED = "worker_dict-actor_rollout-critic"
+
+PROLOGUE = f"""
+import os, sys, ray
+sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
+from verl_workers import bare_trainer, train, worker_groups
+"""
+
+
+def verl_env(tmp_path: Path, **variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env.update({"PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]), "NRL_STEP_ANATOMY": "0", **variables})
+    return env
+
+
+def run_program(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    script = tmp_path / "train.py"
+    script.write_text(PROLOGUE + textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)  # fmt: skip
+
+
+LOCAL_JOB = """
+ray.init(num_cpus=16, include_dashboard=False)
+groups = worker_groups(colocated={colocated})
+train(bare_trainer(groups), groups, steps=5, profile_steps={profile_steps})
+"""
+
+
+def steps_in(trace: Path, prefix: str) -> set[int]:
+    return marker_steps(load_trace(trace), prefix)
+
+
+def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_profiler_stands_down(tmp_path):
+    traces, own = tmp_path / "traces", tmp_path / "verl-own"
+    env = verl_env(
+        tmp_path,
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*WorkerDict*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+        NRL_TORCH_PROFILE_DIR=str(traces),
+        VERL_OWN_PROFILER_DIR=str(own),
+    )
+    result = run_program(tmp_path, LOCAL_JOB.format(colocated=True, profile_steps=(2, 3)), env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"Torch profiling enabled for worker '{FUSED}' (matched pattern '*WorkerDict*')" in result.stderr
+    assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
+    assert "verl's own torch profiler stands down; nrlprof's torch runs in this process" in result.stderr
+    assert not any(own.rglob("*.json*")), "verl's own torch profiler wrote nothing: one profiler per process"
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / FUSED / str(rank))
+        data = load_trace(trace)
+        assert data["distributedInfo"]["rank"] == rank, "verl's RANK"
+        for prefix in ("rollout.generate.", "critic.values.", "actor.update."):
+            assert steps_in(trace, prefix) == {2, 3}, prefix
+        names = {str(e.get("name")) for e in data["traceEvents"]}
+        assert f"{FUSED}.actor_rollout_generate_sequences [step 2]" in names, "verl's fused methods as ranges"
+
+
+VERL_YAML = """
+global_profiler:
+  tool: torch
+  steps: [2, 3]
+actor_rollout_ref:
+  actor:
+    profiler:
+      enable: true
+      all_ranks: true
+      tool: torch
+      discrete: true
+      discrete_methods: [generate_sequences]
+critic:
+  profiler:
+    enable: false
+"""
+
+
+def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixed_methods(tmp_path):
+    traces = tmp_path / "traces"
+    config = tmp_path / "verl.yaml"
+    config.write_text(VERL_YAML)
+    env = verl_env(tmp_path, NRL_PROFILE_CONFIG=str(config), NRL_TORCH_PROFILE_DIR=str(traces))
+    result = run_program(tmp_path, LOCAL_JOB.format(colocated=False, profile_steps=()), env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "Torch profiling enabled for worker 'worker_dict-actor_rollout'" in result.stderr
+    assert not (traces / "worker_dict-critic").exists(), "the critic's pool hosts no profiled role"
+    for rank in (0, 1):
+        discrete = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
+        # discrete: one trace per call of the listed method, which verl calls as actor_rollout_generate_sequences
+        assert sorted(steps_in(t, "rollout.generate.").pop() for t in discrete) == [2, 3]
+        assert all(steps_in(t, "actor.update.") == set() for t in discrete), "only the listed method's calls"
+
+
+FRAMEWORK_CONFIG_JOB = """
+import torch
+import verl
+from omegaconf import OmegaConf, open_dict
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer, Role
+from verl.single_controller.ray import RayWorkerGroup
+
+config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
+with open_dict(config):
+    config.data.train_batch_size = config.data.val_batch_size = 1
+    config.data.dataloader_num_workers = 0
+    config.global_profiler.tool = "torch"
+    config.global_profiler.steps = [2, 3]
+    config.actor_rollout_ref.actor.profiler.enable = True
+    config.actor_rollout_ref.actor.profiler.all_ranks = True
+    config.actor_rollout_ref.actor.profiler.tool = "torch"
+data = [{"x": i} for i in range(4)]
+ray.init(num_cpus=16, include_dashboard=False)
+trainer = RayPPOTrainer(config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
+                        resource_pool_manager=None, ray_worker_group_cls=RayWorkerGroup, train_dataset=data,
+                        val_dataset=data, collate_fn=lambda batch: batch,
+                        train_sampler=torch.utils.data.SequentialSampler(data), device_name="cpu")
+groups = worker_groups(colocated=False)
+trainer.use_reference_policy, trainer.use_critic = False, True
+train(trainer, groups, steps=5, profile_steps=(2, 3))
+"""
+
+
+def test_verls_own_config_object_is_read_when_its_trainer_starts(tmp_path):
+    """NRL_PROFILE_FRAMEWORK_CONFIG=1: verl's global_profiler and role blocks, from verl's config object."""
+    traces = tmp_path / "traces"
+    env = verl_env(tmp_path, NRL_PROFILE_FRAMEWORK_CONFIG="1", NRL_TORCH_PROFILE_DIR=str(traces))
+    result = run_program(tmp_path, FRAMEWORK_CONFIG_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)" in result.stderr
+    for rank in (0, 1):
+        # verl's generated config has profile_continuous_steps: false, so each listed step is a window of its own.
+        windows = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
+        assert sorted(steps_in(t, "actor.update.").pop() for t in windows) == [2, 3]
+    assert not (traces / "worker_dict-critic").exists()
+
+
+def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(tmp_path):
+    traces, anatomy = tmp_path / "traces", tmp_path / "anatomy"
+    env = verl_env(
+        tmp_path,
+        NRL_STEP_METHOD="*WorkerDict*.actor_rollout_generate_sequences",
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*actor_rollout*",
+        NRL_TORCH_PROFILE_STEP_RANGE="3",
+        NRL_TORCH_PROFILE_DIR=str(traces),
+        NRL_STEP_ANATOMY="1",
+        NRL_STEP_ANATOMY_DIR=str(anatomy),
+    )
+    body = """
+        ray.init(num_cpus=16, include_dashboard=False)
+        groups = worker_groups(colocated=False)
+        for step in range(1, 5):
+            groups["actor_rollout"].generate_sequences(step)
+            groups["critic"].compute_values(step)
+            groups["actor_rollout"].update_actor(step)
+    """
+    result = run_program(tmp_path, body, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
+        assert steps_in(trace, "rollout.generate.") == {3}
+        assert steps_in(trace, "critic.values.") == set(), "the critic's pool is not profiled"
+    summary = subprocess.run([sys.executable, "-m", "nrlprof", "summary", str(anatomy), "--json"],
+                             capture_output=True, text=True, timeout=300, env=verl_env(tmp_path))  # fmt: skip
+    assert summary.returncode == 0, summary.stderr
+    steps = json.loads(summary.stdout)["anatomy"]["steps"]
+    assert sorted(steps, key=int)[-3:] == ["2", "3", "4"]
+    for step in ("2", "3", "4"):
+        assert [(p["worker"], p["method"], p["ranks"]) for p in steps[step]["phases"]] == [
+            ("worker_dict-actor_rollout", "actor_rollout_generate_sequences", [0, 1]),
+            ("worker_dict-critic", "critic_compute_values", [0, 1]),
+            ("worker_dict-actor_rollout", "actor_rollout_update_actor", [0, 1]),
+        ], f"every phase of step {step}, named as nrlprof names the workers"
+
+
+TASK_RUNNER_JOB = f"""
+import os, sys, ray
+
+@ray.remote(num_cpus=0)
+class TaskRunner:
+    # verl's main_ppo shape: the worker groups are created, and the trainer runs, inside this actor.
+    def run(self):
+        sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
+        from verl_workers import bare_trainer, train, worker_groups
+
+        groups = worker_groups(colocated=True)
+        train(bare_trainer(groups), groups, steps=4)
+        return os.getpid()
+
+# The job's own runtime_env (nrlprof adds its settings beside it): the workers import the test's modules.
+ray.init(address="auto", runtime_env={{"env_vars": {{"PYTHONPATH": {os.pathsep.join([str(HERE), str(TESTS)])!r}}}}})
+print("RUNNER", ray.get(TaskRunner.remote().run.remote()), flush=True)
+"""
+
+
+def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluster(tmp_path):
+    traces = tmp_path / "traces"
+    script = tmp_path / "main_ppo.py"
+    script.write_text(TASK_RUNNER_JOB)
+    with ray_start_cluster(tmp_path, with_hook=True, num_cpus=16) as cluster:
+        env = {**cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
+               "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]),
+               "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*actor_rollout*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4",
+               "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
+        result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                                timeout=900, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    runner = int(result.stdout.split("RUNNER")[1])
+    assert f"is the controller on {os.uname().nodename} pid {runner}" in result.stderr
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / FUSED / str(rank))
+        assert steps_in(trace, "actor.update.") == {2, 3}
+    (controller,) = traces.glob("controller.steps2-3.*.pt.trace.json")
+    assert controller.name.split(".")[2] == str(runner)

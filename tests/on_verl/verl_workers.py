@@ -1,0 +1,107 @@
+"""Workers shaped as verl's are, on verl's own single controller (CPU), and a training loop stepping them
+through verl's own trainer class. No profiling code of nrlprof's in them.
+
+The workers carry verl's own profiler (`DistProfilerExtension`, as verl's FSDP workers do); with
+VERL_OWN_PROFILER_DIR set, verl's torch profiler is enabled in them and would write there.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ray
+from verl.single_controller.base import Worker
+from verl.single_controller.base.decorator import Dispatch, register
+from verl.utils.profiler import DistProfiler, DistProfilerExtension
+from verl.utils.profiler.config import ProfilerConfig, TorchProfilerToolConfig
+
+OWN_PROFILER_DIR = "VERL_OWN_PROFILER_DIR"
+
+
+def matmuls(tag: str) -> None:
+    import torch
+
+    with torch.profiler.record_function(tag):
+        x = torch.ones(48, 48)
+        for _ in range(3):
+            x = x @ x / 48
+
+
+def verls_own_profiler() -> DistProfiler:
+    rank = int(os.environ.get("RANK", "0"))
+    save_path = os.environ.get(OWN_PROFILER_DIR)
+    if not save_path:
+        return DistProfiler(rank=rank)
+    config = ProfilerConfig(tool="torch", enable=True, all_ranks=True, save_path=save_path)
+    return DistProfiler(rank=rank, config=config, tool_config=TorchProfilerToolConfig())
+
+
+class ActorRolloutRefWorker(Worker, DistProfilerExtension):
+    def __init__(self) -> None:
+        Worker.__init__(self)
+        DistProfilerExtension.__init__(self, verls_own_profiler())
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def generate_sequences(self, step: int) -> int:
+        matmuls(f"rollout.generate.{step}")
+        return os.getpid()
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def update_actor(self, step: int) -> int:
+        matmuls(f"actor.update.{step}")
+        return os.getpid()
+
+
+class CriticWorker(Worker, DistProfilerExtension):
+    def __init__(self) -> None:
+        Worker.__init__(self)
+        DistProfilerExtension.__init__(self, verls_own_profiler())
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def compute_values(self, step: int) -> int:
+        matmuls(f"critic.values.{step}")
+        return os.getpid()
+
+
+def worker_groups(colocated: bool, ranks: int = 2) -> dict:
+    """verl's own way: resource pools, `create_colocated_worker_cls`, a RayWorkerGroup, `spawn` per role."""
+    from verl.single_controller.ray.base import (
+        RayClassWithInitArgs,
+        RayResourcePool,
+        RayWorkerGroup,
+        create_colocated_worker_cls,
+    )
+
+    actor = RayClassWithInitArgs(cls=ray.remote(ActorRolloutRefWorker))
+    critic = RayClassWithInitArgs(cls=ray.remote(CriticWorker))
+    if colocated:
+        pools = [{"actor_rollout": actor, "critic": critic}]
+    else:
+        pools = [{"actor_rollout": actor}, {"critic": critic}]
+    groups = {}
+    for roles in pools:
+        pool = RayResourcePool(process_on_nodes=[ranks], use_gpu=False, max_colocate_count=1)
+        fused = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=create_colocated_worker_cls(class_dict=roles))
+        groups.update(fused.spawn(prefix_set=roles.keys()))
+    return groups
+
+
+def bare_trainer(groups: dict):
+    """verl's RayPPOTrainer holding the worker groups, built without its data loading (no model, no dataset)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    trainer = object.__new__(RayPPOTrainer)
+    trainer.use_reference_policy, trainer.use_critic = False, True
+    return trainer
+
+
+def train(trainer, groups: dict, steps: int, profile_steps: tuple[int, ...] = ()) -> None:
+    """verl's step loop as `RayPPOTrainer.fit` runs it: profiling switched at the top and bottom of each step."""
+    trainer.actor_rollout_wg, trainer.critic_wg = groups["actor_rollout"], groups["critic"]
+    for step in range(1, steps + 1):
+        trainer.global_steps = step
+        trainer._start_profiling(step in profile_steps and step - 1 not in profile_steps)
+        trainer.actor_rollout_wg.generate_sequences(step)
+        trainer.critic_wg.compute_values(step)
+        trainer.actor_rollout_wg.update_actor(step)
+        trainer._stop_profiling(step in profile_steps and step + 1 not in profile_steps)

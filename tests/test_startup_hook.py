@@ -1,0 +1,161 @@
+"""Activation at interpreter start-up (nrlprof-startup.pth): no `import nrlprof` in the program.
+
+These run fresh interpreters of the test environment, where nrlprof is installed (editable) with its start-up
+hook, plus one fresh venv with nrlprof installed from its wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD = {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4"}
+
+
+def clean_env(**variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+    return {**env, **variables}
+
+
+def run(code: str, env: dict[str, str], python: str = sys.executable, cwd: Path | None = None):
+    return subprocess.run(
+        [python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def test_the_hook_is_installed_beside_the_package():
+    site = Path(sysconfig.get_paths()["purelib"])
+    line = (site / "nrlprof-startup.pth").read_text().strip()
+    assert line.startswith("import os;"), "a .pth line runs only when it starts with `import`"
+    assert (site / "nrlprof_startup.py").is_file()
+
+
+def test_with_no_nrl_variable_nothing_is_imported_and_nothing_printed():
+    result = run(
+        """
+        import sys
+        print(sorted(m for m in sys.modules if m.startswith(("nrlprof", "ray", "torch"))))
+        """,
+        clean_env(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert result.stderr == ""
+
+
+def test_a_program_that_never_imports_nrlprof_is_active_before_its_own_code():
+    result = run(
+        """
+        import sys
+        nrlprof = sys.modules.get("nrlprof")
+        print(nrlprof is not None and nrlprof.is_active(), "ray" in sys.modules, "torch" in sys.modules)
+        """,
+        clean_env(**GOOD),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "False"], "active, with neither ray nor torch imported"
+    assert result.stderr == "", "nothing is logged before the program imports ray"
+
+
+def test_a_bad_setting_stops_the_program_before_its_own_code_with_one_line():
+    result = run("print('the program ran')", clean_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+                                                        NRL_TORCH_PROFILE_STEP_RANGE="0:10"))  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("nrlprof.ConfigError: NRL_TORCH_PROFILE_STEP_RANGE='0:10' is invalid")
+
+
+def test_nrl_profile_disable_turns_the_hook_off():
+    result = run(
+        "import sys; print('nrlprof' in sys.modules and sys.modules['nrlprof'].is_active())",
+        clean_env(NRL_PROFILE_DISABLE="1", NRL_TORCH_PROFILE_STEP_RANGE="0:10"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_a_later_import_and_configure_keep_the_session_the_hook_made(tmp_path):
+    result = run(
+        """
+        import sys
+        from nrlprof.runtime import state
+        first = state.session
+        import nrlprof
+        nrlprof.configure({"trainer": {"profile_steps": [5]},
+                            "actor_rollout_ref": {"actor": {"profiler": {"enable": True, "all_ranks": True,
+                                                                            "tool": "torch"}}},
+                            "global_profiler": {"tool": "torch"}})
+        print(first is not None, state.session is first, [b.kind for b in state.session.plan.backends])
+        """,
+        clean_env(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy")),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "['torch']"]
+
+
+def test_a_drivers_children_may_be_drivers_and_a_ray_workers_children_are_not(tmp_path):
+    """A launcher or sweep script starts drivers; a Ray worker's DataLoader or engine process is no driver."""
+    child = "import sys; n = sys.modules.get('nrlprof'); print('child', n is not None and n.is_active())"
+    result = run(
+        f"""
+        import subprocess, sys
+        import ray
+        print("driver's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
+        from nrlprof.runtime.session import mark_children
+        mark_children()  # what a controller or matched worker does when it activates
+        print("ray worker's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
+        """,
+        clean_env(**GOOD, NRL_STEP_ANATOMY="0"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "driver's: child True" in result.stdout
+    assert "ray worker's: child False" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_wheel_install_activates_at_start_up(tmp_path):
+    """`pip install nrlprof` (not editable) in a fresh venv: the wheel carries the hook to site-packages."""
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = wheels.glob("nrlprof-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    probe = "import sys; n = sys.modules.get('nrlprof'); print(n is not None and n.is_active(), n and n.__file__)"
+    result = run(probe, clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    active, where = result.stdout.split()
+    assert active == "True"
+    assert where.startswith(str(venv)), "the installed copy, not the checkout"
+    bad = run("print('ran')", clean_env(NRL_TORCH_PROFILE_STEP_RANGE="5:5", NRL_TORCH_PROFILE_WORKER_PATTERNS="x"),
+              python=python, cwd=tmp_path)  # fmt: skip
+    assert bad.returncode == 2 and "NRL_TORCH_PROFILE_STEP_RANGE='5:5'" in bad.stderr
+    uninstall = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "nrlprof"], capture_output=True,
+                               timeout=300)  # fmt: skip
+    assert uninstall.returncode == 0
+    site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        text=True).strip())  # fmt: skip
+    assert not (site / "nrlprof-startup.pth").exists(), "uninstalling removes the hook"

@@ -1,0 +1,163 @@
+"""Steps with no driver code: NRL_STEP_METHOD, in programs that never import nrlprof (the start-up hook
+activates them), on a local `ray.init()` cluster and from a controller actor on a `ray start` cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_rayfix_cluster import ray_start_cluster
+from trace_reading import load_trace, marker_steps, traces_under
+
+from nrlprof.config.plan import StepMethod
+from nrlprof.runtime.step_marker import StepMarker
+
+TESTS = str(Path(__file__).parent)
+pytestmark = pytest.mark.slow
+
+
+def test_a_step_is_each_run_of_matching_calls_after_another_method():
+    marker = StepMarker(StepMethod("*policy*", "train"))
+    policy, gen = ("dtensor_policy_worker",), ("vllm_generation_worker",)
+    calls = [
+        (gen, "generate"),
+        (policy, "train"),  # step 1
+        (policy, "train"),  # the fan-out to a second rank: still step 1
+        (gen, "generate"),
+        (policy, "train"),  # step 2
+        (policy, "train"),
+        (policy, "train"),  # repeated calls in a row: still step 2
+        (policy, "checkpoint"),
+        (policy, "train"),  # step 3: another method of the same worker came between
+        (gen, "train"),  # a matching method on a worker the pattern does not select: no step, and ends the run
+        (policy, "train"),  # step 4
+    ]
+    began = [marker.new_step(names, method) for names, method in calls]
+    assert began == [None, 1, None, None, 2, None, None, None, 3, None, 4]
+
+
+DRIVER = textwrap.dedent(
+    """
+    import sys, ray
+    sys.path.insert(0, {tests!r})
+    from workload import DTensorPolicyWorker, VllmGenerationWorker
+    from worker_shapes import AsyncRewardWorker, ThreadedRolloutWorker
+
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=True)
+    policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
+    generation = VllmGenerationWorker.remote()
+    rollout, reward = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
+    for step in range(1, 6):
+        ray.get(generation.generate.remote(step))
+        ray.get([rollout.rollout.remote(step), reward.score.remote(step)])
+        ray.get([w.train.remote(step) for w in policy])
+        if step == 3:
+            ray.get([w.train.remote(step) for w in policy])  # a second call in a row: the same step
+    {explicit}
+    print("DONE", flush=True)
+    """
+)
+
+
+def run_driver(tmp_path: Path, explicit: str = "", **variables: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "train.py"
+    script.write_text(DRIVER.format(tests=TESTS, explicit=explicit))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env.update(variables, NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS)
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)  # fmt: skip
+
+
+def test_the_marker_drives_the_windows_of_a_program_with_no_nrlprof_code(tmp_path):
+    traces = tmp_path / "traces"
+    result = run_driver(
+        tmp_path,
+        NRL_STEP_METHOD="*policy*.train",
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*,*rollout*,*reward*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+        NRL_TORCH_PROFILE_DIR=str(traces),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "steps come from the step marker NRL_STEP_METHOD=*policy*.train (first step: 1)" in result.stderr
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
+        assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}, "exactly the window's steps"
+        assert json.loads(trace.read_text())["distributedInfo"]["rank"] == rank
+    # A step begins at its train calls: the loop's rollout and scoring that follow them belong to it, so the
+    # window of steps 2-3 runs from the train calls of loop iteration 2 to those of iteration 4.
+    (threaded,) = traces_under(traces / "threaded_rollout_worker")
+    assert marker_steps(load_trace(threaded), "threaded.rollout.") == {3, 4}
+    (asynchronous,) = traces_under(traces / "async_reward_worker")
+    assert marker_steps(load_trace(asynchronous), "async.score.") == {3, 4}
+
+
+def test_an_explicit_step_wins_over_the_marker(tmp_path):
+    traces = tmp_path / "traces"
+    explicit = "\n".join(
+        ["import nrlprof", "nrlprof.step(10)", "ray.get([w.train.remote(10) for w in policy])", "nrlprof.step(11)"]
+    )
+    result = run_driver(
+        tmp_path,
+        explicit=explicit,
+        NRL_STEP_METHOD="*policy*.train",
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2,10",
+        NRL_TORCH_PROFILE_DIR=str(traces),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "steps come from nrlprof.step() from step 10 on (before: the step marker" in result.stderr
+    rank0 = traces_under(traces / "dtensor_policy_worker" / "0")
+    assert sorted(marker_steps(load_trace(t), "policy.train.").pop() for t in rank0) == [2, 10]
+
+
+CONTROLLER = textwrap.dedent(
+    """
+    import json, os, sys, ray
+    sys.path.insert(0, {tests!r})
+
+    @ray.remote(num_cpus=0)
+    class Trainer:
+        # verl's TaskRunner shape: it creates the worker groups and runs the training loop.
+        def run(self, steps):
+            from workload import DTensorPolicyWorker, RewardWorker
+
+            policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote()
+                      for r in (0, 1)]
+            reward = RewardWorker.remote()
+            for step in range(1, steps + 1):
+                ray.get(reward.score.remote(step))
+                ray.get([w.train.remote(step) for w in policy])
+            import nrlprof
+            nrlprof.finish()
+            return os.getpid()
+
+    ray.init(address="auto", log_to_driver=True)
+    print("TRAINER", ray.get(Trainer.remote().run.remote(4)), flush=True)
+    """
+)
+
+
+def test_a_controller_actor_on_a_ray_start_cluster_creates_and_steps_its_workers(tmp_path):
+    """The settings reach the actor from the driver's environment: the raylet was started without them."""
+    traces = tmp_path / "traces"
+    script = tmp_path / "train.py"
+    script.write_text(CONTROLLER.format(tests=TESTS))
+    with ray_start_cluster(tmp_path, with_hook=True, num_cpus=4) as cluster:
+        env = {**cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
+               "NRL_STEP_METHOD": "*policy*.train", "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
+               "NRL_TORCH_PROFILE_STEP_RANGE": "2:4", "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
+        result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                                timeout=600, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    trainer_pid = int(result.stdout.split("TRAINER")[1])
+    assert "is the controller on" in result.stderr
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
+        assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
+    (controller,) = traces.glob("controller.steps2-3.*.pt.trace.json")
+    assert controller.name.split(".")[2] == str(trainer_pid), "the controller's own trace is the trainer actor's"
