@@ -128,3 +128,20 @@ def test_openrlhf_trainer_actor_is_the_controller_of_workers_the_driver_created(
         (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
         # The second draw found no samples (dynamic filtering drew again): still step 2.
         assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
+
+
+def test_an_actors_own_nsight_options_stand_down_where_nrlprof_runs_nsys(ray_cluster, activate, calls, nrlprof_log):
+    """verl's worker groups put their own `nsight` key in every worker's runtime_env: one nsys per process."""
+    from workload import DTensorPolicyWorker, RewardWorker
+
+    activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
+    own = {"nsight": {"t": "cuda", "o": "frameworks_own_%p"}}
+    policy = DTensorPolicyWorker.options(runtime_env=own).remote()
+    reward = RewardWorker.options(runtime_env=own).remote()
+    pids = ray_cluster.get([policy.pid.remote(), reward.pid.remote()], timeout=180)
+    launches = {r["pid"]: r["options"][-1] for r in calls() if r["pid"] in pids}
+    assert launches[pids[0]].endswith("dtensor_policy_worker_2_%p"), "nrlprof's nsys, not the framework's"
+    assert launches[pids[1]].endswith("/logs/nsight/frameworks_own_%p"), "no nsys of nrlprof's: its own stays"
+    assert any("its runtime_env's own nsight options stand down" in m for m in nrlprof_log)
+    for actor in (policy, reward):
+        ray_cluster.kill(actor)

@@ -229,3 +229,46 @@ def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluste
         assert steps_in(trace, "actor.update.") == {2, 3}
     (controller,) = traces.glob("controller.steps2-3.*.pt.trace.json")
     assert controller.name.split(".")[2] == str(runner)
+
+
+CONTROLLER_NSIGHT_JOB = """
+import verl
+from omegaconf import OmegaConf, open_dict
+from verl.trainer.main_ppo import run_ppo
+
+config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
+with open_dict(config):
+    config.global_profiler.tool = "nsys"
+    config.global_profiler.steps = [2]
+    config.actor_rollout_ref.actor.profiler.enable = True
+    config.actor_rollout_ref.actor.profiler.all_ranks = True
+    config.actor_rollout_ref.actor.profiler.tool = "nsys"
+    config.ray_kwargs.ray_init.num_cpus = 4
+
+@ray.remote(num_cpus=0)
+class TaskRunner:
+    def run(self, config):
+        with open(os.environ["RUNNER_PID_FILE"], "w") as out:
+            out.write(str(os.getpid()))
+
+run_ppo(config, task_runner_class=TaskRunner)
+"""
+
+
+def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_path):
+    """verl gives its TaskRunner `nsight` options only where CUDA is; nrlprof launches it under nsys with them."""
+    from conftest import install_stand_ins, tool_records
+
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    pid_file = tmp_path / "runner.pid"
+    env = verl_env(tmp_path, NRL_PROFILE_FRAMEWORK_CONFIG="1", RUNNER_PID_FILE=str(pid_file),
+                   NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))  # fmt: skip
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    result = run_program(tmp_path, CONTROLLER_NSIGHT_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "controller actor 'task_runner' runs under nsys with the controller's options" in result.stderr
+    runner = int(pid_file.read_text())
+    (launch,) = [r for r in tool_records(tmp_path / "calls") if r["pid"] == runner]
+    options = " ".join(launch["options"])
+    assert "cuda,nvtx,cublas,ucx" in options and "cuda-memory-usage" in options, options
+    assert "capture-range" not in options, "the controller runs under nsys for its whole lifetime"
