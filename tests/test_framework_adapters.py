@@ -6,6 +6,7 @@ names and signatures (see its README). verl's adapter runs on verl's own code in
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,10 +76,15 @@ def test_nemo_rl_helpers_are_taken_over_so_one_nsys_acts_on_nrlprofs_step_lists(
     assert sorted(r["pid"] for r in launches) == pids, "each worker runs under exactly one nsys"
     for launch in launches:
         assert launch["options"][-1].endswith("dtensor_policy_worker_2_5_%p"), "nrlprof's own options"
-    nsight = Path(result.stdout.split("SESSION")[1].split()[0]) / "logs" / "nsight"
+    session = Path(result.stdout.split("SESSION")[1].split()[0])
+    nsight = session / "logs" / "nsight"
+    records = [json.loads(line) for m in (session / "logs" / "nrlprof").glob("manifest-*.jsonl")
+               for line in m.read_text().splitlines()]  # fmt: skip
     for pid in pids:
         reports = sorted(p.name for p in nsight.glob(f"dtensor_policy_worker_2_5_{pid}.*.nsys-rep"))
         assert reports == [f"dtensor_policy_worker_2_5_{pid}.1.nsys-rep", f"dtensor_policy_worker_2_5_{pid}.2.nsys-rep"]
+        recorded = [(r["steps"], [Path(f).name for f in r["files"]]) for r in records if r["pid"] == pid]
+        assert recorded == [([2], [reports[0]]), ([5], [reports[1]])], "the manifest on the worker's node names them"
 
 
 RLINF_PROGRAM = """

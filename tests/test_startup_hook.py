@@ -159,3 +159,21 @@ def test_a_wheel_install_activates_at_start_up(tmp_path):
     site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                         text=True).strip())  # fmt: skip
     assert not (site / "nrlprof-startup.pth").exists(), "uninstalling removes the hook"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editable", [False, True], ids=["uv-build", "uv-editable"])
+def test_uv_installs_the_hook_too(tmp_path, editable):
+    """uv builds nrlprof with its own build isolation (what `uv add` does) and installs the hook with it."""
+    uv = str(Path(sys.executable).with_name("uv"))
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    source = ["-e", str(REPO)] if editable else [str(REPO)]
+    install = subprocess.run([uv, "pip", "install", "-q", "--python", python, "--no-deps", *source],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    probe = "import sys; n = sys.modules.get('nrlprof'); print(n is not None and n.is_active())"
+    result = run(probe, clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"

@@ -329,9 +329,13 @@ def _arm_oom_snapshot(session: Session) -> None:
 
 
 def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session | None:
-    """Activate as what this process is (see nrlprof.runtime.process_kind)."""
-    if kind == WORKER or (environ.get(WORKER_VARIABLE) and in_ray_worker_process()):
-        return activate_worker(environ)
+    """Activate as what this process is (see nrlprof.runtime.process_kind).
+
+    A matched worker activates once Ray has connected it (its setup hook, or an import after that): its
+    backends write under the session directory of its node.
+    """
+    if kind == WORKER or environ.get(WORKER_VARIABLE):
+        return activate_worker(environ) if in_ray_worker_process() else None
     if kind == CONTROLLER:
         return activate_controller(environ)
     from nrlprof.config.env import is_configured, load_plan
