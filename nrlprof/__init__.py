@@ -98,17 +98,31 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
 def _activate_from_environment() -> None:
     """At import (also at interpreter start-up, through nrlprof-startup.pth): activate as what this process is."""
     from nrlprof.config.variables import may_activate
-
-    if not may_activate(os.environ):
-        return
-    from nrlprof.runtime.process_kind import CHILD, process_kind
+    from nrlprof.runtime.process_kind import CHILD, DRIVER, process_kind
 
     kind = process_kind()
-    if kind is None or kind == CHILD:
+    if kind == DRIVER:
+        _warn_misspelled_variables()
+    if kind is None or kind == CHILD or not may_activate(os.environ):
         return
     from nrlprof.runtime.session import activate_from_env
 
     activate_from_env(os.environ, kind)
+
+
+def _warn_misspelled_variables() -> None:
+    """`NRL_NSYS_RANK is not read by nrlprof; did you mean NRL_NSYS_RANKS?`, once per name, in a driver."""
+    from nrlprof.config.variables import misspelled_variables
+
+    close = {name: known for name, known in misspelled_variables(os.environ).items() if known}
+    if not close:
+        return
+    from nrlprof.log import configure_logging, logger
+
+    level = os.environ.get("NRL_PROFILE_LOG_LEVEL", "").strip().upper()
+    configure_logging(level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO")
+    for name, known in close.items():
+        logger.warning("%s is not a variable nrlprof reads; did you mean %s?", name, known)
 
 
 _activate_from_environment()

@@ -17,7 +17,8 @@ class ConfigError(NrlprofError, ValueError):
         self.value = value
         self.expected = expected
         reason = f": {detail}" if detail else ""
-        super().__init__(f"{source}={_shown(value)} is invalid{reason}. Expected {expected}.")
+        end = "" if expected.endswith(("?", ".")) else "."
+        super().__init__(f"{source}={_shown(value)} is invalid{reason}. Expected {expected}{end}")
 
 
 def _shown(value: object, limit: int = 200) -> str:

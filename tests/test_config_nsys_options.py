@@ -106,9 +106,9 @@ def test_discrete_targets_repeat_without_a_count(route, source):
 
 @pytest.mark.parametrize(("route", "source"), ROUTES, ids=ROUTE_IDS)
 def test_aliases(route, source):
-    options = route("2", {"output": "out", "trace": "cuda", "--stats": True})
+    options = route("2", {"output": "out_%p", "trace": "cuda", "--stats": True})
     assert options == {"t": "cuda", "capture-range": "cudaProfilerApi", "capture-range-end": "stop"} | {
-        "o": "out",
+        "o": "out_%p",
         "stats": "true",
     }
 

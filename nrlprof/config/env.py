@@ -47,6 +47,7 @@ from nrlprof.config.variables import (
     TORCH_PREFIX,
     TORCH_STEP_VARIABLE,
     is_configured,
+    partner_hint,
 )
 from nrlprof.errors import ConfigError
 
@@ -117,12 +118,17 @@ def selection(
     step_text = environ.get(step_variable, "")
     steps = parse_step_spec(step_text, step_variable) if step_text.strip() else None
     if patterns and steps is None and steps_required:
-        raise ConfigError(step_variable, step_text, f"a step range such as '3:5' because {patterns_variable} is set")
+        raise ConfigError(
+            step_variable,
+            step_text,
+            f"a step range such as '3:5' because {patterns_variable} is set{partner_hint(environ, step_variable)}",
+        )
     if steps is not None and not patterns:
         raise ConfigError(
             patterns_variable,
             environ.get(patterns_variable, ""),
-            f"comma-separated worker patterns such as '*policy*' because {step_variable} is set",
+            "comma-separated worker patterns such as '*policy*' because "
+            f"{step_variable} is set{partner_hint(environ, patterns_variable)}",
         )
     if not patterns:
         return None

@@ -90,6 +90,30 @@ def normalise_options(options: Mapping[object, object], source: str) -> dict[str
     return normal
 
 
+# nsys expands these in an output name to something of each process: its pid, or one of its variables (RANK).
+PER_PROCESS_NAME_PARTS = ("%p", "%q{")
+
+
+def _check_output_name(user: Mapping[object, object], source: str) -> None:
+    """Every profiled worker of a node launched with one `-o` must write a name of its own."""
+    for raw_key, value in user.items():
+        name = str(raw_key).lstrip("-")
+        if OPTION_ALIASES.get(name, name) != "o" or value is None:
+            continue
+        output = option_text(value)
+        if not any(part in output for part in PER_PROCESS_NAME_PARTS):
+            _refuse_shared_output(key(source, str(raw_key)), output)
+
+
+def _refuse_shared_output(where: str, output: str) -> None:
+    raise ConfigError(
+        where,
+        output,
+        f"an output name with %p (the pid nsys launched) such as '{output}_%p'",
+        "every profiled worker on a node would write this same file",
+    )
+
+
 def nsys_flags(value: object, path: str) -> tuple[str, ...]:
     """RLinf's bare flags, leading dashes dropped."""
     flags = tuple(flag.lstrip("-") for flag in names(value, path, FLAGS_FORM) or ())
@@ -204,6 +228,7 @@ def build_nsys_options(
     """User options over the defaults, validated the same way for every route; `source` names them in errors."""
     normal = normalise_options(user, source)
     check_flag_conflicts(flags, normal, flags_path)
+    _check_output_name(user, source)
     overrides = _checked_capture_range(normal, steps, source)
     return tuple(merge_options(nsys_default_options(steps, discrete=discrete), overrides).items())
 

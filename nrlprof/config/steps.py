@@ -95,12 +95,20 @@ def _parse_int(text: str, variable: str, spec: str, maximum: int = MAX_STEP) -> 
     digits = text.strip()
     sign, body = (digits[0], digits[1:]) if digits[:1] in ("+", "-") else ("", digits)
     if not (body.isascii() and body.isdigit()):
-        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{digits!r} is not an integer")
+        raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{digits!r} is not an integer{_dash_hint(digits)}")
     magnitude = body.lstrip("0") or "0"
     if len(magnitude) > MAX_DIGITS or int(sign + magnitude) > maximum:
         shown = digits if len(digits) <= 20 else digits[:20] + "..."
         raise ConfigError(variable, spec, STEP_SPEC_FORM, f"{shown} is above {maximum}")
     return int(sign + magnitude)
+
+
+def _dash_hint(item: str) -> str:
+    """`3-5` (steps 3 to 5, as people write them) is `3:6` here: stop is exclusive."""
+    first, dash, last = item.strip().partition("-")
+    if dash and first.isdigit() and last.isdigit() and int(first) <= int(last):
+        return f" (steps {first} to {last} are '{first}:{int(last) + 1}': the stop is exclusive)"
+    return ""
 
 
 def parse_step_spec(spec: str, variable: str) -> StepSelection:
