@@ -161,3 +161,42 @@ def test_a_controller_actor_on_a_ray_start_cluster_creates_and_steps_its_workers
         assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
     (controller,) = traces.glob("controller.steps2-3.*.pt.trace.json")
     assert controller.name.split(".")[2] == str(trainer_pid), "the controller's own trace is the trainer actor's"
+
+
+GRAPH_DRIVER = textwrap.dedent(
+    """
+    import sys, ray
+    sys.path.insert(0, {tests!r})
+    from ray.dag import InputNode
+    from worker_shapes import CompiledGraphWorker
+    from workload import RewardWorker
+
+    ray.init(num_cpus=8, include_dashboard=False)
+    worker, reward = CompiledGraphWorker.remote(), RewardWorker.remote()
+    with InputNode() as step:
+        graph = worker.forward.bind(step)
+    compiled = graph.experimental_compile()
+    try:
+        for step in range(1, 6):
+            assert ray.get(compiled.execute(step)) == step
+            ray.get(reward.score.remote(step))
+    finally:
+        compiled.teardown()
+    """
+)
+
+
+def test_a_compiled_graph_run_counts_as_a_call_of_its_methods(tmp_path):
+    """vLLM's Ray executor drives its workers with a compiled graph: no `.remote()` call per step."""
+    traces = tmp_path / "traces"
+    script = tmp_path / "train.py"
+    script.write_text(GRAPH_DRIVER.format(tests=TESTS))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env.update(NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS, NRL_STEP_METHOD="*compiled*.forward",
+               NRL_TORCH_PROFILE_WORKER_PATTERNS="*compiled*", NRL_TORCH_PROFILE_STEP_RANGE="3:5",
+               NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (trace,) = traces_under(traces / "compiled_graph_worker")
+    assert marker_steps(load_trace(trace), "compiled.forward.") == {3, 4}

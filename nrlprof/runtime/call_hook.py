@@ -1,41 +1,108 @@
 """The actor method calls a controller submits: steps begin at them (NRL_STEP_METHOD), and they reveal profiled
 workers the controller did not create (nrlprof.runtime.adoption). Ray's and nrlprof's own calls
-(`__ray_call__`, `__ray_ready__`) are left alone."""
+(`__ray_call__`, `__ray_ready__`) are left alone.
+
+A Ray compiled graph (vLLM's Ray executor drives its workers with one) calls its methods without `.remote()`:
+each `execute` counts as one call of the graph's methods.
+"""
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from nrlprof.runtime import patches
 from nrlprof.runtime.step_marker import StepMarker, actor_names
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"
+GRAPH_PATCHES = ("execute", "execute_async")
+
+
+class CallWatcher:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        method = session.plan.step_method
+        self.marker = StepMarker(method) if method is not None else None
+        # Steps are taken in order: a second thread's call waits until the step's window actions are queued.
+        self.order = threading.Lock()
+        self.graph_calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.failed = False
+
+    def called(self, calls: list[tuple[Any, str]]) -> None:
+        """(actor handle, method) pairs submitted together: one call of a method, or one run of a graph."""
+        calls = [(handle, method) for handle, method in calls if not method.startswith("__")]
+        if not calls:
+            return
+        for handle, _ in calls:
+            self.session.adoption.called(handle)
+        if self.marker is None:
+            return
+        known = self.session.known_actors
+        matches = any(self.marker.method_matches(actor_names(handle, known), method) for handle, method in calls)
+        with self.order:
+            step = self.marker.call(matches)
+            if step is not None:
+                self.session.marker_step(step, self.marker.description)
+
+    def graph(self, compiled: Any) -> list[tuple[Any, str]]:
+        """The (actor, method) of every method node of a compiled graph."""
+        calls = self.graph_calls.get(compiled)
+        if calls is None:
+            from ray.dag.class_node import ClassMethodNode
+
+            calls = []
+            for task in getattr(compiled, "idx_to_task", {}).values():
+                node = task.dag_node
+                if isinstance(node, ClassMethodNode):
+                    handle = node._get_actor_handle()
+                    if handle is not None:
+                        calls.append((handle, node.get_method_name()))
+            self.graph_calls[compiled] = calls
+        return calls
+
+    def watch(self, calls: Any) -> None:
+        """`called`, never the reason a call fails: a failure is logged once, and the call goes on."""
+        try:
+            self.called(calls() if callable(calls) else calls)
+        except Exception as err:
+            if not self.failed:
+                self.failed = True
+                from nrlprof.log import logger
+
+                logger.warning("nrlprof could not follow a method call (steps or workers may be missed): %s", err)
 
 
 def install(session: Any) -> None:
     from ray.actor import ActorMethod
 
-    method = session.plan.step_method
-    marker = StepMarker(method) if method is not None else None
-    adoption = session.adoption
-    # Steps are taken in order: a second thread's call waits until the step's window actions are queued.
-    order = threading.Lock()
+    watcher = CallWatcher(session)
 
     def wrap(original_remote):
         def _remote(self, *args, **kwargs):
-            method_name = self._method_name
-            if not method_name.startswith("__"):
-                handle = self._actor
-                adoption.called(handle)
-                if marker is not None:
-                    with order:
-                        step = marker.new_step(actor_names(handle, session.known_actors), method_name)
-                        if step is not None:
-                            session.marker_step(step, marker.description)
+            watcher.watch([(self._actor, self._method_name)])
             return original_remote(self, *args, **kwargs)
 
         _remote.__wrapped__ = original_remote
         return _remote
 
     patches.install(PATCH_NAME, ActorMethod, "_remote", wrap)
+    try:
+        from ray.dag.compiled_dag_node import CompiledDAG
+    except ImportError:
+        return
+    for name in GRAPH_PATCHES:
+        if hasattr(CompiledDAG, name):
+            patches.install(f"ray.dag.CompiledDAG.{name}", CompiledDAG, name, _graph_wrapper(watcher))
+
+
+def _graph_wrapper(watcher: CallWatcher):
+    def wrap(original_execute):
+        def execute(self, *args, **kwargs):
+            watcher.watch(lambda: watcher.graph(self))
+            return original_execute(self, *args, **kwargs)
+
+        execute.__wrapped__ = original_execute
+        return execute
+
+    return wrap

@@ -24,11 +24,17 @@ class StepMarker:
         self._in_run = False
         self._lock = threading.Lock()
 
-    def new_step(self, names: tuple[str, ...], method_name: str) -> int | None:
-        """The step this call begins, or None when it continues a run or is no step at all."""
-        matches = fnmatchcase(method_name, self.method.method) and any(
+    def method_matches(self, names: tuple[str, ...], method_name: str) -> bool:
+        return fnmatchcase(method_name, self.method.method) and any(
             fnmatchcase(name, self.method.worker) for name in names
         )
+
+    def new_step(self, names: tuple[str, ...], method_name: str) -> int | None:
+        """The step this call begins, or None when it continues a run or is no step at all."""
+        return self.call(self.method_matches(names, method_name))
+
+    def call(self, matches: bool) -> int | None:
+        """One call (or one run of a compiled graph) that matches the marker or not: the step it begins."""
         with self._lock:
             if not matches:
                 self._in_run = False
