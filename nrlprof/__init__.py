@@ -51,7 +51,7 @@ def configure(config: Mapping[str, object] | object) -> None:
     """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it."""
     from nrlprof.config.env import TORCH_DIR_VARIABLE, plan_from_env
     from nrlprof.config.yaml_config import plan_from_mapping
-    from nrlprof.runtime.session import activate_driver
+    from nrlprof.runtime.activation import activate_driver
 
     source = TORCH_DIR_VARIABLE if TORCH_DIR_VARIABLE in os.environ else "profiling config (torch trace directory)"
     activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)), source)
@@ -60,7 +60,7 @@ def configure(config: Mapping[str, object] | object) -> None:
 def activate_from_env() -> bool:
     """(Re)read the NRL_* variables of `os.environ` now, e.g. after a launcher set them in-process."""
     from nrlprof.config.env import load_plan
-    from nrlprof.runtime.session import activate_driver
+    from nrlprof.runtime.activation import activate_driver
 
     activate_driver(load_plan(os.environ))
     return state.session is not None
@@ -73,7 +73,7 @@ def disable() -> None:
 
         patches.uninstall_all()
         return
-    from nrlprof.runtime.session import deactivate
+    from nrlprof.runtime.activation import deactivate
 
     deactivate()
 
@@ -105,7 +105,7 @@ def _activate_from_environment() -> None:
         _warn_misspelled_variables()
     if kind is None or kind == CHILD or not may_activate(os.environ):
         return
-    from nrlprof.runtime.session import activate_from_env
+    from nrlprof.runtime.activation import activate_from_env
 
     activate_from_env(os.environ, kind)
 

@@ -110,7 +110,7 @@ def test_a_drivers_children_may_be_drivers_and_a_ray_workers_children_are_not(tm
         import subprocess, sys
         import ray
         print("driver's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
-        from nrlprof.runtime.session import mark_children
+        from nrlprof.runtime.activation import mark_children
         mark_children()  # what a controller or matched worker does when it activates
         print("ray worker's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
         """,

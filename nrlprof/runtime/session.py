@@ -1,10 +1,5 @@
-"""One Session per process: a driver or controller (gate, hooks, controller backends) or a matched worker.
-
-Activation builds the Session and makes it current; what needs Ray waits for `import ray` (so activation at
-interpreter start-up imports nothing heavy). `deactivate()` closes its windows, removes every patch and
-clears it. Activating again in a process that has a Session reconfigures that same Session: its open
-windows close (their files are kept) and it then behaves exactly like a first activation.
-"""
+"""One Session per process: what nrlprof holds in a driver or controller (gate, hooks, controller backends) or
+in a matched worker (its backends). nrlprof.runtime.activation builds it and makes it current."""
 
 from __future__ import annotations
 
@@ -12,17 +7,12 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
-from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, anatomy_requested
-from nrlprof.errors import ConfigError
-from nrlprof.log import configure_logging, logger
-from nrlprof.runtime import import_hooks, patches, state
+from nrlprof.log import logger
+from nrlprof.runtime import state
 from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
@@ -31,7 +21,6 @@ from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.state import OpenWindows
 from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
-from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
@@ -196,209 +185,3 @@ def in_ray_worker_process() -> bool:
         return False
     worker = ray._private.worker.global_worker
     return getattr(worker, "mode", None) == ray._private.worker.WORKER_MODE
-
-
-def _resolved(plan: Plan) -> Plan:
-    """Relative output directories resolved against the driver's working directory."""
-    torch_settings = replace(plan.torch, directory=str(Path(plan.torch.directory).expanduser().resolve()))
-    backends = tuple(
-        replace(b, output_dir=str(Path(b.output_dir).expanduser().resolve())) if b.output_dir else b
-        for b in plan.backends
-    )
-    return replace(plan, torch=torch_settings, backends=backends)
-
-
-def _controller_targets(plan: Plan) -> dict[str, Target | None]:
-    return {b.kind: None for b in plan.backends if b.controller and b.steps is not None}
-
-
-def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind: str = DRIVER) -> Session | None:
-    """Validate, then activate a driver (or an actor that may be the controller).
-
-    The agent hook goes into the environment now (a cluster this process starts inherits it); the Ray hooks
-    are installed when `ray` is imported. A process that already has a Session reconfigures it.
-    """
-    configure_logging(plan.log_level)
-    anatomy = anatomy_settings(os.environ, plan.active)
-    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config):
-        return state.session
-    plan = _resolved(plan)
-    _prepare_output_dirs(plan, plan_source)
-    session = state.session
-    _remove_hooks()
-    if session is not None and session.kind != WORKER:
-        session.reconfigure(plan, _controller_targets(plan))
-    else:
-        session = Session(plan, None, _controller_targets(plan), kind=kind)
-    if plan.active and session.kind == DRIVER:
-        from nrlprof.rayfix.plugins_env import install_agent_hook
-
-        install_agent_hook(os.environ)
-    if anatomy.enabled:
-        from nrlprof.anatomy.recorder import Recorder
-
-        session.anatomy = Recorder(anatomy)
-    state.session = session
-    from nrlprof import adapters
-
-    adapters.install(session)
-    import_hooks.when_imported("ray", "nrlprof's Ray hooks", lambda _ray: _on_ray_imported(session))
-    return session
-
-
-def _on_ray_imported(session: Session) -> None:
-    """What needs Ray: the actor-creation hook, the step marker, the job's environment; the log lines."""
-    if state.session is not session:
-        return
-    from nrlprof.runtime import call_hook, creation_hook
-
-    creation_hook.install(session)
-    call_hook.install(session)
-    if session.kind != DRIVER:
-        mark_children()
-    if session.kind == DRIVER:
-        from nrlprof.runtime import job_env
-
-        job_env.install(session)
-        if session.anatomy is not None and not session.anatomy.started:
-            session.anatomy.start()
-        _warn_if_cluster_already_running(session)
-        _log_plan(session.plan)
-
-
-def mark_children() -> None:
-    """Processes this Ray worker starts (a DataLoader's, an inference engine's) are no drivers of their own.
-
-    A driver's own children are left alone: a launcher or a sweep script starts drivers that way.
-    """
-    os.environ[PARENT_VARIABLE] = str(os.getpid())
-
-
-def activate_controller(environ: Mapping[str, str]) -> Session | None:
-    """In a Ray worker that no pattern matched: the plan the driver forwarded, or the variables it inherited.
-
-    Nothing is logged until it steps; a bad setting is logged, never raised (the driver validated it).
-    """
-    try:
-        text = environ.get(JOB_PLAN_VARIABLE)
-        if text:
-            plan = Plan.from_json(text)
-        else:
-            from nrlprof.config.env import load_plan
-
-            plan = load_plan(environ)
-        return activate_driver(plan, kind=CONTROLLER)
-    except Exception as err:
-        configure_logging("INFO")
-        logger.error("nrlprof could not activate in this Ray worker; it creates and steps no profiled worker: %s", err)
-        return None
-
-
-def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
-    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates."""
-    if state.session is not None:
-        return state.session
-    plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
-    if not plan_text or not worker_text:
-        return None
-    plan = Plan.from_json(plan_text)
-    identity, targets = parse_worker_descriptor(worker_text)
-    configure_logging(plan.log_level)
-    from nrlprof import adapters
-    from nrlprof.ranges import method_ranges
-    from nrlprof.runtime import creation_hook
-
-    session = Session(plan, identity, targets)
-    session.gated_by_parent = worker_parent(worker_text) is not None
-    creation_hook.install(session)
-    method_ranges.install(identity.name)
-    state.session = session
-    adapters.install(session)
-    mark_children()
-    _arm_oom_snapshot(session)
-    return session
-
-
-def _arm_oom_snapshot(session: Session) -> None:
-    """With NRL_MEMORY_PROFILE_ON_OOM=1, a selected worker keeps allocator history from its CUDA start."""
-    backend = session.process.backends.get("memory")
-    if backend is not None and backend.on_oom:
-        from nrlprof.backends.memory import arm_oom_snapshot
-
-        arm_oom_snapshot(backend)
-
-
-def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session | None:
-    """Activate as what this process is (see nrlprof.runtime.process_kind).
-
-    A matched worker activates once Ray has connected it (its setup hook, or an import after that): its
-    backends write under the session directory of its node.
-    """
-    if kind == WORKER or environ.get(WORKER_VARIABLE):
-        return activate_worker(environ) if in_ray_worker_process() else None
-    if kind == CONTROLLER:
-        return activate_controller(environ)
-    from nrlprof.config.env import is_configured, load_plan
-    from nrlprof.config.variables import steps_or_framework_requested
-
-    if not (is_configured(environ) or anatomy_requested(environ) or steps_or_framework_requested(environ)):
-        return None
-    return activate_driver(load_plan(environ))
-
-
-def _remove_hooks() -> None:
-    patches.uninstall_all()
-    import_hooks.remove_all()
-    if os.environ.get(PARENT_VARIABLE) == str(os.getpid()):
-        del os.environ[PARENT_VARIABLE]
-
-
-def deactivate() -> None:
-    """Close open windows (their files are kept) and remove every patch."""
-    session, state.session = state.session, None
-    try:
-        if session is not None:
-            session.finish()
-    finally:
-        _remove_hooks()
-
-
-def _prepare_output_dirs(plan: Plan, source: str) -> None:
-    if plan.backend("torch") is not None:
-        _check_writable(Path(plan.torch.directory), source)
-    memory = plan.backend("memory")
-    if memory is not None and memory.output_dir:
-        _check_writable(Path(memory.output_dir), "NRL_MEMORY_PROFILE_DIR")
-
-
-def _check_writable(directory: Path, source: str) -> None:
-    """The directory, or the nearest one above it that exists, is writable; nothing is created here."""
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is not a directory"
-    elif not os.access(existing, os.W_OK | os.X_OK):
-        problem = f"{existing} is not writable by this user"
-    if problem is not None:
-        raise ConfigError(source, str(directory), "a directory this user can write", problem)
-
-
-def _warn_if_cluster_already_running(session: Session) -> None:
-    ray = sys.modules.get("ray")
-    if session.plan.active and ray is not None and ray.is_initialized():
-        logger.warning(
-            "Ray was initialised before nrlprof activated: its runtime-env agent runs without nrlprof's plugin fix "
-            "unless `nrlprof patch-ray` was run; import nrlprof before ray.init()"
-        )
-
-
-def _log_plan(plan: Plan) -> None:
-    for backend in plan.backends:
-        patterns = ",".join(t.pattern for t in backend.targets)
-        steps = "whole lifetime" if backend.steps is None else ",".join(w.label for w in backend.steps.windows)
-        logger.info("%s profiling planned for workers matching '%s', steps %s", backend.kind, patterns, steps)
-    if plan.step_method is not None:
-        logger.info("steps: the step marker NRL_STEP_METHOD=%s", plan.step_method.text)
-    logger.info("controller (driver) runs on %s pid %d", socket.gethostname(), os.getpid())

@@ -9,7 +9,7 @@ from nrlprof.workers.runtime_env import USER_SETUP_HOOK_VARIABLE
 
 def setup() -> None:
     """Activate this worker's Session, then run the setup hook the job or the user had before ours."""
-    from nrlprof.runtime.session import activate_worker
+    from nrlprof.runtime.activation import activate_worker
 
     try:
         activate_worker()
