@@ -48,7 +48,7 @@ NEMO_PROGRAM = """
     from nemo_rl.distributed import worker_group_utils
     from nemo_rl.models.policy import Policy
 
-    ray.init(num_cpus=4, include_dashboard=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
     policy = Policy(workers=2)
     grpo_train(policy, policy, max_num_steps=6)
     print("NEMO_NSIGHT", worker_group_utils.get_nsight_config_if_pattern_matches("dtensor_policy_worker"))
@@ -92,7 +92,7 @@ RLINF_PROGRAM = """
     from rlinf.runners.embodied_runner import EmbodiedRunner
     from workload import DTensorPolicyWorker
 
-    ray.init(num_cpus=4, include_dashboard=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
     runner = EmbodiedRunner(DTensorPolicyWorker.remote(), max_steps=6)
     runner.run()
     print("OWN_WINDOWS", runner.own_windows)
@@ -103,7 +103,7 @@ OPENRLHF_PROGRAM = """
     from openrlhf.trainer.ppo_trainer import PPOTrainer
     from workload import DTensorPolicyWorker
 
-    ray.init(num_cpus=4, include_dashboard=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
     policy = [DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
     trainer = PPOTrainer.remote(policy, prompts=[[1], [], [2], [3], [4], [5]])
     ray.get(trainer.fit.remote())

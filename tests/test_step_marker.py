@@ -48,7 +48,7 @@ DRIVER = textwrap.dedent(
     from workload import DTensorPolicyWorker, VllmGenerationWorker
     from worker_shapes import AsyncRewardWorker, ThreadedRolloutWorker
 
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=True)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True)
     policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
     generation = VllmGenerationWorker.remote()
     rollout, reward = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
@@ -171,7 +171,7 @@ GRAPH_DRIVER = textwrap.dedent(
     from worker_shapes import CompiledGraphWorker
     from workload import RewardWorker
 
-    ray.init(num_cpus=8, include_dashboard=False)
+    ray.init(address="local", num_cpus=8, include_dashboard=False)
     worker, reward = CompiledGraphWorker.remote(), RewardWorker.remote()
     with InputNode() as step:
         graph = worker.forward.bind(step)

@@ -41,7 +41,7 @@ def run_program(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.Co
 
 
 LOCAL_JOB = """
-ray.init(num_cpus=16, include_dashboard=False)
+ray.init(address="local", num_cpus=16, include_dashboard=False)
 groups = worker_groups(colocated={colocated})
 train(bare_trainer(groups), groups, steps=5, profile_steps={profile_steps})
 """
@@ -127,7 +127,7 @@ with open_dict(config):
     config.actor_rollout_ref.actor.profiler.all_ranks = True
     config.actor_rollout_ref.actor.profiler.tool = "torch"
 data = [{"x": i} for i in range(4)]
-ray.init(num_cpus=16, include_dashboard=False)
+ray.init(address="local", num_cpus=16, include_dashboard=False)
 trainer = RayPPOTrainer(config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
                         resource_pool_manager=None, ray_worker_group_cls=RayWorkerGroup, train_dataset=data,
                         val_dataset=data, collate_fn=lambda batch: batch,
@@ -164,7 +164,7 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(tmp_
         NRL_STEP_ANATOMY_DIR=str(anatomy),
     )
     body = """
-        ray.init(num_cpus=16, include_dashboard=False)
+        ray.init(address="local", num_cpus=16, include_dashboard=False)
         groups = worker_groups(colocated=False)
         for step in range(1, 5):
             groups["actor_rollout"].generate_sequences(step)
