@@ -98,6 +98,15 @@ RLINF_PROGRAM = """
     print("OWN_WINDOWS", runner.own_windows)
 """
 
+RLINF_REASONING_PROGRAM = """
+    import ray
+    from rlinf.runners.reasoning_runner import ReasoningRunner
+    from workload import DTensorPolicyWorker
+
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
+    ReasoningRunner(DTensorPolicyWorker.remote(), batches=range(6)).run()
+"""
+
 OPENRLHF_PROGRAM = """
     import ray
     from openrlhf.trainer.ppo_trainer import PPOTrainer
@@ -120,6 +129,17 @@ def test_rlinf_runner_steps_count_as_rlinf_counts_them_and_its_own_windows_stand
     assert "OWN_WINDOWS []" in result.stdout, "RLinf's own step-gated profiling did not also open"
     (trace,) = traces_under(traces / "dtensor_policy_worker")
     assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}, "global steps 2 and 3, as RLinf numbers them"
+
+
+def test_rlinf_reasoning_runner_steps_are_its_global_steps(tmp_path):
+    traces = tmp_path / "traces"
+    env = framework_env(tmp_path, NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+                        NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
+    result = run_program(tmp_path, RLINF_REASONING_PROGRAM, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "steps come from RLinf's reasoning runner (global_steps) (first step: 0)" in result.stderr
+    (trace,) = traces_under(traces / "dtensor_policy_worker")
+    assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
 
 
 def test_openrlhf_trainer_actor_is_the_controller_of_workers_the_driver_created(tmp_path):
