@@ -112,7 +112,7 @@ def _activate_from_environment() -> None:
 
 def _warn_misspelled_variables() -> None:
     """`NRL_NSYS_RANK is not read by nrlprof; did you mean NRL_NSYS_RANKS?`, once per name, in a driver."""
-    from nrlprof.config.variables import misspelled_variables
+    from nrlprof.config.misspelled import misspelled_variables
 
     close = {name: known for name, known in misspelled_variables(os.environ).items() if known}
     if not close:

@@ -11,7 +11,7 @@ import pytest
 
 from nrlprof import ConfigError
 from nrlprof.config.env import load_plan
-from nrlprof.config.variables import misspelled_variables
+from nrlprof.config.misspelled import misspelled_variables
 from nrlprof.config.yaml_config import plan_from_mapping
 
 

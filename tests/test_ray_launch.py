@@ -39,7 +39,7 @@ def test_hostile_option_values_are_one_argument_each(ray_cluster, activate, call
     from workload import DTensorPolicyWorker
 
     marker = tmp_path / "pwned"
-    hostile = f'it\'s a "name"; touch {marker} #'
+    hostile = f'it\'s a "name"; touch {marker} #_%p'
     activate(
         NRL_NSYS_WORKER_PATTERNS="*policy*",
         NRL_NSYS_PROFILE_STEP_RANGE="2",

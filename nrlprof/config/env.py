@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 
 from nrlprof.config.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MEMORY_DIR, memory_options, parse_max_entries
+from nrlprof.config.misspelled import partner_hint
 from nrlprof.config.nsys_options import build_nsys_options, normalise_options
 from nrlprof.config.plan import (
     DEFAULT_TIMEOUT_S,
@@ -47,7 +48,6 @@ from nrlprof.config.variables import (
     TORCH_PREFIX,
     TORCH_STEP_VARIABLE,
     is_configured,
-    partner_hint,
 )
 from nrlprof.errors import ConfigError
 
