@@ -13,28 +13,27 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nrlprof.layout import TRACE_SUFFIXES
+from nrlprof.tools.summary_model import WorkerSummary
 from nrlprof.tools.traces import read_header
-
-if TYPE_CHECKING:
-    from nrlprof.tools.summary import Summary
 
 TEMPORAL = {"idle_time(us)": "idle_us", "compute_time(us)": "compute_us", "non_compute_time(us)": "non_compute_us",
             "kernel_time(us)": "kernel_us", "idle_time_pctg": "idle_pct", "compute_time_pctg": "compute_pct",
             "non_compute_time_pctg": "non_compute_pct"}  # fmt: skip
 
 
-def hta_figures(summary: Summary) -> tuple[list[dict[str, Any]], list[str]]:
+def hta_figures(workers: Sequence[WorkerSummary]) -> tuple[list[dict[str, Any]], list[str]]:
     """Per worker kind, window and rank: HTA's temporal breakdown and overlap; notes for what failed."""
     try:
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
         return [], ["HolisticTraceAnalysis is not installed (pip install HolisticTraceAnalysis): no HTA figures"]
     groups: dict[tuple[str, str], dict[int, Path]] = {}
-    for worker in summary.workers:
+    for worker in workers:
         if worker.source != "torch" or worker.rank is None:
             continue
         for path in worker.files:

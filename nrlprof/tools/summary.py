@@ -1,7 +1,7 @@
 """Summarise a run's profiles: per worker and step, wall time and annotated ranges; top operators and kernels.
 
-The model: `summarize()` returns a `Summary` (its `to_json()` is `summary --json`); the terminal and
-HTML views of it live in `nrlprof.tools.render`. Torch traces are read one by one (tools.trace_stats),
+`summarize()` returns a `Summary` (tools.summary_model; its `to_json()` is `summary --json`); the terminal
+and HTML views of it live in `nrlprof.tools.render`. Torch traces are read one by one (tools.trace_stats),
 several at once (tools.trace_pool), and combined per worker rank. Nsight Systems captures give the same
 per-step figures from their SQLite export (tools.nsys_sqlite), and whole-report tables from `nsys stats`
 when nsys is on PATH. A trace or manifest that cannot be read is listed in `skipped`.
@@ -14,108 +14,22 @@ import json
 import shutil
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER
 from nrlprof.tools.gpu_time import StepGpu
-from nrlprof.tools.manifest_view import Overhead, read_manifests
+from nrlprof.tools.manifest_view import read_manifests
 from nrlprof.tools.nsys_sqlite import NsysCapture, export_stem, read_reports
-from nrlprof.tools.nsys_stats import NsysReport, summarize_nsys
+from nrlprof.tools.nsys_stats import summarize_nsys
 from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.stragglers import stragglers
+from nrlprof.tools.summary_model import TOP, Summary, WorkerSummary
 from nrlprof.tools.summary_sections import sections
 from nrlprof.tools.trace_pool import default_jobs, read_traces
 from nrlprof.tools.trace_stats import OpStat, Span, TraceStats
 from nrlprof.tools.traces import TraceHeader, find_nsys_exports, find_nsys_reports, find_traces
-
-TOP = 10
-
-
-@dataclass
-class WorkerSummary:
-    """One worker rank (or the controller): every trace file it wrote, combined."""
-
-    worker: str
-    rank: int | None
-    hosts: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    step_wall_ms: dict[int, float] = field(default_factory=dict)
-    ranges_ms: dict[str, dict[int | None, float]] = field(default_factory=dict)
-    range_calls: dict[str, int] = field(default_factory=dict)
-    ops: list[OpStat] = field(default_factory=list)
-    kernels: list[OpStat] = field(default_factory=list)
-    steps: list[Span] = field(default_factory=list)
-    ranges: list[Span] = field(default_factory=list)
-    step_gpu: dict[int, StepGpu] = field(default_factory=dict)
-    gpu_spans: list[Span] = field(default_factory=list)
-    source: str = "torch"
-
-    @property
-    def label(self) -> str:
-        if self.worker == CONTROLLER and self.rank is None:
-            return CONTROLLER
-        return f"{self.worker} rank {self.rank}" if self.rank is not None else self.worker
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "worker": self.worker,
-            "rank": self.rank,
-            "hosts": self.hosts,
-            "files": [str(p) for p in self.files],
-            "source": self.source,
-            "steps": {
-                str(step): {
-                    "wall_ms": round(ms, 3),
-                    **(self.step_gpu[step].to_json() if step in self.step_gpu else {}),
-                    "ranges_ms": {
-                        label: round(per_step[step], 3)
-                        for label, per_step in self.ranges_ms.items()
-                        if step in per_step
-                    },
-                }
-                for step, ms in sorted(self.step_wall_ms.items())
-            },
-            "ranges_outside_steps_ms": {
-                label: round(per_step[None], 3) for label, per_step in self.ranges_ms.items() if None in per_step
-            },
-            "range_calls": dict(self.range_calls),
-            "top_operators": [op.to_json() for op in self.ops],
-            "top_kernels": [k.to_json() for k in self.kernels],
-        }
-
-
-@dataclass
-class Summary:
-    directory: Path
-    workers: list[WorkerSummary] = field(default_factory=list)
-    nsys_reports: list[NsysReport] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    skipped: list[tuple[Path, str]] = field(default_factory=list)
-    overhead: list[Overhead] = field(default_factory=list)
-    hta: list[dict[str, Any]] | None = None  # HolisticTraceAnalysis figures, when asked for
-    sections: dict[str, Any] = field(default_factory=dict)  # "memory", "anatomy" where their files exist
-
-    @property
-    def steps(self) -> list[int]:
-        return sorted({step for w in self.workers for step in w.step_wall_ms})
-
-    def to_json(self) -> dict[str, Any]:
-        from nrlprof.tools.stragglers import stragglers
-
-        return {
-            "directory": str(self.directory),
-            "steps": self.steps,
-            "workers": [w.to_json() for w in self.workers],
-            "stragglers": {str(step): [s.to_json() for s in rows] for step, rows in stragglers(self).items()},
-            "profiler_overhead": [o.to_json() for o in self.overhead],
-            **({"hta": self.hta} if self.hta is not None else {}),
-            **self.sections,
-            "nsys_reports": [r.to_json() for r in self.nsys_reports],
-            "notes": self.notes,
-            "skipped": [{"path": str(p), "reason": reason} for p, reason in self.skipped],
-        }
 
 
 def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
@@ -154,6 +68,7 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     summary.notes.extend(manifests.notes)
     summary.skipped.extend(manifests.unreadable)
     summary.overhead = manifests.overhead
+    summary.stragglers = stragglers(summary.workers)
     return summary
 
 
@@ -235,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "hta", False):
         from nrlprof.tools.hta_figures import hta_figures
 
-        summary.hta, notes = hta_figures(summary)
+        summary.hta, notes = hta_figures(summary.workers)
         summary.notes.extend(notes)
     if args.json:
         sys.stdout.write(json.dumps(summary.to_json(), indent=2) + "\n")

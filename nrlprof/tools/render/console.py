@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from nrlprof.tools.kernel_names import short_kernel_name, truncate
-from nrlprof.tools.summary import TOP
+from nrlprof.tools.summary_model import TOP
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from nrlprof.tools.nsys_stats import NsysReport
-    from nrlprof.tools.summary import Summary
+    from nrlprof.tools.summary_model import Summary
 
 NAME_WIDTH = 48
 MAX_ROWS = 40  # per table

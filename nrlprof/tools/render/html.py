@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from nrlprof.tools.gpu_time import is_comm
 from nrlprof.tools.kernel_names import short_kernel_name
 from nrlprof.tools.manifest_view import Overhead
-from nrlprof.tools.summary import TOP, Summary, WorkerSummary
+from nrlprof.tools.summary_model import TOP, Summary, WorkerSummary
 from nrlprof.tools.trace_stats import Span
 
 WIDTH = 1160
