@@ -19,9 +19,10 @@ from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
 from nrlprof.manifest import WindowRecord, append_record
+from nrlprof.rayfix.node_tasks import pinned
 from nrlprof.tools import collect as C
 from nrlprof.tools import collect_scan as S
-from nrlprof.tools.cluster import BadInput, alive_nodes, pinned
+from nrlprof.tools.cluster import BadInput, alive_nodes
 
 CHUNK = 64 * 1024
 STALE_SESSION = "session_2020-01-01_00-00-00_000000_1"

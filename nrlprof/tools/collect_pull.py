@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nrlprof.tools.cluster import FileFailed, NodeError, NodeInfo, NodeLost, get_from_node, pinned
+from nrlprof.rayfix.node_tasks import pinned
+from nrlprof.tools.cluster import FileFailed, NodeError, NodeInfo, NodeLost, get_from_node
 from nrlprof.tools.collect_scan import PART_SUFFIX, RemoteFile, stream_chunks
 from nrlprof.tools.progress import ByteMeter
 
