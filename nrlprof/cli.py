@@ -14,17 +14,17 @@ from collections.abc import Sequence
 
 # name -> (module with add_arguments/run, one-line help)
 SUBCOMMANDS = {
-    "doctor": ("nrlprof.tools.doctor", "check every node of a running cluster for what profiling needs"),
-    "plan": ("nrlprof.tools.plan", "show what the current variables/config would profile, and where files go"),
+    "doctor": ("nrlprof.tools.commands.doctor", "check every node of a running cluster for what profiling needs"),
+    "plan": ("nrlprof.tools.commands.plan", "show what the current variables/config would profile, and where files go"),
     "patch-ray": ("nrlprof.rayfix.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
     "collect": (
-        "nrlprof.tools.collect",
+        "nrlprof.tools.commands.collect",
         "copy one job's reports, traces and manifests from every node into one folder",
     ),
-    "merge": ("nrlprof.tools.merge", "merge torch traces into one Chrome/Perfetto timeline"),
-    "summary": ("nrlprof.tools.summary", "worker x step time, GPU, memory and step-anatomy figures"),
-    "diff": ("nrlprof.tools.diff", "two runs' per-step time and GPU figures side by side, with the change"),
-    "report": ("nrlprof.tools.report", "one self-contained HTML report: timeline picture and tables"),
+    "merge": ("nrlprof.tools.commands.merge", "merge torch traces into one Chrome/Perfetto timeline"),
+    "summary": ("nrlprof.tools.commands.summary", "worker x step time, GPU, memory and step-anatomy figures"),
+    "diff": ("nrlprof.tools.commands.diff", "two runs' per-step time and GPU figures side by side, with the change"),
+    "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130

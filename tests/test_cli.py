@@ -39,8 +39,8 @@ def imported_after(argv: list[str]) -> tuple[int, set[str]]:
 def test_a_subcommand_imports_its_own_module_only(tmp_path):
     status, modules = imported_after(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "t.json")])
     assert status == 2
-    assert "nrlprof.tools.merge" in modules
-    assert not (TOOL_MODULES - {"nrlprof.tools.merge"}) & modules
+    assert "nrlprof.tools.commands.merge" in modules
+    assert not (TOOL_MODULES - {"nrlprof.tools.commands.merge"}) & modules
     assert not {m for m in modules if m == "ray" or m.startswith(("ray.", "torch"))}
 
 

@@ -8,7 +8,7 @@ from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.manifest import WindowRecord, append_record
-from nrlprof.tools.manifest_view import read_manifests
+from nrlprof.tools.read.manifests import read_manifests
 from nrlprof.workers.identity import WorkerIdentity
 
 LATE = "window actions reached this worker late (it was busy): the trace may miss work"

@@ -18,10 +18,10 @@ import pytest
 from test_tools_merge import events_of, gpu_trace, load, write_json
 
 from nrlprof.cli import main
-from nrlprof.tools import traces
-from nrlprof.tools.merge import merge_traces
-from nrlprof.tools.summary import summarize
-from nrlprof.tools.traces import find_traces, iter_event_batches
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.traces import find_traces, iter_event_batches
 
 GOOD = "policy.rank0.steps3-4.1000.pt.trace.json"
 BAD = "policy.rank1.steps3-4.1001.pt.trace.json"
@@ -192,8 +192,8 @@ def test_deeply_nested_trace_is_read_in_memory_bounded_by_its_size(tmp_path):
         """
         import json, resource, sys, tracemalloc
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails, it does not swap
-        from nrlprof.tools.merge import merge_traces
-        from nrlprof.tools.summary import summarize
+        from nrlprof.tools.merge.timeline import merge_traces
+        from nrlprof.tools.figures.summarize import summarize
         root, output = sys.argv[1:]
         tracemalloc.start()
         merged = merge_traces([root], output, jobs=1)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_tools_merge import write_json
 
-from nrlprof.tools.kernel_names import short_kernel_name
+from nrlprof.tools.figures.kernel_names import short_kernel_name
+from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
-from nrlprof.tools.summary import summarize
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "worker_window.sqlite"
 if not FIXTURE.exists():

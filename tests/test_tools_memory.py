@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from test_tools_merge import BASE_NS, events_of, gpu_trace, write_json
 
-from nrlprof.tools.memory_snapshot import snapshot_top_allocations
-from nrlprof.tools.memory_svg import memory_lane_svg
-from nrlprof.tools.memory_view import memory_diff, memory_findings, memory_summary, render_memory_text
-from nrlprof.tools.merge import merge_traces
+from nrlprof.tools.figures.memory import memory_diff, memory_findings, memory_summary
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read.memory_snapshot import snapshot_top_allocations
+from nrlprof.tools.render.memory_svg import memory_lane_svg
+from nrlprof.tools.render.memory_text import render_memory_text
 
 MB = 1 << 20
 

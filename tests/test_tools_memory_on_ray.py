@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 
-from nrlprof.tools.memory_view import memory_findings, memory_summary, render_memory_text
-from nrlprof.tools.merge import merge_traces
+from nrlprof.tools.figures.memory import memory_findings, memory_summary
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.render.memory_text import render_memory_text
 
 
 def test_growing_worker_is_named_and_its_counters_sit_on_its_profiler_steps(ray_cluster, activate, tmp_path):

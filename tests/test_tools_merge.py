@@ -21,9 +21,9 @@ import pytest
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
-from nrlprof.tools.gzip_member import crc32_combine
-from nrlprof.tools.merge import merge_traces
-from nrlprof.tools.traces import iter_event_batches, read_header
+from nrlprof.tools.merge.gzip_member import crc32_combine
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read.traces import iter_event_batches, read_header
 
 BASE_NS = 1_790_000_000_000_000_000
 
@@ -475,7 +475,7 @@ def test_identity_from_the_file_name_when_the_trace_has_no_nrlprof_block(tmp_pat
 
 @pytest.mark.parametrize("chunk", [64, 97, 4096])
 def test_fast_reader_splits_at_any_chunk_boundary(cpu_run, monkeypatch, chunk):
-    from nrlprof.tools import traces
+    from nrlprof.tools.read import traces
 
     source = trace_files(cpu_run / "policy" / "0")[0]
     monkeypatch.setattr(traces, "_CHUNK", chunk)

@@ -1,4 +1,4 @@
-"""Edges of the trace reader (nrlprof.tools.traces): files that cannot be opened, headers that say little or
+"""Edges of the trace reader (nrlprof.tools.read.traces): files that cannot be opened, headers that say little or
 too much, cut-short event lists, long values in reasons, and the order traces are listed in.
 
 Each trace is text written by hand and each expectation is the exact value or reason a user sees.
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from nrlprof.errors import ToolError
-from nrlprof.tools import traces
-from nrlprof.tools.traces import (
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.traces import (
     TraceReader,
     check_events,
     find_nsys_reports,

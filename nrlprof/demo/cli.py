@@ -142,7 +142,7 @@ def _print_step_table(torch_dir: Path) -> None:
     from rich.table import Table
 
     from nrlprof.errors import ToolError
-    from nrlprof.tools.summary import summarize
+    from nrlprof.tools.figures.summarize import summarize
 
     try:
         summary = summarize(torch_dir)
@@ -164,8 +164,9 @@ def _print_step_table(torch_dir: Path) -> None:
 
 def _print_step_anatomy(anatomy_dir: Path) -> None:
     """Every step of the job and every worker group, profiled or not: from Ray's task events."""
-    from nrlprof.anatomy import anatomy_summary, render_anatomy_text
     from nrlprof.anatomy.files import run_directories
+    from nrlprof.tools.figures.anatomy import anatomy_summary
+    from nrlprof.tools.render.anatomy_text import render_anatomy_text
 
     runs = run_directories(anatomy_dir) if anatomy_dir.is_dir() else []
     if not runs:

@@ -1,0 +1,41 @@
+"""`nrlprof merge`: every torch trace of a run in one Chrome/Perfetto timeline (tools.merge)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.progress import progress_bar
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", type=Path, help="trace files or directories (searched recursively)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("timeline.json.gz"),
+                        help="merged trace; gzipped when it ends with .gz (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--ray-timeline", type=Path, default=None, help="a ray.timeline() JSON file to add")
+    parser.add_argument("--strict", action="store_true", help="fail on the first unreadable trace")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="processes reading traces (default: one per CPU, at most one per 256 MiB)")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: all merged; 1: merged, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    with progress_bar("merging traces") as progress:
+        result = merge_traces(args.inputs, args.output, args.ray_timeline, progress, args.strict, args.jobs)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        mb = result.bytes_in / 1e6
+        print(
+            f"merged {len(result.merged)} trace(s), {result.events_out} events, {mb:.1f} MB "
+            f"in {result.seconds:.1f} s -> {result.output}"
+        )
+    for path, reason in result.unplaced:
+        print(f"nrlprof merge: note: {path}: {reason}", file=sys.stderr)
+    for path, reason in result.skipped:
+        print(f"nrlprof merge: warning: skipped {path}: {reason}", file=sys.stderr)
+    return 1 if result.skipped else 0

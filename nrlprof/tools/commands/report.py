@@ -1,0 +1,53 @@
+"""`nrlprof report`: one self-contained HTML file of a run, written atomically (the page: render/html.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from nrlprof.errors import ToolError
+from nrlprof.tools.figures.model import Summary
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.render.html import render_html
+
+
+def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
+    """Summarise `directory` (unless `summary` is given) into the HTML file `output`, written atomically."""
+    output = Path(output)
+    _check_output_dir(output)
+    summary = summary if summary is not None else summarize(Path(directory))
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(render_html(summary).encode("utf-8", "replace"))
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_output_dir(output: Path) -> None:
+    if not output.parent.is_dir():
+        raise ToolError("output directory does not exist", output.parent)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("nrlprof-report.html"),
+                        help="HTML file to write (default: %(default)s)")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: report written; 1: written, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    _check_output_dir(Path(args.output))
+    with progress_bar("reading traces") as progress:
+        summary = summarize(args.directory, progress=progress)
+    write_report(args.directory, args.output, summary)
+    for path, reason in summary.skipped:
+        print(f"nrlprof report: warning: skipped {path}: {reason}", file=sys.stderr)
+    print(f"report written to {args.output}")
+    return 1 if summary.skipped else 0

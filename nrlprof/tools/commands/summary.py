@@ -1,0 +1,38 @@
+"""`nrlprof summary DIR`: per worker x rank x step time, GPU, memory and step-anatomy figures, as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.progress import progress_bar
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    hta = "add HolisticTraceAnalysis's temporal breakdown and comm/compute overlap per rank (slow)"
+    parser.add_argument("--hta", action="store_true", help=hta)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: everything summarised; 1: some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    with progress_bar("reading traces") as progress:
+        summary = summarize(args.directory, progress=progress)
+    if getattr(args, "hta", False):
+        from nrlprof.tools.figures.hta import hta_figures
+
+        summary.hta, notes = hta_figures(summary.workers)
+        summary.notes.extend(notes)
+    if args.json:
+        sys.stdout.write(json.dumps(summary.to_json(), indent=2) + "\n")
+        for path, reason in summary.skipped:
+            print(f"nrlprof summary: warning: skipped {path}: {reason}", file=sys.stderr)
+    else:
+        from nrlprof.tools.render.console import render_summary
+
+        render_summary(summary)
+    return 1 if summary.skipped else 0
