@@ -1,8 +1,9 @@
 """The `nrlprof` command line: one subcommand per tool, each module bringing its own arguments.
 
-Exit codes, decided here for every tool: 0 done; 1 partial (the tool's `run()` returns 1: some input
-skipped, some node failed); 2 bad input (any NrlprofError: one line `nrlprof <cmd>: <message>` on
-stderr); 130 interrupted. Only the chosen subcommand's module is imported.
+Exit codes (nrlprof.exit_codes, the same for every command): 0 done; 1 done in part (the command's `run()`
+returns 1: an input skipped, or every one, a node that failed, a check that found a problem); 2 bad input
+(any NrlprofError: one line `nrlprof <cmd>: <message>` on stderr); 130 interrupted. Only the chosen
+subcommand's module is imported.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from nrlprof import exit_codes
 
 # name -> (module with add_arguments/run, one-line help)
 SUBCOMMANDS = {
@@ -27,12 +30,14 @@ SUBCOMMANDS = {
     "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
-EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported to add its arguments (all of them when None)."""
-    parser = argparse.ArgumentParser(prog="nrlprof", description="Step-gated profiling of chosen Ray workers.")
+    epilog = "exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in exit_codes.MEANINGS.items())
+    parser = argparse.ArgumentParser(
+        prog="nrlprof", description="Step-gated profiling of chosen Ray workers.", epilog=epilog
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -71,11 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = module.run(args)
     except NrlprofError as err:
         print(f"nrlprof {command}: {_one_line(err)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     except KeyboardInterrupt:
         print(f"nrlprof {command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return int(status or EXIT_OK)
+        return exit_codes.INTERRUPTED
+    return int(status or exit_codes.OK)
 
 
 def _one_line(err: BaseException) -> str:

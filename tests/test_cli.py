@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -119,6 +121,28 @@ def fixture_tool(tmp_path, monkeypatch):
 def test_outcomes_map_to_exit_codes_in_one_place(fixture_tool, capsys, outcome, status, stderr):
     assert cli.main([fixture_tool, outcome]) == status
     assert capsys.readouterr().err == stderr
+
+
+def test_one_exit_code_table_for_every_command():
+    from nrlprof import exit_codes
+    from nrlprof.rayfix import patch_ray
+
+    # patch-ray runs on the standard library alone, so it keeps the table's meanings in constants of its own
+    assert (patch_ray.EXIT_OK, patch_ray.EXIT_UNFIXED, patch_ray.EXIT_FAILED) == (
+        exit_codes.OK,
+        exit_codes.PARTIAL,
+        exit_codes.BAD_INPUT,
+    )
+    assert [exit_codes.outcome(True), exit_codes.outcome(False)] == [exit_codes.OK, exit_codes.PARTIAL]
+    help_text = cli.build_parser("").format_help()
+    assert all(meaning.split(":")[0] in " ".join(help_text.split()) for meaning in exit_codes.MEANINGS.values())
+    # no command returns a number of its own: each returns the table's names
+    package = Path(cli.__file__).parent
+    for path in [*(package / "tools" / "commands").glob("*.py"), package / "demo" / "cli.py"]:
+        tree = ast.parse(path.read_text())
+        returns = [n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)]
+        numbers = [n.lineno for n in returns if type(n.value.value) is int]
+        assert numbers == [], f"{path.name}:{numbers}: return a name of nrlprof.exit_codes"
 
 
 def test_an_unexpected_exception_is_not_reported_as_bad_input(fixture_tool):

@@ -381,6 +381,16 @@ def test_merge_of_memory_figures_alone(tmp_path):
     assert result.merged == []
 
 
+def test_merge_of_nothing_it_can_place_exits_1_not_2(tmp_path, capsys):
+    from nrlprof.cli import main
+
+    unplaced = write_figures(tmp_path / "run", "critic", 0, host_steps([1.0, 2.0]), pid=3000)
+    assert main(["merge", str(tmp_path / "run"), "-o", str(tmp_path / "m.json"), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{") :])["unplaced"][0]["path"] == str(unplaced)
+    assert json.loads((tmp_path / "m.json").read_text())["traceEvents"] == []
+
+
 def test_merge_command_notes_figures_it_cannot_place_and_exits_0(tmp_path, capsys):
     from nrlprof.cli import main
 

@@ -15,6 +15,8 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nrlprof import exit_codes
+
 if TYPE_CHECKING:
     from nrlprof.demo.job import StepResult
 
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     _print_step_table(torch_dir)
     print()
     _print_step_anatomy(Path(os.environ["NRL_STEP_ANATOMY_DIR"]).expanduser().resolve())
-    return 0
+    return exit_codes.OK
 
 
 def _run_job(steps: int, nsys_dir: Path) -> list[Path]:

@@ -24,10 +24,6 @@ CONNECT_TIMEOUT_S = 5.0
 AUTO_ADDRESS = "auto"
 CLIENT_PREFIX = "ray://"
 
-EXIT_OK = 0
-EXIT_PARTIAL = 1  # some node or file failed; the rest was done
-EXIT_BAD_INPUT = 2
-
 
 class ClusterError(NrlprofError):
     """A failure of a cluster tool; the message names the node, file or input."""

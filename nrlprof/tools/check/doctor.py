@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof import exit_codes
 from nrlprof.rayfix.names import FIXED_STATES, HOOK_SETTING
 from nrlprof.tools.check.node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
-from nrlprof.tools.cluster import EXIT_OK, EXIT_PARTIAL, NodeInfo, alive_nodes, connected, run_on_nodes
+from nrlprof.tools.cluster import NodeInfo, alive_nodes, connected, run_on_nodes
 
 NODE_TIMEOUT_S = 120.0
 CANARY_TIMEOUT_S = 600.0
@@ -95,7 +96,7 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_PARTIAL if self.errors else EXIT_OK
+        return exit_codes.outcome(not self.errors)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

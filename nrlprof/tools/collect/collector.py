@@ -35,9 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof import exit_codes
 from nrlprof.tools.cluster import (
-    EXIT_OK,
-    EXIT_PARTIAL,
     BadInput,
     NodeError,
     NodeInfo,
@@ -98,7 +97,7 @@ class CollectResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_OK if self.ok else EXIT_PARTIAL
+        return exit_codes.outcome(self.ok)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

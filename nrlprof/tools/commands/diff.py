@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from nrlprof import exit_codes
 from nrlprof.tools.figures.compare import compare, load_summary
 from nrlprof.tools.render.console import render_diff
 
@@ -18,10 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: compared. Bad input raises ToolError (the CLI's exit code 2)."""
-    result = compare(load_summary(args.a), load_summary(args.b), args.a, args.b)
+    """OK: compared; PARTIAL: a run's summary skipped some input. Bad input raises ToolError."""
+    a, b = load_summary(args.a), load_summary(args.b)
+    result = compare(a, b, args.a, args.b)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
         render_diff(result)
-    return 0
+    skipped = {side: len(data.get("skipped") or ()) for side, data in (("A", a), ("B", b))}
+    for side, count in skipped.items():
+        if count:
+            print(f"nrlprof diff: warning: run {side} skipped {count} input(s), listed in its summary", file=sys.stderr)
+    return exit_codes.outcome(not any(skipped.values()))

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from nrlprof import exit_codes
 from nrlprof.tools.merge.timeline import merge_traces
 from nrlprof.tools.progress import progress_bar
 
@@ -23,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: all merged; 1: merged, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    """OK: merged (memory figures with no place on the clock are a note); PARTIAL: some input skipped, or
+    nothing could be placed. Bad input raises ToolError."""
     with progress_bar("merging traces") as progress:
         result = merge_traces(args.inputs, args.output, args.ray_timeline, progress, args.strict, args.jobs)
     if args.json:
@@ -38,4 +40,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"nrlprof merge: note: {path}: {reason}", file=sys.stderr)
     for path, reason in result.skipped:
         print(f"nrlprof merge: warning: skipped {path}: {reason}", file=sys.stderr)
-    return 1 if result.skipped else 0
+    placed_nothing = not result.merged and not result.counter_events  # every input skipped or unplaced
+    return exit_codes.outcome(not result.skipped and not (placed_nothing and result.unplaced))

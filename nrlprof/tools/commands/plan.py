@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 
+from nrlprof import exit_codes
 from nrlprof.config.env import load_plan
 from nrlprof.tools.plan.describe import BackendView, describe
 from nrlprof.tools.plan.live import live_matches
@@ -22,14 +23,14 @@ def run(args: argparse.Namespace) -> int:
     plan = load_plan(os.environ)
     if not plan.active:
         print("nothing is configured: set NRL_NSYS_* / NRL_TORCH_PROFILE_* / NRL_ROCPROF_* or NRL_PROFILE_CONFIG")
-        return 0
+        return exit_codes.OK
     views = describe(plan)
     live = live_matches(plan, args.address) if args.address else None
     if args.json:
         print(json.dumps({"backends": [v.__dict__ for v in views], "live": live}, indent=2))
-        return 0
+        return exit_codes.OK
     _print(views, live)
-    return 0
+    return exit_codes.OK
 
 
 def _print(views: list[BackendView], live: list[dict] | None) -> None:

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nrlprof import exit_codes
 from nrlprof.errors import ToolError
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import summarize
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: report written; 1: written, some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    """OK: report written; PARTIAL: written, some input skipped (or every one). Bad input raises ToolError."""
     _check_output_dir(Path(args.output))
     with progress_bar("reading traces") as progress:
         summary = summarize(args.directory, progress=progress)
@@ -50,4 +51,4 @@ def run(args: argparse.Namespace) -> int:
     for path, reason in summary.skipped:
         print(f"nrlprof report: warning: skipped {path}: {reason}", file=sys.stderr)
     print(f"report written to {args.output}")
-    return 1 if summary.skipped else 0
+    return exit_codes.outcome(not summary.skipped)

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from nrlprof import exit_codes
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.progress import progress_bar
 
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: everything summarised; 1: some traces skipped. Bad input raises ToolError (the CLI's exit code 2)."""
+    """OK: everything summarised; PARTIAL: some input skipped, or every one. Bad input raises ToolError."""
     with progress_bar("reading traces") as progress:
         summary = summarize(args.directory, progress=progress)
     if getattr(args, "hta", False):
@@ -35,4 +36,4 @@ def run(args: argparse.Namespace) -> int:
         from nrlprof.tools.render.console import render_summary
 
         render_summary(summary)
-    return 1 if summary.skipped else 0
+    return exit_codes.outcome(not summary.skipped)

@@ -31,19 +31,17 @@ from nrlprof.tools.read.traces import TraceHeader, find_nsys_exports, find_nsys_
 def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
     """Summarise every torch trace and Nsight Systems report under `directory`.
 
-    Unreadable traces are listed in `Summary.skipped`; a missing directory, or one with neither traces
-    nor reports, raises ToolError. `nsys` is the nsys executable (default: found on PATH). `jobs`:
-    processes reading traces at once (default: trace_pool.default_jobs).
+    Unreadable traces are listed in `Summary.skipped` (every one may be); a missing directory, or one with
+    nothing to summarise, readable or not, raises ToolError. `nsys` is the nsys executable (default: found on
+    PATH). `jobs`: processes reading traces at once (default: trace_pool.default_jobs).
     """
     directory = Path(directory)
     headers, skipped = find_traces([directory])
     reports = find_nsys_reports([directory])
     exports = find_nsys_exports([directory])
     found = sections(directory) if directory.is_dir() else {}
-    if not headers and not reports and not exports and not found:
-        nothing = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
-        reason = "; ".join(r for _, r in skipped) or nothing
-        raise ToolError(reason, directory)
+    if not headers and not skipped and not reports and not exports and not found:
+        raise ToolError("no torch trace or Nsight Systems report found (nor memory or step-anatomy files)", directory)
     summary = Summary(directory, skipped=list(skipped), sections=found)
     summary.skipped.extend((Path(s["path"]), s["reason"]) for s in found.get("memory", {}).get("skipped", []))
     stats: list[TraceStats] = []

@@ -18,7 +18,8 @@ processes at once (`jobs`).
 Bad inputs: a trace that cannot be read (not JSON, cut short, damaged gzip, nested too deep, an event
 that is not an object or values of types a trace does not hold) is skipped with its reason in
 `MergeResult.skipped`, its part dropped, and the output holds every other trace. With `strict=True` the
-first bad trace raises ToolError instead. A missing input, or no readable trace at all, raises ToolError.
+first bad trace raises ToolError instead. A missing input, or inputs holding no trace (nor memory figures), raise
+ToolError; when every trace is skipped, the output holds none of them.
 The output is written under a temporary name and renamed into place only when complete; on any error
 nothing is left at `output`.
 """
@@ -122,8 +123,8 @@ def merge_traces(
     if unreadable and strict:
         raise ToolError(unreadable[0][1], unreadable[0][0])
     memory_origin_us = earliest_us(memory_files)
-    if not headers and memory_origin_us is None:
-        raise ToolError(f"no readable torch trace found{_listing(unreadable)}", ", ".join(map(str, inputs)))
+    if not headers and not unreadable and not memory_files:
+        raise ToolError("no readable torch trace found", ", ".join(map(str, inputs)))
     if ray_timeline is not None and not Path(ray_timeline).is_file():
         raise ToolError("Ray timeline not found", ray_timeline)
     if not output.parent.is_dir():
@@ -132,7 +133,8 @@ def merge_traces(
     sizes = {h.path: h.path.stat().st_size for h in headers}
     result = MergeResult(output, skipped=list(unreadable), jobs=jobs or _default_jobs(sum(sizes.values()), headers))
     origin_ns = min(
-        [h.base_time_ns for h in headers] + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else [])
+        [h.base_time_ns for h in headers] + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else []),
+        default=0,
     )
     groups: dict[tuple[Any, ...], int] = {}
     for header in headers:
@@ -179,8 +181,6 @@ def merge_traces(
             result.bytes_in += sizes[part.task.path]
         counters = memory_counter_tracks(memory_files, origin_ns, groups, traced_groups, step_ends, names)
         result.unplaced.extend(counters.skipped)
-        if not result.merged and not counters.events:
-            raise ToolError(f"no readable torch trace{_listing(result.skipped)}")
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
         anatomy = anatomy_tracks(inputs, origin_ns, PID_BLOCK * (len(groups) + 2))
@@ -225,10 +225,6 @@ def _default_jobs(total_bytes: int, headers: list[TraceHeader]) -> int:
 
 def _group_key(header: TraceHeader) -> tuple[Any, ...]:
     return (header.host, header.pid, header.rank, header.worker)
-
-
-def _listing(skipped: list[tuple[Path, str]]) -> str:
-    return "".join(f"; {path}: {reason}" for path, reason in skipped)
 
 
 def _document_head(origin_ns: int) -> bytes:
