@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from nrlprof.tools.cluster import NodeInfo
-from nrlprof.tools.collect.scan import PART_SUFFIX, RemoteFile, sha256_of
+from nrlprof.tools.collect.scan import RemoteFile, sha256_of
+from nrlprof.tools.output import write_output
 
 INDEX_NAME = ".nrlprof-collect.json"
 INDEX_VERSION = 1
@@ -27,10 +27,7 @@ def load_index(to: Path) -> dict[str, dict[str, Any]]:
 
 def save_index(to: Path, files: dict[str, dict[str, Any]]) -> None:
     text = json.dumps({"version": INDEX_VERSION, "files": files}, indent=1, sort_keys=True)
-    handle, temp = tempfile.mkstemp(prefix=INDEX_NAME, suffix=PART_SUFFIX, dir=to)
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temp, to / INDEX_NAME)
+    write_output(to / INDEX_NAME, text.encode("utf-8"))
 
 
 def known_sources(index: dict[str, dict[str, Any]], node: NodeInfo) -> dict[str, list]:

@@ -3,37 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from nrlprof import exit_codes
-from nrlprof.errors import ToolError
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.output import check_output, write_output
 from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.render.html import render_html
 
 
 def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
     """Summarise `directory` (unless `summary` is given) into the HTML file `output`, written atomically."""
-    output = Path(output)
-    _check_output_dir(output)
+    check_output(output)
     summary = summary if summary is not None else summarize(Path(directory))
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(render_html(summary).encode("utf-8", "replace"))
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _check_output_dir(output: Path) -> None:
-    if not output.parent.is_dir():
-        raise ToolError("output directory does not exist", output.parent)
+    write_output(output, render_html(summary).encode("utf-8", "replace"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """OK: report written; PARTIAL: written, some input skipped (or every one). Bad input raises ToolError."""
-    _check_output_dir(Path(args.output))
+    check_output(args.output)
     with progress_bar("reading traces") as progress:
         summary = summarize(args.directory, progress=progress)
     write_report(args.directory, args.output, summary)

@@ -45,6 +45,7 @@ from nrlprof.tools.merge.anatomy_tracks import anatomy_tracks
 from nrlprof.tools.merge.gzip_member import DeflateStream, gzip_header, gzip_trailer
 from nrlprof.tools.merge.memory_tracks import earliest_us, group_key, memory_counter_tracks
 from nrlprof.tools.merge.rewrite import PID_BLOCK, RayRewriter, TraceRewriter
+from nrlprof.tools.output import AtomicOutput, check_output
 from nrlprof.tools.progress import ProgressCallback
 from nrlprof.tools.read.memory import find_memory_files, read_memory_files
 from nrlprof.tools.read.traces import (
@@ -127,8 +128,7 @@ def merge_traces(
         raise ToolError("no readable torch trace found", ", ".join(map(str, inputs)))
     if ray_timeline is not None and not Path(ray_timeline).is_file():
         raise ToolError("Ray timeline not found", ray_timeline)
-    if not output.parent.is_dir():
-        raise ToolError("output directory does not exist", output.parent)
+    check_output(output)
     headers.sort(key=TraceHeader.sort_key)
     sizes = {h.path: h.path.stat().st_size for h in headers}
     result = MergeResult(output, skipped=list(unreadable), jobs=jobs or _default_jobs(sum(sizes.values()), headers))
@@ -371,9 +371,8 @@ class _Sink:
     def __init__(self, path: Path, compress_level: int) -> None:
         self.path = path
         self.compressed = path.name.endswith(".gz")
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        self._tmp = Path(tmp)
-        self._file: BinaryIO = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._output = AtomicOutput(path, buffering=1 << 20)
+        self._file: BinaryIO = self._output.file
         self._deflate = DeflateStream(self._file, compress_level) if self.compressed else None
         self._events = 0
         if self._deflate is not None:
@@ -406,12 +405,10 @@ class _Sink:
         if self._deflate is not None:
             self._deflate.finish()
             self._file.write(gzip_trailer(self._deflate.crc, self._deflate.size))
-        self._file.close()
-        os.replace(self._tmp, self.path)
+        self._output.commit()
 
     def abort(self) -> None:
-        self._file.close()
-        self._tmp.unlink(missing_ok=True)
+        self._output.abort()
 
 
 class _Meter:
