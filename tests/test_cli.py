@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import os
@@ -156,3 +157,35 @@ def test_python_dash_m_nrlprof_is_the_same_command(tmp_path):
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == f"nrlprof summary: {missing}: no such file or directory\n"
+
+
+def test_shared_options_are_spelled_and_checked_alike_in_every_command():
+    from nrlprof.tools.commands.options import OPTIONS, positive_int
+
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    seen: dict[str, set[str]] = {name: set() for name in OPTIONS}
+    for command, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if action.dest in OPTIONS:
+                flags, settings = OPTIONS[action.dest]
+                assert tuple(action.option_strings) == flags, (command, action.option_strings)
+                assert action.type is settings.get("type"), (command, action.dest)
+                seen[action.dest].add(command)
+    assert seen == {
+        "json": {"summary", "merge", "diff", "collect", "doctor", "plan"},
+        "output": {"merge", "report"},
+        "address": {"collect", "doctor", "plan"},
+        "jobs": {"summary", "merge", "report"},
+    }
+    assert positive_int("3") == 3
+
+
+@pytest.mark.parametrize("command", ["summary", "report", "merge"])
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_jobs_must_be_a_positive_number(tmp_path, capsys, command, jobs):
+    with pytest.raises(SystemExit) as exit:
+        cli.main([command, str(tmp_path), "-j", jobs])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument -j/--jobs" in err and ("positive" in err or "whole number" in err)

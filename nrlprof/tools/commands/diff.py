@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
+from nrlprof.tools.commands.options import add_option
 from nrlprof.tools.figures.compare import compare, load_summary
 from nrlprof.tools.render.console import render_diff
 
@@ -15,7 +16,7 @@ from nrlprof.tools.render.console import render_diff
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", type=Path, help="run A: a directory of traces/reports, or a `summary --json` file")
     parser.add_argument("b", type=Path, help="run B: the same kinds")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    add_option(parser, "json", "print the comparison as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 from nrlprof.rayfix.names import FIXED_STATES
 from nrlprof.tools.check.doctor import ERROR, WARNING, DoctorReport, NodeCheck, doctor
 from nrlprof.tools.check.node import NSYS_TOOL, Interpreter, ToolCheck
+from nrlprof.tools.commands.options import add_option
 
 
 def _tool_cell(tool: ToolCheck) -> str:
@@ -85,12 +86,12 @@ def _interpreters_text(check: NodeCheck) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or the local one)")
+    add_option(parser, "address", "Ray cluster address (default: RAY_ADDRESS or the local one)")
     parser.add_argument("--output-dir", default=None, help="torch output directory to check (default: the plan's)")
     parser.add_argument(
         "--capture", action="store_true", help="also run a short real capture on every node with each backend"
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_option(parser, "json", "print the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,19 +8,19 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
+from nrlprof.tools.commands.options import add_option
 from nrlprof.tools.merge.timeline import merge_traces
 from nrlprof.tools.progress import progress_bar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", type=Path, help="trace files or directories (searched recursively)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("timeline.json.gz"),
-                        help="merged trace; gzipped when it ends with .gz (default: %(default)s)")  # fmt: skip
+    output = "merged trace; gzipped when it ends with .gz (default: %(default)s)"
+    add_option(parser, "output", output, default=Path("timeline.json.gz"))
     parser.add_argument("--ray-timeline", type=Path, default=None, help="a ray.timeline() JSON file to add")
     parser.add_argument("--strict", action="store_true", help="fail on the first unreadable trace")
-    parser.add_argument("-j", "--jobs", type=int, default=None,
-                        help="processes reading traces (default: one per CPU, at most one per 256 MiB)")  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per 256 MiB)")
+    add_option(parser, "json", "print the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,15 +8,14 @@ import os
 
 from nrlprof import exit_codes
 from nrlprof.config.env import load_plan
+from nrlprof.tools.commands.options import add_option
 from nrlprof.tools.plan.describe import BackendView, describe
 from nrlprof.tools.plan.live import live_matches
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    parser.add_argument(
-        "--address", help="also match the live actors of this running cluster ('auto' for the local one)"
-    )
+    add_option(parser, "json", "print the plan as JSON")
+    add_option(parser, "address", "also match the live actors of this running cluster ('auto' for the local one)")
 
 
 def run(args: argparse.Namespace) -> int:
