@@ -9,6 +9,8 @@
   `.pickle` (the CUDA allocator snapshot); `...oom.<pid>.pickle` when the process ran out of memory.
 - manifests: `<ray session dir>/logs/nrlprof/manifest-<host>-<pid>.jsonl`, or
   `<torch dir>/.nrlprof/` when a process has no Ray session.
+- steps inside the files: `ProfilerStep#<n>` (torch's own step annotation) in a trace, an NVTX range
+  `step <n>` in nrlprof's NVTX domain in an nsys capture; `<n>` at most 18 digits.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ CONTROLLER = "controller"
 NSYS_REPORT_SUFFIX = ".nsys-rep"
 NSYS_SUFFIXES = (NSYS_REPORT_SUFFIX, ".qdrep")
 NSYS_UNFINISHED_SUFFIX = ".qdstrm"
+NSYS_EXPORT_SUFFIX = ".sqlite"  # `nsys export --type sqlite`, beside the report or anywhere under the inputs
 TRACE_SUFFIX = ".pt.trace.json"
 TRACE_SUFFIXES = (TRACE_SUFFIX, TRACE_SUFFIX + ".gz")
 MEMORY_FIGURES_SUFFIX = ".memory.json"
 MEMORY_SNAPSHOT_SUFFIX = ".pickle"
 # Written by the nsight plugin's dry run at actor creation; removed right after.
 DRY_RUN_PREFIX = "nrlprof-dryrun-"
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+NVTX_STEP_PREFIX = "step "
+NVTX_DOMAIN = "nrlprof"  # of the step ranges and annotations nrlprof writes (ranges/nvtx.py)
+MAX_STEP_DIGITS = 18
 
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # <worker>.rank<r>.steps3-4.<pid>[.<n>].pt.trace.json; discrete mode: <worker>.rank<r>.step3.<method>.<pid>...
@@ -44,6 +51,10 @@ _TRACE_NAME = re.compile(
 )
 # <worker>_<steps>_<pid>[.<k>].nsys-rep, steps `3`, `3-4` or `1_5-6`
 _NSYS_NAME = re.compile(r"^(?P<worker>.+?)_(?P<window>\d+(?:-\d+)?(?:_\d+(?:-\d+)?)*)_(?P<pid>\d+)(?:[._-]\d+)*$")
+# <worker>[.rank<r>].steps<a>[-<b>].<pid>.pickle, or ...oom.<pid>.pickle
+_SNAPSHOT_NAME = re.compile(
+    r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.(?P<label>steps\d+(?:-\d+)?|oom)\.(?P<pid>\d+)\.pickle$"
+)
 
 
 def file_safe(name: str) -> str:
@@ -123,6 +134,25 @@ def parse_nsys_name(stem: str) -> NsysName | None:
     return NsysName(match["worker"], match["window"], int(match["pid"]))
 
 
+def nsys_stem(file_name: str) -> str:
+    """The name a report and its SQLite export share: without `.sqlite`, then without `.nsys-rep` / `.qdrep`."""
+    name = file_name.removesuffix(NSYS_EXPORT_SUFFIX)
+    return next((name.removesuffix(s) for s in NSYS_SUFFIXES if name.endswith(s)), name)
+
+
+# --- steps ------------------------------------------------------------------------------------------------------
+
+
+def step_number(name: str, prefix: str) -> int | None:
+    """n of `<prefix><n>` (n: 1 to MAX_STEP_DIGITS ASCII digits); None for any other name."""
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix) :]
+    if digits.isascii() and digits.isdigit() and len(digits) <= MAX_STEP_DIGITS:
+        return int(digits)
+    return None
+
+
 # --- torch ------------------------------------------------------------------------------------------------------
 
 
@@ -145,6 +175,23 @@ def memory_file_name(worker_file_name: str, rank: int | None, label: str, pid: i
     """`<worker>.rank<r>.<label>.<pid><suffix>`, named like the torch traces; label `steps3-4` or `oom`."""
     rank_part = "" if rank is None else f".rank{rank}"
     return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
+
+
+@dataclass(frozen=True)
+class SnapshotName:
+    worker: str
+    rank: int | None
+    label: str  # `steps3-4` or `oom`
+    pid: int
+
+
+def parse_snapshot_name(name: str) -> SnapshotName | None:
+    """The parts of an allocator snapshot's file name (`memory_file_name` with `.pickle`); None for another name."""
+    match = _SNAPSHOT_NAME.match(name)
+    if match is None:
+        return None
+    rank = match["rank"]
+    return SnapshotName(match["worker"], None if rank is None else int(rank), match["label"], int(match["pid"]))
 
 
 def window_label(first: int, last: int) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from nrlprof.layout import NSYS_REPORT_SUFFIX, NSYS_UNFINISHED_SUFFIX
+from nrlprof.layout import NSYS_EXPORT_SUFFIX, NSYS_REPORT_SUFFIX, NSYS_UNFINISHED_SUFFIX
 
 CANARY_RANGE = "nrlprof-canary"
 CAPTURE_TIMEOUT_S = 180.0
@@ -122,7 +122,7 @@ def nsys_canary(nsys: str, gpu: bool, work_dir: str) -> CanaryResult:
             return result(False, "nsys left only a .qdstrm and no report: its importer failed (QdstrmImporter; a "
                           "missing library such as libdw.so.1?)")  # fmt: skip
         return result(False, f"`nsys profile` (exit {code}) wrote no report {report.name}: {tail}")
-    sqlite = output.with_suffix(".sqlite")
+    sqlite = output.with_suffix(NSYS_EXPORT_SUFFIX)
     argv = [nsys, "export", "--type=sqlite", "--force-overwrite=true", "-o", str(sqlite), str(report)]
     code, tail = _run(argv, EXPORT_TIMEOUT_S, work_dir)
     if code != 0 or not sqlite.is_file():

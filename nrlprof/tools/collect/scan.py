@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import os
 import stat
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.layout import DRY_RUN_PREFIX, LOGS_DIR, MANIFEST_DIR, MANIFEST_GLOB, REPORT_DIRS, file_safe
+from nrlprof.manifest import parse_line
 
 SESSION_GLOB = "session_*"
 LATEST_SESSION = "session_latest"
@@ -210,16 +210,9 @@ def manifest_listings(path: str, scan: Scan) -> list[tuple[str, str]]:
 
 
 def _line_listings(raw: bytes, where: str, scan: Scan) -> list[tuple[str, str]]:
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        scan.reject(where, "line is not UTF-8; skipped")
-        return []
-    except ValueError:
-        scan.reject(where, "line is not JSON; skipped")
-        return []
-    if not isinstance(record, dict):
-        scan.reject(where, f"line is a JSON {type(record).__name__}, not an object; skipped")
+    record = parse_line(raw)
+    if isinstance(record, str):
+        scan.reject(where, f"{record}; skipped")
         return []
     files = record.get("files") or []
     if not isinstance(files, list):

@@ -15,10 +15,10 @@ peak_mb}}; wall_ms and pid.
 from __future__ import annotations
 
 import itertools
-import re
 from pathlib import Path
 from typing import Any
 
+from nrlprof.layout import parse_snapshot_name
 from nrlprof.tools.read.memory import MemoryFile, find_memory_files, read_memory_files
 from nrlprof.tools.read.memory_snapshot import snapshot_top_allocations
 
@@ -27,9 +27,6 @@ GROWTH_SERIES = (("host_rss_mb", "host RSS"), ("cuda_allocated_mb", "CUDA alloca
 MIN_GROWTH_MB = 4.0  # per step: below this a rising series reads as noise
 MIN_STEP_SHARE = 0.25  # every step must add at least this share of the average growth
 NO_RANK = "-"
-_SNAPSHOT_NAME = re.compile(
-    r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.(?P<label>steps\d+(?:-\d+)?|oom)\.(?P<pid>\d+)\.pickle$"
-)
 
 
 def rank_key(rank: int | None) -> str:
@@ -69,17 +66,16 @@ def memory_model(files: list[MemoryFile]) -> dict[str, dict[str, dict[str, Any]]
 
 def _snapshot_owner(path: Path, files: list[MemoryFile]) -> dict[str, Any]:
     """worker, rank, window, pid of a snapshot: from the figures file beside it, else from its name."""
-    match = _SNAPSHOT_NAME.match(path.name)
-    label = match["label"] if match else ""
-    pid = int(match["pid"]) if match else None
+    name = parse_snapshot_name(path.name)
+    label = name.label if name else ""
+    pid = name.pid if name else None
     for file in files:
         if file.path.parent == path.parent and file.pid == pid:
             window = label.removeprefix("steps") if label.startswith("steps") else label
             return {"worker": file.worker, "rank": file.rank, "window": window, "pid": pid}
-    if match is None:
+    if name is None:
         return {"worker": path.name, "rank": None, "window": "", "pid": None}
-    rank = int(match["rank"]) if match["rank"] else None
-    return {"worker": match["worker"], "rank": rank, "window": label.removeprefix("steps"), "pid": pid}
+    return {"worker": name.worker, "rank": name.rank, "window": label.removeprefix("steps"), "pid": pid}
 
 
 def memory_summary(directory: Path, top: int = 5) -> dict[str, Any]:

@@ -17,12 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import NSYS_SUFFIXES, parse_nsys_name
+from nrlprof.layout import (
+    NSYS_EXPORT_SUFFIX,
+    NVTX_DOMAIN,
+    NVTX_STEP_PREFIX,
+    nsys_stem,
+    parse_nsys_name,
+    step_number,
+)
 from nrlprof.tools.figures.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm
 
-SQLITE_SUFFIX = ".sqlite"
-DOMAIN = "nrlprof"
-STEP_RANGE_PREFIX = "step "
 EXPORT_TIMEOUT_S = 600
 _NVTX_DOMAIN_CREATE = 75
 _NVTX_RANGES = (59, 60)  # NvtxStartEndRange, NvtxPushPopRange
@@ -48,21 +52,19 @@ class NsysCapture:
 
 def capture_identity(path: Path) -> tuple[str, str, int | None]:
     """(worker, window, pid) from a report or export file name; the stem as worker when it is not nrlprof's."""
-    name = path.name.removesuffix(SQLITE_SUFFIX)
-    stem = next((name.removesuffix(s) for s in NSYS_SUFFIXES if name.endswith(s)), name)
+    stem = nsys_stem(path.name)
     parsed = parse_nsys_name(stem)
     return (parsed.worker, parsed.window, parsed.pid) if parsed else (stem, "", None)
 
 
 def export_stem(path: Path) -> str:
-    """The name a report and its export share: without `.nsys-rep` / `.qdrep` / `.sqlite`."""
-    name = path.name
-    return next((name.removesuffix(s) for s in (*NSYS_SUFFIXES, SQLITE_SUFFIX) if name.endswith(s)), name)
+    """The name a report and its export share (layout.nsys_stem)."""
+    return nsys_stem(path.name)
 
 
 def export_sqlite(nsys: str, report: Path, directory: Path) -> Path:
     """`nsys export --type sqlite` of `report` into `directory`; ToolError when nsys fails."""
-    output = directory / (export_stem(report) + SQLITE_SUFFIX)
+    output = directory / (export_stem(report) + NSYS_EXPORT_SUFFIX)
     command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(output), str(report)]
     try:
         run = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
@@ -79,7 +81,7 @@ def read_reports(reports: list[Path], exports: list[Path], nsys: str | None) -> 
     by_stem = {export_stem(p): p for p in exports}
     captures, notes = [], []
     for report in reports:  # `nsys stats` leaves its export next to the report
-        sibling = report.with_name(export_stem(report) + SQLITE_SUFFIX)
+        sibling = report.with_name(export_stem(report) + NSYS_EXPORT_SUFFIX)
         if export_stem(report) not in by_stem and sibling.is_file():
             by_stem[export_stem(report)] = sibling
             exports = [*exports, sibling]
@@ -216,7 +218,7 @@ def _longest_query(tables: set[str], limit: int) -> str:
 
 def _step_windows(db: sqlite3.Connection, capture: NsysCapture) -> list[tuple[float, float, int]]:
     created = "SELECT domainId FROM NVTX_EVENTS WHERE eventType = ? AND text = ?"
-    domains = [d for (d,) in db.execute(created, (_NVTX_DOMAIN_CREATE, DOMAIN))]
+    domains = [d for (d,) in db.execute(created, (_NVTX_DOMAIN_CREATE, NVTX_DOMAIN))]
     query = (
         "SELECT n.start, n.end, COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
         f" WHERE n.end IS NOT NULL AND n.eventType IN {_NVTX_RANGES}"
@@ -228,9 +230,9 @@ def _step_windows(db: sqlite3.Connection, capture: NsysCapture) -> list[tuple[fl
     windows = []
     for start, end, text in db.execute(query, params):
         label = str(text or "")
-        digits = label.removeprefix(STEP_RANGE_PREFIX)
-        if label.startswith(STEP_RANGE_PREFIX) and digits.isascii() and digits.isdigit() and len(digits) <= 18:
-            windows.append((float(start), float(end), int(digits)))
+        step = step_number(label, NVTX_STEP_PREFIX)
+        if step is not None:
+            windows.append((float(start), float(end), step))
         elif label:
             capture.ranges.append((label, float(start), float(end)))
     return windows

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof import layout
 from nrlprof.errors import ToolError
 from nrlprof.tools.figures.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.read.trace_events import Args, Event, decode_events
 from nrlprof.tools.read.traces import ReadProgress, TraceHeader, check_events, iter_event_batches
 
-STEP_PREFIX = "ProfilerStep#"
+STEP_PREFIX = layout.PROFILER_STEP_PREFIX
 MAX_SPANS = 2000
-_MAX_STEP_DIGITS = 18
 _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) are not a profiler's
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
@@ -205,10 +205,10 @@ def step_number(name: str) -> int | None:
     """n of `ProfilerStep#<n>`; None for other names. Raises ToolError for a step name with no number."""
     if not name.startswith(STEP_PREFIX):
         return None
-    digits = name[len(STEP_PREFIX) :]
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= _MAX_STEP_DIGITS):
+    step = layout.step_number(name, STEP_PREFIX)
+    if step is None:
         raise ToolError(f"a step annotation is named {name[:60]!r}, expected {STEP_PREFIX}<n>")
-    return int(digits)
+    return step
 
 
 def _steps_and_ranges(

@@ -12,8 +12,9 @@ import json
 import zlib
 from typing import Any, Protocol
 
+from nrlprof.layout import PROFILER_STEP_PREFIX, step_number
+
 ID_STRIDE = 1 << 40
-STEP_PREFIX = "ProfilerStep#"
 PID_BLOCK = 100_000
 _KNOWN_PIDS = {"Spans": 1001, "Traces": 1002, "": 1003}  # the string pids kineto writes
 
@@ -119,10 +120,9 @@ class TraceRewriter:
     def _collect_steps(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             name = event.get("name")
-            if name.__class__ is str and name.startswith(STEP_PREFIX) and event.get("ph") == "X":
-                digits, ts, dur = name[len(STEP_PREFIX) :], event.get("ts"), event.get("dur")
-                if digits.isascii() and digits.isdigit() and len(digits) < 19 and _number(ts) and _number(dur):
-                    step = int(digits)
+            if name.__class__ is str and name.startswith(PROFILER_STEP_PREFIX) and event.get("ph") == "X":
+                step, ts, dur = step_number(name, PROFILER_STEP_PREFIX), event.get("ts"), event.get("dur")
+                if step is not None and _number(ts) and _number(dur):
                     start, end = self.step_ends.get(step, (ts, ts + dur))
                     self.step_ends[step] = (min(start, ts), max(end, ts + dur))
 

@@ -47,22 +47,23 @@ def read_manifests(directory: Path) -> ManifestView:
     traces) is not reported as missing: those files were never meant to be here. Manifests (or records)
     that cannot be read are returned with the reason.
     """
-    from nrlprof.manifest import MANIFEST_GLOB, read_records
+    from nrlprof.manifest import MANIFEST_GLOB, NOT_UTF8, parse_line
 
     view = ManifestView()
     present = {p.name for p in directory.rglob("*") if not p.is_dir()}
     records: list[tuple[Path, dict[str, Any]]] = []
     for manifest in sorted(p for p in directory.rglob(MANIFEST_GLOB) if p.is_file()):
         try:
-            not_text = sum(1 for line in manifest.read_bytes().splitlines() if not _is_utf8(line))
-            lines = read_records(manifest)  # skips lines that are not UTF-8 JSON objects
-        except (OSError, RecursionError, ValueError) as exc:
+            with open(manifest, "rb") as handle:
+                parsed = [parse_line(raw) for raw in handle]
+        except OSError as exc:
             view.unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
             continue
+        not_text = parsed.count(NOT_UTF8)
         if not_text:
             view.unreadable.append((manifest, f"{not_text} line(s) not UTF-8 text, skipped"))
-        for record in lines:
-            if not isinstance(record, dict):
+        for record in parsed:
+            if not isinstance(record, dict):  # not JSON, not an object, a torn last line: no record
                 continue
             files = record.get("files")
             if files is not None and not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
@@ -111,11 +112,3 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import NSYS_SUFFIXES, parse_nsys_name
+from nrlprof.layout import nsys_stem, parse_nsys_name
 
 NSYS_REPORTS = (("cuda_gpu_kern_sum", "nvtx_sum"), ("gpukernsum", "nvtxppsum"))
 NSYS_TIMEOUT_S = 600
@@ -42,7 +42,7 @@ def summarize_nsys(reports: list[Path], nsys: str | None) -> tuple[list[NsysRepo
     """Kernel and NVTX summaries of each report via `nsys stats`; a note instead when nsys is missing."""
     parsed = []
     for path in reports:
-        stem = next((path.name.removesuffix(s) for s in NSYS_SUFFIXES if path.name.endswith(s)), path.name)
+        stem = nsys_stem(path.name)
         name = parse_nsys_name(stem)
         if name is None:
             parsed.append(NsysReport(path, stem, "", None))

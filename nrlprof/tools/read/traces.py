@@ -29,7 +29,14 @@ import ijson
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import CONTROLLER, NSYS_SUFFIXES, TRACE_SUFFIXES, TraceName, parse_trace_name
+from nrlprof.layout import (
+    CONTROLLER,
+    NSYS_EXPORT_SUFFIX,
+    NSYS_SUFFIXES,
+    TRACE_SUFFIXES,
+    TraceName,
+    parse_trace_name,
+)
 
 JSON_SUFFIXES = (".json", ".json.gz")
 # Kineto's events nest 5 or 6 deep; the fallback parser's memory grows with the square of the depth.
@@ -466,7 +473,7 @@ def find_nsys_reports(inputs: Iterable[Path]) -> list[Path]:
 
 def find_nsys_exports(inputs: Iterable[Path]) -> list[Path]:
     """SQLite exports of Nsight Systems reports (`*.sqlite`) under `inputs`."""
-    return [path for path, _ in _candidates(inputs, (".sqlite",))]
+    return [path for path, _ in _candidates(inputs, (NSYS_EXPORT_SUFFIX,))]
 
 
 def _candidates(inputs: Iterable[Path], suffixes: tuple[str, ...]) -> Iterator[tuple[Path, bool]]:
