@@ -70,6 +70,17 @@ TARGETS = (
         ),
         40,
     ),
+    Target(
+        "inputs",
+        "nrlprof/tools/read/inputs.py",
+        (
+            "test_tools_inputs.py",
+            "test_trace_reading_edges.py",
+            "test_manifest_messages.py",
+            "test_tools_bad_inputs.py",
+        ),
+        30,
+    ),
     Target("trace_pool", "nrlprof/tools/figures/trace_pool.py", ("test_trace_pool.py",), 30),
     Target(
         "gpu_time",

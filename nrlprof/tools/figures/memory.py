@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.layout import parse_snapshot_name
-from nrlprof.tools.read.memory import MemoryFile, find_memory_files, read_memory_files
+from nrlprof.tools.read.inputs import Inputs
+from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.memory_snapshot import snapshot_top_allocations
 
 MEMORY_FIGURES = ("host_rss_mb", "host_peak_mb", "cuda_allocated_mb", "cuda_reserved_mb", "cuda_peak_mb")
@@ -78,12 +79,11 @@ def _snapshot_owner(path: Path, files: list[MemoryFile]) -> dict[str, Any]:
     return {"worker": name.worker, "rank": name.rank, "window": label.removeprefix("steps"), "pid": pid}
 
 
-def memory_summary(directory: Path, top: int = 5) -> dict[str, Any]:
-    """The memory model of every figures file and snapshot under `directory` (see the module's docstring)."""
-    figure_paths, snapshot_paths = find_memory_files([Path(directory)])
-    files, skipped = read_memory_files(figure_paths)
+def memory_summary(found: Inputs, top: int = 5) -> dict[str, Any]:
+    """The memory model of the figures files and snapshots found (see the module's docstring)."""
+    files, skipped = read_memory_files(found.memory_figures)
     snapshots = []
-    for path in snapshot_paths:
+    for path in found.memory_snapshots:
         entry = {**_snapshot_owner(path, files), "path": str(path), "oom": ".oom." in path.name}
         try:
             entry["top"] = snapshot_top_allocations(path, top)

@@ -10,28 +10,29 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.tools.read.anatomy import anatomy_runs
+from nrlprof.tools.read.inputs import Inputs
 
 
-def memory_section(directory: Path) -> dict[str, Any] | None:
+def memory_section(found: Inputs) -> dict[str, Any] | None:
     from nrlprof.tools.figures.memory import memory_findings, memory_summary
 
-    model = memory_summary(directory)
+    model = memory_summary(found)
     if not model["workers"] and not model["snapshots"] and not model["skipped"]:
         return None
     model["findings"] = memory_findings(model)
     return model
 
 
-def anatomy_section(directory: Path) -> dict[str, Any] | None:
+def anatomy_section(directory: Path, found: Inputs) -> dict[str, Any] | None:
     from nrlprof.tools.figures.anatomy import anatomy_summary
 
-    runs = anatomy_runs(directory)
+    runs = anatomy_runs(directory, found.anatomy_dirs)
     if not runs:
         return None
     return anatomy_summary(runs[-1])
 
 
-def sections(directory: Path) -> dict[str, Any]:
-    """`{"memory": ..., "anatomy": ...}` with the sections whose files exist."""
-    found = {"memory": memory_section(directory), "anatomy": anatomy_section(directory)}
-    return {name: section for name, section in found.items() if section is not None}
+def sections(directory: Path, found: Inputs) -> dict[str, Any]:
+    """`{"memory": ..., "anatomy": ...}` with the sections whose files are among those `found` under `directory`."""
+    parts = {"memory": memory_section(found), "anatomy": anatomy_section(directory, found)}
+    return {name: section for name, section in parts.items() if section is not None}

@@ -23,9 +23,10 @@ from nrlprof.tools.figures.sections import sections
 from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_pool import default_jobs, read_traces
 from nrlprof.tools.figures.trace_stats import OpStat, Span, TraceStats
+from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import read_manifests
 from nrlprof.tools.read.nsys_stats import summarize_nsys
-from nrlprof.tools.read.traces import TraceHeader, find_nsys_exports, find_nsys_reports, find_traces
+from nrlprof.tools.read.traces import TraceHeader, read_headers
 
 
 def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
@@ -36,14 +37,14 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     PATH). `jobs`: processes reading traces at once (default: trace_pool.default_jobs).
     """
     directory = Path(directory)
-    headers, skipped = find_traces([directory])
-    reports = find_nsys_reports([directory])
-    exports = find_nsys_exports([directory])
-    found = sections(directory) if directory.is_dir() else {}
-    if not headers and not skipped and not reports and not exports and not found:
+    found = find_inputs([directory])  # the one walk of the directory
+    headers, skipped = read_headers(found.traces)
+    reports, exports = found.nsys_reports, found.nsys_exports
+    parts = sections(directory, found) if directory.is_dir() else {}
+    if not headers and not skipped and not reports and not exports and not parts:
         raise ToolError("no torch trace or Nsight Systems report found (nor memory or step-anatomy files)", directory)
-    summary = Summary(directory, skipped=list(skipped), sections=found)
-    summary.skipped.extend((Path(s["path"]), s["reason"]) for s in found.get("memory", {}).get("skipped", []))
+    summary = Summary(directory, skipped=list(skipped), sections=parts)
+    summary.skipped.extend((Path(s["path"]), s["reason"]) for s in parts.get("memory", {}).get("skipped", []))
     stats: list[TraceStats] = []
     ordered = sorted(headers, key=TraceHeader.sort_key)
     for header, outcome in read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress):
@@ -55,7 +56,7 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     nsys = nsys if nsys is not None else shutil.which("nsys")
     summary.nsys_reports, notes = summarize_nsys(reports, nsys)
     summary.notes.extend(notes)
-    manifests = read_manifests(directory)
+    manifests = read_manifests(found)
     captures, notes = read_reports(reports, exports, nsys or None)
     summary.workers.extend(capture_summary(c, manifests.rank_of_file) for c in captures)
     summary.notes.extend(notes)

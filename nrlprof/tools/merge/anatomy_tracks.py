@@ -104,10 +104,13 @@ def _step_of(starts: list[int], windows: list[tuple[int, int, int]], t: int) -> 
     return windows[index][0]
 
 
-def anatomy_tracks(inputs: list[Path], origin_ns: int, pid_base: int) -> list[dict[str, Any]]:
-    """The step anatomy's spans (Ray's task events) of the latest run under the inputs, on the merge's clock."""
+def anatomy_tracks(inputs: list[Path], anatomy_dirs: list[Path], origin_ns: int, pid_base: int) -> list[dict[str, Any]]:
+    """The step anatomy's spans (Ray's task events) of the latest run under the inputs, on the merge's clock.
+
+    `anatomy_dirs`: the directories named `step_anatomy` found under the inputs (tools.read.inputs).
+    """
     for directory in (Path(p) for p in inputs if Path(p).is_dir()):
-        runs = anatomy_runs(directory)
+        runs = anatomy_runs(directory, anatomy_dirs)
         if runs:
             events = anatomy_trace_events(runs[-1])
             for event in events:

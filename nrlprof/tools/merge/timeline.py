@@ -47,15 +47,16 @@ from nrlprof.tools.merge.memory_tracks import earliest_us, group_key, memory_cou
 from nrlprof.tools.merge.rewrite import PID_BLOCK, RayRewriter, TraceRewriter
 from nrlprof.tools.output import AtomicOutput, check_output
 from nrlprof.tools.progress import ProgressCallback
-from nrlprof.tools.read.memory import find_memory_files, read_memory_files
+from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.read.memory import read_memory_files
 from nrlprof.tools.read.traces import (
     ReadProgress,
     TraceHeader,
     check_events,
-    find_traces,
     gc_paused,
     iter_chrome_events,
     iter_event_batches,
+    read_headers,
     unexpected_content,
 )
 
@@ -118,8 +119,9 @@ def merge_traces(
     """
     started = time.perf_counter()
     output = Path(output)
-    headers, unreadable = find_traces([Path(p) for p in inputs], exclude=[output])
-    memory_files, memory_unreadable = read_memory_files(find_memory_files([Path(p) for p in inputs])[0])
+    found = find_inputs([Path(p) for p in inputs])  # the one walk of the inputs
+    headers, unreadable = read_headers(found.traces, exclude=[output])
+    memory_files, memory_unreadable = read_memory_files(found.memory_figures)
     unreadable = [*unreadable, *memory_unreadable]
     if unreadable and strict:
         raise ToolError(unreadable[0][1], unreadable[0][0])
@@ -183,7 +185,7 @@ def merge_traces(
         result.unplaced.extend(counters.skipped)
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
-        anatomy = anatomy_tracks(inputs, origin_ns, PID_BLOCK * (len(groups) + 2))
+        anatomy = anatomy_tracks(inputs, found.anatomy_dirs, origin_ns, PID_BLOCK * (len(groups) + 2))
         sink.write_events(anatomy)
         result.anatomy_events = len(anatomy)
         if ray_timeline is not None:

@@ -24,15 +24,18 @@ NS_PER_MS = 1_000_000
 RAY_INTERNAL_PREFIX = "__ray_"
 
 
-def anatomy_runs(directory: Path) -> list[Path]:
-    """Step-anatomy runs directly in `directory`, in its `step_anatomy/`, or in any `step_anatomy/` below it."""
+def anatomy_runs(directory: Path, anatomy_dirs: list[Path]) -> list[Path]:
+    """Step-anatomy runs directly in `directory`, in its `step_anatomy/`, or in any `step_anatomy/` below it.
+
+    `anatomy_dirs`: the directories named `step_anatomy` found under the inputs (tools.read.inputs).
+    """
     try:
         runs = run_directories(directory)
     except ToolError:
         return []
     if runs:
         return runs
-    for child in sorted(p for p in Path(directory).rglob("step_anatomy") if p.is_dir()):
+    for child in (d for d in anatomy_dirs if d.is_relative_to(directory)):
         runs = run_directories(child)
         if runs:
             return runs

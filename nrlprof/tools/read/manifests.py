@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof.tools.read.inputs import Inputs
+
 
 @dataclass
 class Overhead:
@@ -40,19 +42,19 @@ class ManifestView:
     rank_of_file: dict[str, int] = field(default_factory=dict)
 
 
-def read_manifests(directory: Path) -> ManifestView:
-    """Windows the manifests under `directory` record as not ok or with a message, listed files missing here, overhead.
+def read_manifests(found: Inputs) -> ManifestView:
+    """Windows the manifests found record as not ok or with a message, listed files missing here, overhead.
 
-    A backend none of whose listed files is here (say nsys reports, when `directory` holds only the torch
+    A backend none of whose listed files is here (say nsys reports, when the inputs hold only the torch
     traces) is not reported as missing: those files were never meant to be here. Manifests (or records)
     that cannot be read are returned with the reason.
     """
-    from nrlprof.manifest import MANIFEST_GLOB, NOT_UTF8, parse_line
+    from nrlprof.manifest import NOT_UTF8, parse_line
 
     view = ManifestView()
-    present = {p.name for p in directory.rglob("*") if not p.is_dir()}
+    present = found.names
     records: list[tuple[Path, dict[str, Any]]] = []
-    for manifest in sorted(p for p in directory.rglob(MANIFEST_GLOB) if p.is_file()):
+    for manifest in found.manifests:
         try:
             with open(manifest, "rb") as handle:
                 parsed = [parse_line(raw) for raw in handle]

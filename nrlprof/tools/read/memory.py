@@ -1,4 +1,4 @@
-"""Reading what the memory backend writes: the per-window `.memory.json` figures, found under a directory.
+"""Reading what the memory backend writes: the per-window `.memory.json` figures (tools.read.inputs finds them).
 
 A file that is not JSON, or whose values are not of the types the backend writes, is skipped with its
 reason; nothing here raises for a bad file.
@@ -7,12 +7,9 @@ reason; nothing here raises for a bad file.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from nrlprof import layout
 
 HOST_FIGURES = ("host_rss_mb", "host_peak_mb")
 CUDA_FIGURES = ("allocated_mb", "reserved_mb", "peak_mb")
@@ -108,30 +105,6 @@ def read_memory_file(path: Path) -> MemoryFile:
     window = block.get("window")
     parsed = [_step(entry, i) for i, entry in enumerate(steps)]
     return MemoryFile(path, worker, rank, str(window or ""), pid, str(block.get("host") or "?"), parsed)
-
-
-def find_memory_files(inputs: list[Path]) -> tuple[list[Path], list[Path]]:
-    """(figures files, snapshot pickles) under the inputs (files or directories), sorted."""
-    figures: list[Path] = []
-    snapshots: list[Path] = []
-    for item in inputs:
-        item = Path(item)
-        candidates = [item] if item.is_file() else _walk(item)
-        for path in candidates:
-            if path.name.endswith(layout.MEMORY_FIGURES_SUFFIX):
-                figures.append(path)
-            elif path.name.endswith(layout.MEMORY_SNAPSHOT_SUFFIX):
-                snapshots.append(path)
-    return sorted(set(figures)), sorted(set(snapshots))
-
-
-def _walk(directory: Path) -> list[Path]:
-    found = []
-    for root, _dirs, files in os.walk(directory):
-        for name in files:
-            if not name.startswith("."):
-                found.append(Path(root) / name)
-    return found
 
 
 def read_memory_files(paths: list[Path]) -> tuple[list[MemoryFile], list[tuple[Path, str]]]:

@@ -1,4 +1,4 @@
-"""Finding Chrome trace files and reading them in bounded memory: header metadata, then events in batches.
+"""Chrome trace files (found by tools.read.inputs) read in bounded memory: header metadata, then events in batches.
 
 Torch (kineto) writes every top-level key except `traceName` before `traceEvents`, so the header is the
 keys that come before `traceEvents`; reading it stops there. Events are read in batches of about 64 KiB of
@@ -29,16 +29,9 @@ import ijson
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import (
-    CONTROLLER,
-    NSYS_EXPORT_SUFFIX,
-    NSYS_SUFFIXES,
-    TRACE_SUFFIXES,
-    TraceName,
-    parse_trace_name,
-)
+from nrlprof.layout import CONTROLLER, TRACE_SUFFIXES, TraceName, parse_trace_name
+from nrlprof.tools.read.inputs import find_inputs
 
-JSON_SUFFIXES = (".json", ".json.gz")
 # Kineto's events nest 5 or 6 deep; the fallback parser's memory grows with the square of the depth.
 MAX_DEPTH = 128
 EMPTY = "empty file, not a Chrome trace"  # no byte, or white space only (a gzip member of nothing too)
@@ -436,14 +429,24 @@ Unreadable = list[tuple[Path, str]]
 def find_traces(inputs: Iterable[Path], exclude: Iterable[Path] = ()) -> tuple[list[TraceHeader], Unreadable]:
     """Chrome traces under `inputs` (files or directories, searched recursively) and the unreadable ones.
 
+    A missing input raises ToolError. See `read_headers`.
+    """
+    return read_headers(find_inputs(inputs).traces, exclude)
+
+
+def read_headers(
+    candidates: Iterable[tuple[Path, bool]], exclude: Iterable[Path] = ()
+) -> tuple[list[TraceHeader], Unreadable]:
+    """The Chrome traces among the JSON files `candidates` ((path, named on the command line)), and the unreadable.
+
     A `*.pt.trace.json[.gz]` file, or a file named on the command line, that cannot be read is returned
     as unreadable; another `*.json[.gz]` is a trace only when it parses as an object with `traceEvents`.
-    Merged timelines (nrlprof.merged) are left out. A missing input raises ToolError.
+    Merged timelines (nrlprof.merged) are left out.
     """
     excluded = {p.resolve() for p in exclude}
     found: list[TraceHeader] = []
     unreadable: Unreadable = []
-    for path, explicit in _candidates(inputs, JSON_SUFFIXES):
+    for path, explicit in candidates:
         if path.resolve() in excluded:
             continue
         try:
@@ -464,30 +467,6 @@ def find_traces(inputs: Iterable[Path], exclude: Iterable[Path] = ()) -> tuple[l
             continue
         found.append(header)
     return found, unreadable
-
-
-def find_nsys_reports(inputs: Iterable[Path]) -> list[Path]:
-    """Nsight Systems reports under `inputs`; a missing input raises ToolError."""
-    return [path for path, _ in _candidates(inputs, NSYS_SUFFIXES)]
-
-
-def find_nsys_exports(inputs: Iterable[Path]) -> list[Path]:
-    """SQLite exports of Nsight Systems reports (`*.sqlite`) under `inputs`."""
-    return [path for path, _ in _candidates(inputs, (NSYS_EXPORT_SUFFIX,))]
-
-
-def _candidates(inputs: Iterable[Path], suffixes: tuple[str, ...]) -> Iterator[tuple[Path, bool]]:
-    for root in inputs:
-        root = Path(root)
-        if root.is_file():
-            if root.name.endswith(suffixes):
-                yield root, True
-        elif root.is_dir():
-            for path in sorted(root.rglob("*")):
-                if path.name.endswith(suffixes) and not path.name.startswith(".") and path.is_file():
-                    yield path, False
-        else:
-            raise ToolError("no such file or directory", root)
 
 
 @contextlib.contextmanager
