@@ -1,6 +1,7 @@
 """Two runs compared (`nrlprof diff A B`): per worker x rank x step, each figure in both and the change.
 
-A and B are each a run directory (summarised here) or a file written by `nrlprof summary --json`.
+A and B are each a run directory (summarised here) or a file written by `nrlprof summary --json` of this
+format (figures.model.FORMAT).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
+from nrlprof.tools.figures.model import FORMAT
 
 FIGURES = ("wall_ms", "gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms")
 Key = tuple[str, Any, int]
@@ -31,6 +33,10 @@ def load_summary(path: Path) -> dict[str, Any]:
     workers = data.get("workers") if isinstance(data, dict) else None
     if not isinstance(workers, list) or not all(isinstance(w, dict) for w in workers):
         raise ToolError("not a summary: expected the JSON object `nrlprof summary --json` writes, with workers", path)
+    written = data.get("format")
+    if written != FORMAT:
+        which = "no format key (an nrlprof before format 1)" if written is None else f"format {written!r:.20}"
+        raise ToolError(f"a summary of {which}; this nrlprof reads format {FORMAT}: summarise the run again", path)
     return data
 
 

@@ -16,6 +16,7 @@ from nrlprof.tools.read.manifests import Overhead
 from nrlprof.tools.read.nsys_stats import NsysReport
 
 TOP = 10
+FORMAT = 1  # of `summary --json`, which diff reads back: raised when a key is renamed or changes meaning
 
 
 @dataclass
@@ -110,6 +111,7 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "format": FORMAT,
             "directory": str(self.directory),
             "steps": self.steps,
             "workers": [w.to_json() for w in self.workers],
