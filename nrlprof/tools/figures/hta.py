@@ -2,7 +2,7 @@
 
 HTA computes these per rank over a whole trace (not per step), loading one worker kind and window at a
 time (it keys traces by rank, and every RL role has its own rank 0). It is slow (about 1 MB/s) and optional:
-`nrlprof summary --hta`. Figures are HTA's own, unchanged. `hta_folder` makes a folder HTA loads as is from
+`nrlprof summary --hta`. Figures are HTA's own, its times in ms. `hta_folder` makes a folder HTA loads as is from
 a worker's traces of one window.
 """
 
@@ -23,9 +23,18 @@ from nrlprof.layout import TRACE_SUFFIXES
 from nrlprof.tools.figures.model import WorkerSummary
 from nrlprof.tools.read.traces import TraceHeader, find_traces, read_header
 
-TEMPORAL = {"idle_time(us)": "idle_us", "compute_time(us)": "compute_us", "non_compute_time(us)": "non_compute_us",
-            "kernel_time(us)": "kernel_us", "idle_time_pctg": "idle_pct", "compute_time_pctg": "compute_pct",
-            "non_compute_time_pctg": "non_compute_pct"}  # fmt: skip
+# HTA's column -> ours; its times are in µs, ours in ms like every other time of the summary
+TEMPORAL_MS = {
+    "idle_time(us)": "idle_ms",
+    "compute_time(us)": "compute_ms",
+    "non_compute_time(us)": "non_compute_ms",
+    "kernel_time(us)": "kernel_ms",
+}
+TEMPORAL_PCT = {
+    "idle_time_pctg": "idle_pct",
+    "compute_time_pctg": "compute_pct",
+    "non_compute_time_pctg": "non_compute_pct",
+}
 
 
 def hta_figures(workers: Sequence[WorkerSummary]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -69,7 +78,10 @@ def _analyse(analysis_class: Any, folder: str, worker: str, window: str) -> list
     for record in temporal:
         rank = int(record["rank"])
         row: dict[str, Any] = {"worker": worker, "window": window, "rank": rank}
-        row.update({ours: float(record[theirs]) for theirs, ours in TEMPORAL.items() if theirs in record})
+        row.update(
+            {ours: round(float(record[theirs]) / 1000, 3) for theirs, ours in TEMPORAL_MS.items() if theirs in record}
+        )
+        row.update({ours: float(record[theirs]) for theirs, ours in TEMPORAL_PCT.items() if theirs in record})
         row["comm_comp_overlap_pct"] = float(overlap[rank]) if rank in overlap else None
         rows.append(row)
     return rows
