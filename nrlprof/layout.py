@@ -51,10 +51,6 @@ _TRACE_NAME = re.compile(
 )
 # <worker>_<steps>_<pid>[.<k>].nsys-rep, steps `3`, `3-4` or `1_5-6`
 _NSYS_NAME = re.compile(r"^(?P<worker>.+?)_(?P<window>\d+(?:-\d+)?(?:_\d+(?:-\d+)?)*)_(?P<pid>\d+)(?:[._-]\d+)*$")
-# <worker>[.rank<r>].steps<a>[-<b>].<pid>.pickle, or ...oom.<pid>.pickle
-_SNAPSHOT_NAME = re.compile(
-    r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.(?P<label>steps\d+(?:-\d+)?|oom)\.(?P<pid>\d+)\.pickle$"
-)
 
 
 def file_safe(name: str) -> str:
@@ -175,23 +171,6 @@ def memory_file_name(worker_file_name: str, rank: int | None, label: str, pid: i
     """`<worker>.rank<r>.<label>.<pid><suffix>`, named like the torch traces; label `steps3-4` or `oom`."""
     rank_part = "" if rank is None else f".rank{rank}"
     return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
-
-
-@dataclass(frozen=True)
-class SnapshotName:
-    worker: str
-    rank: int | None
-    label: str  # `steps3-4` or `oom`
-    pid: int
-
-
-def parse_snapshot_name(name: str) -> SnapshotName | None:
-    """The parts of an allocator snapshot's file name (`memory_file_name` with `.pickle`); None for another name."""
-    match = _SNAPSHOT_NAME.match(name)
-    if match is None:
-        return None
-    rank = match["rank"]
-    return SnapshotName(match["worker"], None if rank is None else int(rank), match["label"], int(match["pid"]))
 
 
 def window_label(first: int, last: int) -> str:

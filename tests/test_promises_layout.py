@@ -128,8 +128,10 @@ def test_nsys_stem_is_the_name_a_report_and_its_export_share():
 
 
 def test_snapshot_names_read_back_as_written():
+    from nrlprof.tools.read.memory_snapshot import SnapshotName, parse_snapshot_name
+
     name = layout.memory_file_name("policy", 3, "steps4-5", 77, layout.MEMORY_SNAPSHOT_SUFFIX)
-    assert layout.parse_snapshot_name(name) == layout.SnapshotName("policy", 3, "steps4-5", 77)
+    assert parse_snapshot_name(name) == SnapshotName("policy", 3, "steps4-5", 77)
     controller = layout.memory_file_name("controller", None, "oom", 9, layout.MEMORY_SNAPSHOT_SUFFIX)
-    assert layout.parse_snapshot_name(controller) == layout.SnapshotName("controller", None, "oom", 9)
-    assert layout.parse_snapshot_name("policy.rank3.steps4-5.77.memory.json") is None
+    assert parse_snapshot_name(controller) == SnapshotName("controller", None, "oom", 9)
+    assert parse_snapshot_name("policy.rank3.steps4-5.77.memory.json") is None

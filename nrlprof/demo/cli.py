@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import positive_int
 
 if TYPE_CHECKING:
     from nrlprof.demo.job import StepResult
@@ -32,13 +31,20 @@ QUIET_ENV = {"KINETO_LOG_LEVEL": "6", "RAY_DEDUP_LOGS": "0"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="training steps to run (default 6)")
+    parser.add_argument("--steps", type=_positive, default=DEFAULT_STEPS, help="training steps to run (default 6)")
     parser.add_argument(
         "--range", dest="step_range", help=f"steps to profile, as NRL_*_PROFILE_STEP_RANGE (default {DEFAULT_RANGE})"
     )
     parser.add_argument(
         "--out", type=Path, help=f"output directory; torch traces go to <out>/torch (default {DEFAULT_OUT})"
     )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
 
 
 def demo_environment(args: argparse.Namespace, environ: MutableMapping[str, str], nsys: str | None) -> Path:

@@ -9,7 +9,6 @@ before any work is done (`check_output`) and again if writing fails all the same
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,7 +40,7 @@ class AtomicOutput:
         self.path = check_output(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         while True:
-            self.temporary = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}.tmp")
+            self.temporary = self.path.with_name(f".{self.path.name}.{os.urandom(4).hex()}.tmp")
             try:
                 fd = os.open(self.temporary, flags, NEW_FILE_MODE)
             except FileExistsError:

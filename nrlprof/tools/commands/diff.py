@@ -9,8 +9,6 @@ from pathlib import Path
 
 from nrlprof import exit_codes
 from nrlprof.tools.commands.options import add_option
-from nrlprof.tools.figures.compare import compare, load_summary
-from nrlprof.tools.render.console import render_diff
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,11 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """OK: compared; PARTIAL: a run's summary skipped some input. Bad input raises ToolError."""
+    from nrlprof.tools.figures.compare import compare, load_summary
+
     a, b = load_summary(args.a), load_summary(args.b)
     result = compare(a, b, args.a, args.b)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
+        from nrlprof.tools.render.console import render_diff
+
         render_diff(result)
     skipped = {side: len(data.get("skipped") or ()) for side, data in (("A", a), ("B", b))}
     for side, count in skipped.items():

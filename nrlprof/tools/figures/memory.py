@@ -18,10 +18,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from nrlprof.layout import parse_snapshot_name
 from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
-from nrlprof.tools.read.memory_snapshot import snapshot_top_allocations
+from nrlprof.tools.read.memory_snapshot import parse_snapshot_name, snapshot_top_allocations
 
 MEMORY_FIGURES = ("host_rss_mb", "host_peak_mb", "cuda_allocated_mb", "cuda_reserved_mb", "cuda_peak_mb")
 GROWTH_SERIES = (("host_rss_mb", "host RSS"), ("cuda_allocated_mb", "CUDA allocated"))

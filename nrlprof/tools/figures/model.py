@@ -7,16 +7,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof.layout import CONTROLLER
 from nrlprof.tools.figures.gpu_time import StepGpu
-from nrlprof.tools.figures.trace_stats import OpStat, Span
-from nrlprof.tools.read.manifests import Overhead
-from nrlprof.tools.read.nsys_stats import NsysReport
+from nrlprof.tools.figures.kernel_names import short_kernel_name
+
+if TYPE_CHECKING:  # only the types: `diff` reads the format without importing the readers
+    from nrlprof.tools.read.manifests import Overhead
+    from nrlprof.tools.read.nsys_stats import NsysReport
 
 TOP = 10
 FORMAT = 1  # of `summary --json`, which diff reads back: raised when a key is renamed or changes meaning
+
+
+@dataclass
+class OpStat:
+    name: str
+    calls: int = 0
+    total_us: float = 0.0
+    self_us: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "short_name": short_kernel_name(self.name),
+            "calls": self.calls,
+            "total_ms": round(self.total_us / 1000, 3),
+            "self_ms": round(self.self_us / 1000, 3),
+        }
+
+
+@dataclass
+class Span:
+    """An interval on the common clock: microseconds since the Unix epoch."""
+
+    label: str
+    start_us: float
+    end_us: float
 
 
 @dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nrlprof.tools.read.anatomy import anatomy_runs
 from nrlprof.tools.read.inputs import Inputs
 
 
@@ -25,6 +24,7 @@ def memory_section(found: Inputs) -> dict[str, Any] | None:
 
 def anatomy_section(directory: Path, found: Inputs) -> dict[str, Any] | None:
     from nrlprof.tools.figures.anatomy import anatomy_summary
+    from nrlprof.tools.read.anatomy import anatomy_runs
 
     runs = anatomy_runs(directory, found.anatomy_dirs)
     if not runs:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import statistics
-
 from nrlprof.tools.figures.model import Straggler, WorkerSummary
 
 
 def stragglers(workers: list[WorkerSummary]) -> dict[int, list[Straggler]]:
     """Per step: one entry per worker kind (name and source), the slowest rank first, slowest kinds first."""
+    import statistics  # not at the top: it costs `nrlprof summary` a visible part of its start-up
+
     result: dict[int, list[Straggler]] = {}
     for step in sorted({step for w in workers for step in w.step_wall_ms}):
         kinds: dict[tuple[str, str], list] = {}

@@ -17,12 +17,12 @@ from typing import Any
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER
 from nrlprof.tools.figures.gpu_time import StepGpu
-from nrlprof.tools.figures.model import TOP, Summary, WorkerSummary
+from nrlprof.tools.figures.model import TOP, OpStat, Span, Summary, WorkerSummary
 from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem, read_reports
 from nrlprof.tools.figures.sections import sections
 from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_pool import default_jobs, read_traces
-from nrlprof.tools.figures.trace_stats import OpStat, Span, TraceStats
+from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import read_manifests
 from nrlprof.tools.read.nsys_stats import summarize_nsys

@@ -22,7 +22,7 @@ from typing import Any
 from nrlprof import layout
 from nrlprof.errors import ToolError
 from nrlprof.tools.figures.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
-from nrlprof.tools.figures.kernel_names import short_kernel_name
+from nrlprof.tools.figures.model import OpStat, Span
 from nrlprof.tools.read.trace_events import Args, Event, decode_events
 from nrlprof.tools.read.traces import ReadProgress, TraceHeader, check_events, iter_event_batches
 
@@ -32,32 +32,6 @@ _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) ar
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 _NUMBERS = (int, float)
-
-
-@dataclass
-class OpStat:
-    name: str
-    calls: int = 0
-    total_us: float = 0.0
-    self_us: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "short_name": short_kernel_name(self.name),
-            "calls": self.calls,
-            "total_ms": round(self.total_us / 1000, 3),
-            "self_ms": round(self.self_us / 1000, 3),
-        }
-
-
-@dataclass
-class Span:
-    """An interval on the common clock: microseconds since the Unix epoch."""
-
-    label: str
-    start_us: float
-    end_us: float
 
 
 @dataclass

@@ -41,7 +41,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.merge.anatomy_tracks import anatomy_tracks
 from nrlprof.tools.merge.gzip_member import DeflateStream, gzip_header, gzip_trailer
 from nrlprof.tools.merge.memory_tracks import earliest_us, group_key, memory_counter_tracks
 from nrlprof.tools.merge.rewrite import PID_BLOCK, RayRewriter, TraceRewriter
@@ -185,6 +184,8 @@ def merge_traces(
         result.unplaced.extend(counters.skipped)
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
+        from nrlprof.tools.merge.anatomy_tracks import anatomy_tracks  # only once the traces are merged
+
         anatomy = anatomy_tracks(inputs, found.anatomy_dirs, origin_ns, PID_BLOCK * (len(groups) + 2))
         sink.write_events(anatomy)
         result.anatomy_events = len(anatomy)

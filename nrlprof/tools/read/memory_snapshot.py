@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,27 @@ MAX_SNAPSHOT_BYTES = 4 << 30
 _FREES = ("free_requested", "free_completed")
 # torch.cuda._memory_viz._profile_to_snapshot names a Python frame `file.py(12): function`
 _PROFILE_FRAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<function>.+)$")
+# layout.memory_file_name with `.pickle`: <worker>[.rank<r>].steps<a>[-<b>].<pid>.pickle, or ...oom.<pid>.pickle
+_SNAPSHOT_NAME = re.compile(
+    r"^(?P<worker>.+?)(?:\.rank(?P<rank>\d+))?\.(?P<label>steps\d+(?:-\d+)?|oom)\.(?P<pid>\d+)\.pickle$"
+)
+
+
+@dataclass(frozen=True)
+class SnapshotName:
+    worker: str
+    rank: int | None
+    label: str  # `steps3-4` or `oom`
+    pid: int
+
+
+def parse_snapshot_name(name: str) -> SnapshotName | None:
+    """The parts of an allocator snapshot's file name (`memory_file_name` with `.pickle`); None for another name."""
+    match = _SNAPSHOT_NAME.match(name)
+    if match is None:
+        return None
+    rank = match["rank"]
+    return SnapshotName(match["worker"], None if rank is None else int(rank), match["label"], int(match["pid"]))
 
 
 class _PlainUnpickler(pickle.Unpickler):

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from nrlprof.tools.figures.gpu_time import is_comm
 from nrlprof.tools.figures.kernel_names import short_kernel_name
-from nrlprof.tools.figures.model import TOP, Summary, WorkerSummary
-from nrlprof.tools.figures.trace_stats import Span
+from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
 from nrlprof.tools.read.manifests import Overhead
 
 WIDTH = 1160
