@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.model import TOP
-from nrlprof.tools.render.text import truncate
+from nrlprof.tools.render.text import sections_text, step_lines, truncate
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,8 +45,6 @@ def name(value: object) -> str:
 
 def render_summary(summary: Summary, console: Console | None = None) -> None:
     """Per-step time and GPU figures, the slowest rank per step, ranges, top operators and kernels, overhead."""
-    from nrlprof.tools.render.text import step_lines
-
     console = console or terminal()
     if summary.workers:
         _step_table(summary, console)
@@ -60,8 +58,6 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     _overhead_table(summary, console)
     _hta_table(summary, console)
     if summary.sections:
-        from nrlprof.tools.render.text import sections_text
-
         console.print(plain(sections_text(summary.sections)), soft_wrap=True)
     for report in summary.nsys_reports:
         _render_nsys(report, console)

@@ -21,6 +21,7 @@ from nrlprof.tools.figures.gpu_time import is_comm
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
 from nrlprof.tools.read.manifests import Overhead
+from nrlprof.tools.render.text import step_lines
 
 WIDTH = 1160
 LABEL_WIDTH = 190
@@ -257,8 +258,6 @@ def _legend(workers: list[WorkerSummary]) -> str:
 
 
 def _tables(summary: Summary) -> list[str]:
-    from nrlprof.tools.render.text import step_lines
-
     steps = summary.steps
     parts = ["<h2>Step wall time (ms)</h2>", _table(["worker", *map(str, steps)],
              [[w.label, *[_ms(w.step_wall_ms.get(s)) for s in steps]] for w in summary.workers])]  # fmt: skip
