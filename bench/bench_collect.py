@@ -25,7 +25,7 @@ import ray
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
-from nrlprof.tools.collect import CHUNK_SIZE, CollectResult, collect
+from nrlprof.tools.collect.collector import CHUNK_SIZE, CollectResult, collect
 
 BLOCK = 4 * 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""Benchmark `nrlprof.tools.merge.merge_traces` against a naive json.load + json.dump merge.
+"""Benchmark `nrlprof.tools.merge.timeline.merge_traces` against a naive json.load + json.dump merge.
 
     python bench/bench_merge.py                      # 8 ranks x 50 MB
     python bench/bench_merge.py --ranks 2 --size-mb 5
@@ -171,7 +171,7 @@ def _child(kind: str, source: Path, output: Path) -> None:
     started = time.perf_counter()
     jobs = 1
     if kind == "merge":
-        from nrlprof.tools.merge import merge_traces
+        from nrlprof.tools.merge.timeline import merge_traces
 
         wanted = int(os.environ.get("NRLPROF_BENCH_JOBS", "0")) or None
         jobs = merge_traces([source], output, jobs=wanted).jobs

@@ -14,7 +14,7 @@ counts it in each) are reported:
 - nsys: `read_capture()` of the export vs `SELECT *` of its kernel, runtime, NVTX and string tables.
 Targets (DESIGN.md): summary throughput >= 5x json.load's, peak memory <= 2.5x the largest file.
 `summary` reads traces in parallel (itself and a reader process per further CPU, per trace and per
-32 MiB; tools.trace_pool): NRLPROF_BENCH_JOBS=1 measures a single process.
+32 MiB; tools.figures.trace_pool): NRLPROF_BENCH_JOBS=1 measures a single process.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _child(kind: str, source: Path) -> None:
     sys.path.insert(0, str(ROOT))
     started = time.perf_counter()
     if kind == "summary":
-        from nrlprof.tools.summary import summarize
+        from nrlprof.tools.figures.summarize import summarize
 
         jobs = int(os.environ.get("NRLPROF_BENCH_JOBS", "0")) or None
         data = summarize(source, nsys="", jobs=jobs).to_json()
@@ -100,7 +100,7 @@ def _child(kind: str, source: Path) -> None:
             with open(path, "rb") as handle:
                 detail += len(json.load(handle)["traceEvents"])
     elif kind == "nsys-summary":
-        from nrlprof.tools.nsys_sqlite import read_capture
+        from nrlprof.tools.figures.nsys_capture import read_capture
 
         capture = read_capture(source)
         detail = sum(s.kernels for s in capture.step_gpu.values())

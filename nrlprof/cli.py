@@ -1,8 +1,9 @@
 """The `nrlprof` command line: one subcommand per tool, each module bringing its own arguments.
 
-Exit codes, decided here for every tool: 0 done; 1 partial (the tool's `run()` returns 1: some input
-skipped, some node failed); 2 bad input (any NrlprofError: one line `nrlprof <cmd>: <message>` on
-stderr); 130 interrupted. Only the chosen subcommand's module is imported.
+Exit codes (nrlprof.exit_codes, the same for every command): 0 done; 1 done in part (the command's `run()`
+returns 1: an input skipped, or every one, a node that failed, a check that found a problem); 2 bad input
+(any NrlprofError: one line `nrlprof <cmd>: <message>` on stderr); 130 interrupted. Only the chosen
+subcommand's module is imported.
 """
 
 from __future__ import annotations
@@ -12,27 +13,31 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from nrlprof import exit_codes
+
 # name -> (module with add_arguments/run, one-line help)
 SUBCOMMANDS = {
-    "doctor": ("nrlprof.tools.doctor", "check every node of a running cluster for what profiling needs"),
-    "plan": ("nrlprof.tools.plan", "show what the current variables/config would profile, and where files go"),
+    "doctor": ("nrlprof.tools.commands.doctor", "check every node of a running cluster for what profiling needs"),
+    "plan": ("nrlprof.tools.commands.plan", "show what the current variables/config would profile, and where files go"),
     "patch-ray": ("nrlprof.rayfix.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
     "collect": (
-        "nrlprof.tools.collect",
+        "nrlprof.tools.commands.collect",
         "copy one job's reports, traces and manifests from every node into one folder",
     ),
-    "merge": ("nrlprof.tools.merge", "merge torch traces into one Chrome/Perfetto timeline"),
-    "summary": ("nrlprof.tools.summary", "worker x step time, GPU, memory and step-anatomy figures"),
-    "diff": ("nrlprof.tools.diff", "two runs' per-step time and GPU figures side by side, with the change"),
-    "report": ("nrlprof.tools.report", "one self-contained HTML report: timeline picture and tables"),
+    "merge": ("nrlprof.tools.commands.merge", "merge torch traces into one Chrome/Perfetto timeline"),
+    "summary": ("nrlprof.tools.commands.summary", "worker x step time, GPU, memory and step-anatomy figures"),
+    "diff": ("nrlprof.tools.commands.diff", "two runs' per-step time and GPU figures side by side, with the change"),
+    "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
-EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported to add its arguments (all of them when None)."""
-    parser = argparse.ArgumentParser(prog="nrlprof", description="Step-gated profiling of chosen Ray workers.")
+    epilog = "exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in exit_codes.MEANINGS.items())
+    parser = argparse.ArgumentParser(
+        prog="nrlprof", description="Step-gated profiling of chosen Ray workers.", epilog=epilog
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -71,11 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = module.run(args)
     except NrlprofError as err:
         print(f"nrlprof {command}: {_one_line(err)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_codes.BAD_INPUT
     except KeyboardInterrupt:
         print(f"nrlprof {command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return int(status or EXIT_OK)
+        return exit_codes.INTERRUPTED
+    return int(status or exit_codes.OK)
 
 
 def _one_line(err: BaseException) -> str:

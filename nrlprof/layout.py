@@ -9,6 +9,8 @@
   `.pickle` (the CUDA allocator snapshot); `...oom.<pid>.pickle` when the process ran out of memory.
 - manifests: `<ray session dir>/logs/nrlprof/manifest-<host>-<pid>.jsonl`, or
   `<torch dir>/.nrlprof/` when a process has no Ray session.
+- steps inside the files: `ProfilerStep#<n>` (torch's own step annotation) in a trace, an NVTX range
+  `step <n>` in nrlprof's NVTX domain in an nsys capture; `<n>` at most 18 digits.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ CONTROLLER = "controller"
 NSYS_REPORT_SUFFIX = ".nsys-rep"
 NSYS_SUFFIXES = (NSYS_REPORT_SUFFIX, ".qdrep")
 NSYS_UNFINISHED_SUFFIX = ".qdstrm"
+NSYS_EXPORT_SUFFIX = ".sqlite"  # `nsys export --type sqlite`, beside the report or anywhere under the inputs
 TRACE_SUFFIX = ".pt.trace.json"
 TRACE_SUFFIXES = (TRACE_SUFFIX, TRACE_SUFFIX + ".gz")
 MEMORY_FIGURES_SUFFIX = ".memory.json"
 MEMORY_SNAPSHOT_SUFFIX = ".pickle"
 # Written by the nsight plugin's dry run at actor creation; removed right after.
 DRY_RUN_PREFIX = "nrlprof-dryrun-"
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+NVTX_STEP_PREFIX = "step "
+NVTX_DOMAIN = "nrlprof"  # of the step ranges and annotations nrlprof writes (ranges/nvtx.py)
+MAX_STEP_DIGITS = 18
 
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # <worker>.rank<r>.steps3-4.<pid>[.<n>].pt.trace.json; discrete mode: <worker>.rank<r>.step3.<method>.<pid>...
@@ -121,6 +128,25 @@ def parse_nsys_name(stem: str) -> NsysName | None:
     if match is None:
         return None
     return NsysName(match["worker"], match["window"], int(match["pid"]))
+
+
+def nsys_stem(file_name: str) -> str:
+    """The name a report and its SQLite export share: without `.sqlite`, then without `.nsys-rep` / `.qdrep`."""
+    name = file_name.removesuffix(NSYS_EXPORT_SUFFIX)
+    return next((name.removesuffix(s) for s in NSYS_SUFFIXES if name.endswith(s)), name)
+
+
+# --- steps ------------------------------------------------------------------------------------------------------
+
+
+def step_number(name: str, prefix: str) -> int | None:
+    """n of `<prefix><n>` (n: 1 to MAX_STEP_DIGITS ASCII digits); None for any other name."""
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix) :]
+    if digits.isascii() and digits.isdigit() and len(digits) <= MAX_STEP_DIGITS:
+        return int(digits)
+    return None
 
 
 # --- torch ------------------------------------------------------------------------------------------------------

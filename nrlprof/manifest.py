@@ -12,6 +12,8 @@ from pathlib import Path
 from nrlprof import layout
 
 MANIFEST_GLOB = layout.MANIFEST_GLOB
+NOT_UTF8 = "line is not UTF-8"
+NOT_JSON = "line is not JSON"
 
 
 @dataclass
@@ -56,15 +58,20 @@ def append_record(directory: str | Path, record: WindowRecord) -> Path:
     return path
 
 
+def parse_line(raw: bytes) -> dict | str:
+    """One manifest line as its record, or why it is none (NOT_UTF8, NOT_JSON, or a line holding no object)."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return NOT_UTF8
+    except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
+        return NOT_JSON
+    if not isinstance(record, dict):
+        return f"line is a JSON {type(record).__name__}, not an object"
+    return record
+
+
 def read_records(path: str | Path) -> list[dict]:
     """Records of one manifest; a torn line (a killed writer), bad UTF-8 or a line that is no object is skipped."""
-    records = []
     with open(path, "rb") as handle:
-        for raw in handle:
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
+        return [record for record in map(parse_line, handle) if isinstance(record, dict)]

@@ -10,8 +10,10 @@ import pytest
 import ray
 from trace_reading import load_trace, traces_under
 
-from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
 from nrlprof.anatomy.files import ACTORS_FILE, STEPS_FILE, TASKS_FILE, read_lines
+from nrlprof.tools.figures.anatomy import anatomy_summary
+from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events
+from nrlprof.tools.render.anatomy_text import render_anatomy_text
 
 GENERATE_S = 0.3
 SLOW_EXTRA_S = 0.4

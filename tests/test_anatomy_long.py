@@ -7,8 +7,8 @@ import time
 import pytest
 import ray
 
-from nrlprof.anatomy import anatomy_summary
 from nrlprof.anatomy.events import fetch_raw_task_events
+from nrlprof.tools.figures.anatomy import anatomy_summary
 
 STEPS = 1000
 WORKERS = 2

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from nrlprof.anatomy import anatomy_summary, anatomy_trace_events, render_anatomy_text
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.errors import ConfigError, ToolError
+from nrlprof.tools.figures.anatomy import anatomy_summary
+from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events
+from nrlprof.tools.render.anatomy_text import render_anatomy_text
 
 MS = 1_000_000
 T0 = 1_700_000_000_000 * MS // 1000  # an epoch time in ns

@@ -19,8 +19,8 @@ import ray
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
-from nrlprof.anatomy import anatomy_summary
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines, latest_run, read_lines
+from nrlprof.tools.figures.anatomy import anatomy_summary
 
 STEPS = 5
 SAMPLE_S = 0.1

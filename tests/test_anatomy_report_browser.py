@@ -13,7 +13,7 @@ import pytest
 from test_tools_report import chromium
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
-from nrlprof.tools.report import write_report
+from nrlprof.tools.commands.report import write_report
 
 MS = 1_000_000
 T0 = 1_800_000_000_000 * MS // 1000

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -39,8 +42,8 @@ def imported_after(argv: list[str]) -> tuple[int, set[str]]:
 def test_a_subcommand_imports_its_own_module_only(tmp_path):
     status, modules = imported_after(["merge", str(tmp_path / "missing"), "-o", str(tmp_path / "t.json")])
     assert status == 2
-    assert "nrlprof.tools.merge" in modules
-    assert not (TOOL_MODULES - {"nrlprof.tools.merge"}) & modules
+    assert "nrlprof.tools.commands.merge" in modules
+    assert not (TOOL_MODULES - {"nrlprof.tools.commands.merge"}) & modules
     assert not {m for m in modules if m == "ray" or m.startswith(("ray.", "torch"))}
 
 
@@ -121,6 +124,28 @@ def test_outcomes_map_to_exit_codes_in_one_place(fixture_tool, capsys, outcome, 
     assert capsys.readouterr().err == stderr
 
 
+def test_one_exit_code_table_for_every_command():
+    from nrlprof import exit_codes
+    from nrlprof.rayfix import patch_ray
+
+    # patch-ray runs on the standard library alone, so it keeps the table's meanings in constants of its own
+    assert (patch_ray.EXIT_OK, patch_ray.EXIT_UNFIXED, patch_ray.EXIT_FAILED) == (
+        exit_codes.OK,
+        exit_codes.PARTIAL,
+        exit_codes.BAD_INPUT,
+    )
+    assert [exit_codes.outcome(True), exit_codes.outcome(False)] == [exit_codes.OK, exit_codes.PARTIAL]
+    help_text = cli.build_parser("").format_help()
+    assert all(meaning.split(":")[0] in " ".join(help_text.split()) for meaning in exit_codes.MEANINGS.values())
+    # no command returns a number of its own: each returns the table's names
+    package = Path(cli.__file__).parent
+    for path in [*(package / "tools" / "commands").glob("*.py"), package / "demo" / "cli.py"]:
+        tree = ast.parse(path.read_text())
+        returns = [n for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)]
+        numbers = [n.lineno for n in returns if type(n.value.value) is int]
+        assert numbers == [], f"{path.name}:{numbers}: return a name of nrlprof.exit_codes"
+
+
 def test_an_unexpected_exception_is_not_reported_as_bad_input(fixture_tool):
     with pytest.raises(ValueError, match="a bug"):
         cli.main([fixture_tool, "value-error"])
@@ -132,3 +157,35 @@ def test_python_dash_m_nrlprof_is_the_same_command(tmp_path):
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == f"nrlprof summary: {missing}: no such file or directory\n"
+
+
+def test_shared_options_are_spelled_and_checked_alike_in_every_command():
+    from nrlprof.tools.commands.options import OPTIONS, positive_int
+
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    seen: dict[str, set[str]] = {name: set() for name in OPTIONS}
+    for command, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if action.dest in OPTIONS:
+                flags, settings = OPTIONS[action.dest]
+                assert tuple(action.option_strings) == flags, (command, action.option_strings)
+                assert action.type is settings.get("type"), (command, action.dest)
+                seen[action.dest].add(command)
+    assert seen == {
+        "json": {"summary", "merge", "diff", "collect", "doctor", "plan"},
+        "output": {"merge", "report"},
+        "address": {"collect", "doctor", "plan"},
+        "jobs": {"summary", "merge", "report"},
+    }
+    assert positive_int("3") == 3
+
+
+@pytest.mark.parametrize("command", ["summary", "report", "merge"])
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_jobs_must_be_a_positive_number(tmp_path, capsys, command, jobs):
+    with pytest.raises(SystemExit) as exit:
+        cli.main([command, str(tmp_path), "-j", jobs])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument -j/--jobs" in err and ("positive" in err or "whole number" in err)

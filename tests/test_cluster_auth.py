@@ -168,8 +168,8 @@ nrlprof.finish()
 
 def test_step_anatomy_reader_process_reads_with_the_token(token_cluster, tmp_path):
     """The task-event reader is a process of its own: it must reach the GCS with the driver's token."""
-    from nrlprof.anatomy import anatomy_summary
     from nrlprof.anatomy.files import READER_FILE, read_lines, run_directories
+    from nrlprof.tools.figures.anatomy import anatomy_summary
 
     env = {**token_cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "1",
            "NRL_STEP_ANATOMY_DIR": str(tmp_path / "anatomy")}  # fmt: skip

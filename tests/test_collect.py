@@ -19,9 +19,12 @@ from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
 from nrlprof.manifest import WindowRecord, append_record
-from nrlprof.tools import collect as C
-from nrlprof.tools import collect_scan as S
-from nrlprof.tools.cluster import BadInput, alive_nodes, pinned
+from nrlprof.rayfix.node_tasks import pinned
+from nrlprof.tools.cluster import BadInput, alive_nodes
+from nrlprof.tools.collect import collector as C
+from nrlprof.tools.collect import scan as S
+from nrlprof.tools.collect.index import INDEX_NAME
+from nrlprof.tools.commands import collect as collect_command
 
 CHUNK = 64 * 1024
 STALE_SESSION = "session_2020-01-01_00-00-00_000000_1"
@@ -126,7 +129,7 @@ def test_collect_copies_every_file_from_every_node(outputs, first):
     assert seen[-1][0] == seen[-1][1] == result.bytes_copied
     assert sorted(m["path"] for m in result.missing) == [f"/nonexistent/{i}.json" for i in range(3)]
     assert not list(to.rglob("*" + S.PART_SUFFIX))
-    index = json.loads((to / C.INDEX_NAME).read_text())["files"]
+    index = json.loads((to / INDEX_NAME).read_text())["files"]
     assert set(index) == {c.path for c in result.copied}
 
 
@@ -137,7 +140,7 @@ def run_args(to, **options) -> argparse.Namespace:
 
 def test_second_collect_copies_nothing_and_prints_json(cluster, first, capsys):
     to, result, _ = first
-    assert C.run(run_args(to, allow_dir=[cluster[2]])) == 0
+    assert collect_command.run(run_args(to, allow_dir=[cluster[2]])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True and len(data["nodes"]) == 3
     assert data["copied"] == [] and data["failed"] == []
@@ -147,7 +150,7 @@ def test_second_collect_copies_nothing_and_prints_json(cluster, first, capsys):
 def test_modified_file_is_copied_again(cluster, outputs, first):
     to, result, _ = first
     big = next(e for e in result.copied if e.path.endswith("big.nsys-rep"))
-    source = json.loads((to / C.INDEX_NAME).read_text())["files"][big.path]["source"]
+    source = json.loads((to / INDEX_NAME).read_text())["files"][big.path]["source"]
     changed = os.urandom(big.size)
     Path(source).write_bytes(changed)
     outputs[big.node][big.path.removeprefix(big.node + "/")] = changed
@@ -159,7 +162,7 @@ def test_modified_file_is_copied_again(cluster, outputs, first):
 
 def test_without_index_files_already_there_are_compared_by_hash(cluster, outputs, first):
     to, result, _ = first
-    (to / C.INDEX_NAME).unlink()
+    (to / INDEX_NAME).unlink()
     again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[2]])
     assert again.ok and again.copied == []
     assert len(again.skipped) == len(result.copied)
@@ -170,7 +173,7 @@ def test_unwritable_destination_is_bad_input(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(BadInput, match=str(blocker / "out")):
-        C.run(run_args(blocker / "out"))
+        collect_command.run(run_args(blocker / "out"))
 
 
 def test_unreachable_cluster_fails_fast_with_exit_2(tmp_path):

@@ -18,8 +18,8 @@ import ray
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
-from nrlprof.tools import collect as C
 from nrlprof.tools.cluster import BadInput, alive_nodes, label_nodes, node_dir_name
+from nrlprof.tools.collect import collector as C
 
 OTHER_UID = 65534  # nobody
 

@@ -14,8 +14,9 @@ import ray
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
-from nrlprof.tools import collect as C
 from nrlprof.tools.cluster import alive_nodes
+from nrlprof.tools.collect import collector as C
+from nrlprof.tools.commands import collect as collect_command
 
 OLD = ["session_2020-01-01_00-00-00_000000_1", "session_2021-06-01_00-00-00_000000_1"]
 NEWER_WITHOUT_MANIFEST = "session_2099-01-01_00-00-00_000000_1"
@@ -103,7 +104,7 @@ def test_session_names_one_old_job(job, tmp_path):
 def test_all_sessions_takes_every_session_dir(job, tmp_path, capsys):
     args = argparse.Namespace(to=str(tmp_path / "out"), address=None, json=True, session=None, all_sessions=True,
                               allow_dir=[])  # fmt: skip
-    assert C.run(args) == 0
+    assert collect_command.run(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["sessions"] is None
     copied = {f"{Path(c['path']).parts[0]}/{Path(c['path']).parts[1]}/{Path(c['path']).name}" for c in data["copied"]}

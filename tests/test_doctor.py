@@ -19,8 +19,9 @@ from rich.console import Console
 
 from nrlprof.config.env import SELECTING_VARIABLES
 from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, install_agent_hook
-from nrlprof.tools import doctor as D
-from nrlprof.tools import doctor_node as N
+from nrlprof.tools.check import doctor as D
+from nrlprof.tools.check import node as N
+from nrlprof.tools.commands import doctor as doctor_command
 
 NSYS_VERSION = "2025.1.1.103-test"
 # `profile`/`export` behave as the `mode` file next to it says: `report` (a report that exports), `qdstrm` (the
@@ -80,7 +81,7 @@ def nsys_planned(clean_env):
 
 
 def test_everything_in_place_exits_0(local_ray, nsys_planned, tmp_path, capsys):
-    assert D.run(argparse.Namespace(address=None, output_dir=None, json=True)) == 0
+    assert doctor_command.run(argparse.Namespace(address=None, output_dir=None, json=True)) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True and data["configured"] is True
     assert data["output_dir"] == str(tmp_path / "torch_profiler_trace")
@@ -116,7 +117,7 @@ def test_interpreter_of_a_uv_worker_command_keeps_the_wrapper():
 def test_table_names_each_node(local_ray, clean_env):
     report = D.doctor()
     console = Console(file=io.StringIO(), width=200)
-    D.render(report, console)
+    doctor_command.render(report, console)
     text = console.file.getvalue()
     assert report.nodes[0].label in text and NSYS_VERSION in text and "in memory" in text
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nrlprof.tools.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
+from nrlprof.tools.figures.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
 
 # steps 1 and 2, given out of order, with a gap between them: [100, 200] and [300, 400] µs
 WINDOWS = [(300.0, 400.0, 2), (100.0, 200.0, 1)]

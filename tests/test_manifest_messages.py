@@ -8,7 +8,8 @@ from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.manifest import WindowRecord, append_record
-from nrlprof.tools.manifest_view import read_manifests
+from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.read.manifests import read_manifests
 from nrlprof.workers.identity import WorkerIdentity
 
 LATE = "window actions reached this worker late (it was busy): the trace may miss work"
@@ -37,6 +38,6 @@ def test_a_window_written_ok_with_a_message_is_a_note_and_one_without_is_not(tmp
     fields = {"backend": TORCH, "worker": "policy", "rank": 0, "steps": [2, 3], "window": "2-3", "files": [str(trace)]}
     append_record(tmp_path / ".manifests", WindowRecord(**fields, status="ok", message="1 name escaped"))
     append_record(tmp_path / ".manifests", WindowRecord(**{**fields, "rank": 1}, status="ok"))
-    notes = read_manifests(tmp_path).notes
+    notes = read_manifests(find_inputs([tmp_path])).notes
     assert len(notes) == 1, notes
     assert notes[0].startswith("policy rank 0 window 2-3 (torch,") and notes[0].endswith(": ok: 1 name escaped")

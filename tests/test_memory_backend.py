@@ -45,7 +45,7 @@ def test_a_worker_that_keeps_memory_reads_as_growing_and_its_sibling_as_flat(ray
     assert not list(directory.rglob("*.pickle"))
     assert "allocator snapshots are skipped" in capfd.readouterr().err
 
-    from nrlprof.tools.summary import summarize
+    from nrlprof.tools.figures.summarize import summarize
 
     summary = summarize(directory).to_json()
     findings = summary["memory"]["findings"]

@@ -83,7 +83,7 @@ def write_trace(path, block: dict | None) -> None:
 
 
 def test_traces_sort_controller_first_then_worker_and_rank_and_label_each(tmp_path):
-    from nrlprof.tools.traces import find_traces
+    from nrlprof.tools.read.traces import find_traces
 
     write_trace(tmp_path / "w" / "1" / "w.rank1.steps2.7.pt.trace.json", {"worker": "w", "rank": 1, "host": "n1"})
     write_trace(tmp_path / "w" / "0" / "w.rank0.steps2.8.pt.trace.json", {"worker": "w", "rank": 0, "host": "n1"})
@@ -98,7 +98,7 @@ def test_traces_sort_controller_first_then_worker_and_rank_and_label_each(tmp_pa
 def test_a_named_trace_without_events_is_reported_unreadable(tmp_path):
     import json
 
-    from nrlprof.tools.traces import find_traces
+    from nrlprof.tools.read.traces import find_traces
 
     named = tmp_path / "w.rank0.steps2.7.pt.trace.json"
     named.write_text(json.dumps({"schemaVersion": 1}))
@@ -129,7 +129,7 @@ def test_chrome_events_of_a_list_an_object_and_neither(tmp_path):
     import json
 
     from nrlprof.errors import ToolError
-    from nrlprof.tools.traces import iter_chrome_events
+    from nrlprof.tools.read.traces import iter_chrome_events
 
     events = [{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
     listed, wrapped, other = tmp_path / "timeline.json", tmp_path / "t.pt.trace.json", tmp_path / "x.json"
@@ -144,7 +144,7 @@ def test_chrome_events_of_a_list_an_object_and_neither(tmp_path):
 
 def test_a_trace_cut_right_after_its_events_key_or_without_one_ends_the_read(tmp_path):
     from nrlprof.errors import ToolError
-    from nrlprof.tools.traces import iter_event_batches
+    from nrlprof.tools.read.traces import iter_event_batches
 
     cut = tmp_path / "cut.pt.trace.json"
     cut.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": ')
@@ -166,7 +166,7 @@ def test_a_trace_cut_right_after_its_events_key_or_without_one_ends_the_read(tmp
     ],
 )
 def test_a_trace_whose_nrlprof_block_has_wrong_types_is_reported(tmp_path, block, why):
-    from nrlprof.tools.traces import find_traces
+    from nrlprof.tools.read.traces import find_traces
 
     path = tmp_path / "w.rank0.steps2.7.pt.trace.json"
     write_trace(path, block)

@@ -80,7 +80,7 @@ def test_repeat_one_report_per_window_written_at_the_window_end_while_the_worker
     ]
     assert all_named_files_exist(ray_cluster) == []
 
-    from nrlprof.tools.collect import collect
+    from nrlprof.tools.collect.collector import collect
 
     collect(tmp_path / "collected", session=session_dir(ray_cluster).name)
     collected = {p.name: p.read_bytes() for p in (tmp_path / "collected").rglob(f"{base}.*")}

@@ -99,3 +99,39 @@ def test_file_safe_names():
     assert layout.file_safe("DTensor Policy:worker/1") == "DTensor_Policy_worker_1"
     assert layout.file_safe("..") == "worker"
     assert layout.file_safe(".hidden.") == "hidden"
+
+
+def test_step_names_parse_in_one_place():
+    torch, nvtx = layout.PROFILER_STEP_PREFIX, layout.NVTX_STEP_PREFIX
+    assert layout.step_number("ProfilerStep#3", torch) == 3
+    assert layout.step_number("step 12", nvtx) == 12
+    assert layout.step_number("ProfilerStep#" + "9" * 18, torch) == 10**18 - 1
+    for name in ("ProfilerStep#", "ProfilerStep#3.5", "ProfilerStep#٣", "ProfilerStep# 3", "ProfilerStep#" + "9" * 19,
+                 "step 3", "Step#3"):  # fmt: skip
+        assert layout.step_number(name, torch) is None, name
+    assert layout.step_number("ProfilerStep#3", nvtx) is None
+
+
+def test_the_writers_step_names_read_back():
+    from nrlprof.backends.torch_profiler import STEP_MARKER
+    from nrlprof.ranges.nvtx import DOMAIN
+
+    assert layout.step_number(STEP_MARKER.format(7), layout.PROFILER_STEP_PREFIX) == 7
+    # the NVTX side: tests/test_promises_step_ranges.py sees the ranges `step <n>` in the domain `nrlprof`
+    assert DOMAIN == layout.NVTX_DOMAIN == "nrlprof" and layout.NVTX_STEP_PREFIX + "1" == "step 1"
+
+
+def test_nsys_stem_is_the_name_a_report_and_its_export_share():
+    for name in ("w_3-4_77.nsys-rep", "w_3-4_77.qdrep", "w_3-4_77.sqlite", "w_3-4_77.nsys-rep.sqlite", "w_3-4_77"):
+        assert layout.nsys_stem(name) == "w_3-4_77", name
+    assert layout.nsys_stem("w_3-4_77.1.nsys-rep") == "w_3-4_77.1"
+
+
+def test_snapshot_names_read_back_as_written():
+    from nrlprof.tools.read.memory_snapshot import SnapshotName, parse_snapshot_name
+
+    name = layout.memory_file_name("policy", 3, "steps4-5", 77, layout.MEMORY_SNAPSHOT_SUFFIX)
+    assert parse_snapshot_name(name) == SnapshotName("policy", 3, "steps4-5", 77)
+    controller = layout.memory_file_name("controller", None, "oom", 9, layout.MEMORY_SNAPSHOT_SUFFIX)
+    assert parse_snapshot_name(controller) == SnapshotName("controller", None, "oom", 9)
+    assert parse_snapshot_name("policy.rank3.steps4-5.77.memory.json") is None

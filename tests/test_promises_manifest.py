@@ -7,7 +7,7 @@ import json
 import os
 import socket
 
-from nrlprof.manifest import WindowRecord, append_record, read_records
+from nrlprof.manifest import NOT_JSON, NOT_UTF8, WindowRecord, append_record, parse_line, read_records
 
 
 def test_each_window_appends_one_line_named_after_host_and_pid(tmp_path):
@@ -34,3 +34,11 @@ def test_torn_and_foreign_lines_are_skipped(tmp_path):
     good = json.dumps({"backend": "torch", "steps": [2]})
     path.write_bytes(b"\n".join([good.encode(), b'{"backend": "tor', b"\xff\xfe", b"[1, 2]", b'"text"', good.encode()]))
     assert read_records(path) == [{"backend": "torch", "steps": [2]}] * 2
+
+
+def test_one_parser_for_a_manifest_line_says_why_a_line_is_no_record():
+    assert parse_line(b'{"backend": "torch"}\n') == {"backend": "torch"}
+    assert parse_line(b"\xff\xfe\n") == NOT_UTF8
+    assert parse_line(b'{"backend": "tor') == NOT_JSON
+    assert parse_line(b"[" * 100_000 + b"]" * 100_000) == NOT_JSON  # nested too deep for json
+    assert parse_line(b"[1, 2]") == "line is a JSON list, not an object"

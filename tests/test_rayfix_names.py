@@ -67,7 +67,7 @@ def test_imported_patch_ray_shares_the_package_names() -> None:
 
 
 def test_readme_and_doctor_name_the_same_hook() -> None:
-    from nrlprof.tools import doctor
+    from nrlprof.tools.check import doctor
 
     assert names.HOOK_SETTING in (REPO / "README.md").read_text()
     assert getattr(doctor, "HOOK_SETTING", names.HOOK_SETTING) == names.HOOK_SETTING

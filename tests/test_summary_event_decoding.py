@@ -13,11 +13,12 @@ import pytest
 from test_tools_bad_inputs import BAD, GOOD, kineto_text, rank1_trace
 from test_tools_merge import gpu_trace, write_json
 
-from nrlprof.tools import trace_stats, traces
-from nrlprof.tools.summary import summarize
-from nrlprof.tools.trace_events import Args, Event, decode_events
-from nrlprof.tools.trace_pool import read_one
-from nrlprof.tools.traces import find_traces
+from nrlprof.tools.figures import trace_stats
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.figures.trace_pool import read_one
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.trace_events import Args, Event, decode_events
+from nrlprof.tools.read.traces import find_traces
 
 
 def test_well_formed_events_become_structs_with_the_values_orjson_reads():

@@ -6,9 +6,10 @@ import json
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from nrlprof.anatomy.svg import anatomy_svg
+from nrlprof.tools.figures.model import Summary
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.render.anatomy_svg import anatomy_svg
 from nrlprof.tools.render.html import render_html
-from nrlprof.tools.summary import Summary, summarize
 
 ANATOMY = {
     "steps": {
@@ -69,7 +70,8 @@ def test_a_directory_with_only_memory_figures_is_summarised(tmp_path):
 def test_diff_compares_the_anatomy_phases_and_memory_of_two_runs(tmp_path, capsys):
     import copy
 
-    from nrlprof.tools.diff import compare, render
+    from nrlprof.tools.figures.compare import compare
+    from nrlprof.tools.render.console import render_diff
 
     slower = copy.deepcopy(ANATOMY)
     slower["steps"]["1"]["phases"][1]["dur_ms"] = 70.0
@@ -81,7 +83,7 @@ def test_diff_compares_the_anatomy_phases_and_memory_of_two_runs(tmp_path, capsy
     train = result["anatomy"]["steps"]["1"]["phases"]["dtensor_policy_worker.train"]
     assert (train["a"], train["b"], train["change"], train["change_pct"]) == (40.0, 70.0, 30.0, 75.0)
     assert result["anatomy"]["steps"]["1"]["wall_ms"]["change"] == 30.0
-    render(result)
+    render_diff(result)
     assert "most changed phase dtensor_policy_worker.train 40.0 -> 70.0 ms (+30.0)" in capsys.readouterr().out
 
 
@@ -91,7 +93,7 @@ def test_merge_and_summary_add_the_step_anatomy_of_unprofiled_workers(ray_cluste
 
     from workload import DTensorPolicyWorker, RewardWorker
 
-    from nrlprof.tools.merge import merge_traces
+    from nrlprof.tools.merge.timeline import merge_traces
 
     nrlprof = activate(
         NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",

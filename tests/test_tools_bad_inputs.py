@@ -18,10 +18,10 @@ import pytest
 from test_tools_merge import events_of, gpu_trace, load, write_json
 
 from nrlprof.cli import main
-from nrlprof.tools import traces
-from nrlprof.tools.merge import merge_traces
-from nrlprof.tools.summary import summarize
-from nrlprof.tools.traces import find_traces, iter_event_batches
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.traces import find_traces, iter_event_batches
 
 GOOD = "policy.rank0.steps3-4.1000.pt.trace.json"
 BAD = "policy.rank1.steps3-4.1001.pt.trace.json"
@@ -120,6 +120,26 @@ def test_report_skips_a_bad_trace_and_reports_the_rest(tmp_path, capsys):
     assert "policy rank 0" in page and "ampere_sgemm_128x64_nn" in page and "not a JSON object" in page
 
 
+def test_every_input_skipped_is_exit_1_with_each_reason_not_bad_input(tmp_path, capsys):
+    root = tmp_path / "run"
+    write_json(root / "policy" / "1" / BAD, with_events(5))
+    (root / "policy" / "0").mkdir()
+    (root / "policy" / "0" / GOOD).write_bytes(b'{"traceEvents": [{"ph": "X"')
+    assert main(["summary", str(root), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["workers"] == [] and len(data["skipped"]) == 2
+    assert main(["report", str(root), "-o", str(tmp_path / "report.html")]) == 1
+    assert "not a JSON object" in (tmp_path / "report.html").read_text()
+    summary_file = tmp_path / "summary.json"
+    summary_file.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["diff", str(summary_file), str(summary_file), "--json"]) == 1
+    assert "run A skipped 2 input(s)" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["summary", str(tmp_path / "empty")]) == 2  # nothing to summarise at all: bad input
+    assert "no torch trace or Nsight Systems report found" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", ["ProfilerStep#²", "ProfilerStep#", "ProfilerStep#3.5", "ProfilerStep#" + "9" * 5000])
 def test_a_step_annotation_without_a_step_number(tmp_path, name, capsys):
     bad = with_events({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1001, "tid": 1001,
@@ -192,8 +212,8 @@ def test_deeply_nested_trace_is_read_in_memory_bounded_by_its_size(tmp_path):
         """
         import json, resource, sys, tracemalloc
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails, it does not swap
-        from nrlprof.tools.merge import merge_traces
-        from nrlprof.tools.summary import summarize
+        from nrlprof.tools.merge.timeline import merge_traces
+        from nrlprof.tools.figures.summarize import summarize
         root, output = sys.argv[1:]
         tracemalloc.start()
         merged = merge_traces([root], output, jobs=1)

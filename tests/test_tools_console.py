@@ -13,8 +13,8 @@ from rich.console import Console
 from test_tools_merge import gpu_trace, write_json
 
 from nrlprof.cli import main
+from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
-from nrlprof.tools.summary import summarize
 
 NAMES = ("policy.train [step 3]", "policy.train [step 4]", "[bold]loud[/bold]", "*[pP]olicy*", "odd :smile: \\")
 

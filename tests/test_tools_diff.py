@@ -61,6 +61,18 @@ def test_diff_refuses_bad_input(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[1, 2]")
     assert main(["diff", str(a), str(tmp_path / "list.json")]) == 2
     assert "not a summary" in capsys.readouterr().err
-    (tmp_path / "steps.json").write_text(json.dumps({"workers": [{"worker": "p", "steps": {"x": 1}}]}))
+    (tmp_path / "steps.json").write_text(json.dumps({"format": 1, "workers": [{"worker": "p", "steps": {"x": 1}}]}))
     assert main(["diff", str(a), str(tmp_path / "steps.json")]) == 2
     assert "step 'x' is malformed" in capsys.readouterr().err
+
+
+def test_diff_recognises_a_summary_of_another_format(tmp_path, capsys):
+    a, b_json = make_runs(tmp_path, capsys)
+    current = json.loads(b_json.read_text())
+    assert current["format"] == 1 and next(iter(current)) == "format"
+    for written, said in ((None, "no format key"), (2, "format 2"), ("1", "format '1'")):
+        old = {k: v for k, v in current.items() if k != "format"} | ({} if written is None else {"format": written})
+        (tmp_path / "old.json").write_text(json.dumps(old))
+        assert main(["diff", str(a), str(tmp_path / "old.json")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"nrlprof diff: {tmp_path / 'old.json'}: a summary of {said}") and "reads format 1" in err

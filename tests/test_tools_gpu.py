@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_tools_merge import write_json
 
-from nrlprof.tools.kernel_names import short_kernel_name
+from nrlprof.tools.figures.kernel_names import short_kernel_name
+from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
-from nrlprof.tools.summary import summarize
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "worker_window.sqlite"
 if not FIXTURE.exists():
@@ -292,9 +292,35 @@ def test_hta_figures_are_an_optional_extra(tmp_path, capsys):
     # every role's rank 0 is analysed on its own: two policy ranks and the reference's rank 0
     assert sorted((r["worker"], r["rank"]) for r in rows) == [("policy", 0), ("policy", 1), ("reference", 0)]
     for row in rows:
-        assert row["window"] == "3-4" and row["kernel_us"] > 0
+        assert row["window"] == "3-4" and row["kernel_ms"] > 0
         assert abs(row["idle_pct"] + row["compute_pct"] + row["non_compute_pct"] - 100) < 0.1
         assert row["comm_comp_overlap_pct"] is not None
+
+
+def test_hta_times_are_in_ms_like_every_other_time():
+    from nrlprof.tools.figures.hta import _analyse
+
+    class Frame(list):
+        def to_dict(self, orient):
+            return list(self)
+
+    class Analysis:
+        def __init__(self, trace_dir):
+            pass
+
+        def get_temporal_breakdown(self, visualize):
+            times = {"idle_time(us)": 1500.0, "compute_time(us)": 2500.0, "non_compute_time(us)": 1000.0,
+                     "kernel_time(us)": 3500.0}  # fmt: skip
+            percents = {"idle_time_pctg": 30.0, "compute_time_pctg": 50.0, "non_compute_time_pctg": 20.0}
+            return Frame([{"rank": 0, **times, **percents}])
+
+        def get_comm_comp_overlap(self, visualize):
+            return Frame([{"rank": 0, "comp_comm_overlap_pctg": 12.5}])
+
+    (row,) = _analyse(Analysis, "unused", "policy", "3-4")
+    assert row == {"worker": "policy", "window": "3-4", "rank": 0, "idle_ms": 1.5, "compute_ms": 2.5,
+                   "non_compute_ms": 1.0, "kernel_ms": 3.5, "idle_pct": 30.0, "compute_pct": 50.0,
+                   "non_compute_pct": 20.0, "comm_comp_overlap_pct": 12.5}  # fmt: skip
 
 
 def test_nsys_export_without_runtime_calls_and_with_nccl(nsys_export):

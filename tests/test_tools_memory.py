@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from test_tools_merge import BASE_NS, events_of, gpu_trace, write_json
 
-from nrlprof.tools.memory_snapshot import snapshot_top_allocations
-from nrlprof.tools.memory_svg import memory_lane_svg
-from nrlprof.tools.memory_view import memory_diff, memory_findings, memory_summary, render_memory_text
-from nrlprof.tools.merge import merge_traces
+from nrlprof.tools.figures.memory import memory_diff, memory_findings, memory_summary
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.read.memory_snapshot import snapshot_top_allocations
+from nrlprof.tools.render.memory_svg import memory_lane_svg
+from nrlprof.tools.render.memory_text import render_memory_text
 
 MB = 1 << 20
 
@@ -71,7 +73,7 @@ def cuda_steps(allocated: list[float], first: int = 2) -> list[dict]:
 def test_a_worker_growing_40_mb_a_step_reads_as_growing_and_its_flat_sibling_does_not(tmp_path):
     write_figures(tmp_path, "leaky_policy_worker", 0, host_steps([1000.0, 1043.0, 1078.0, 1121.0, 1160.0]))
     write_figures(tmp_path, "steady_policy_worker", 0, host_steps([1000.0, 1002.5, 998.0, 1001.0, 999.5]), pid=7)
-    model = memory_summary(tmp_path)
+    model = memory_summary(find_inputs([tmp_path]))
     assert model["skipped"] == []
     assert memory_findings(model) == ["leaky_policy_worker rank 0 grows ~40 MB/step (steps 2-6), host RSS"]
 
@@ -88,14 +90,14 @@ def test_a_worker_growing_40_mb_a_step_reads_as_growing_and_its_flat_sibling_doe
 )
 def test_growth_tolerates_noise(tmp_path, rss, growing):
     write_figures(tmp_path, "worker", 3, host_steps(rss, first=10))
-    findings = memory_findings(memory_summary(tmp_path))
+    findings = memory_findings(memory_summary(find_inputs([tmp_path])))
     assert bool(findings) == growing, findings
 
 
 def test_cuda_allocated_growth_is_found_per_window_and_named(tmp_path):
     write_figures(tmp_path, "policy", 1, cuda_steps([1000.0, 1100.0, 1200.0], first=5), pid=11)
     write_figures(tmp_path, "policy", 1, cuda_steps([1300.0, 1300.0, 1300.0], first=20), pid=11)
-    model = memory_summary(tmp_path)
+    model = memory_summary(find_inputs([tmp_path]))
     assert memory_findings(model) == ["policy rank 1 grows ~100 MB/step (steps 5-7), CUDA allocated"]
     step = model["workers"]["policy"]["1"]["steps"]["6"]
     assert step["cuda_allocated_mb"] == 1100.0 + 100.0  # summed over the two devices
@@ -108,7 +110,7 @@ def test_cuda_allocated_growth_is_found_per_window_and_named(tmp_path):
 
 def test_controller_has_no_rank(tmp_path):
     write_figures(tmp_path, "controller", None, host_steps([100.0, 200.0, 300.0]))
-    model = memory_summary(tmp_path)
+    model = memory_summary(find_inputs([tmp_path]))
     assert list(model["workers"]["controller"]) == ["-"]
     assert memory_findings(model) == ["controller grows ~100 MB/step (steps 2-4), host RSS"]
 
@@ -247,7 +249,7 @@ def test_summary_text_names_growth_and_each_snapshots_top_allocations(tmp_path):
     write_snapshot(tmp_path / "policy" / "0" / "policy.rank0.steps2-4.99.pickle", fixture_snapshot())
     write_snapshot(tmp_path / "policy" / "0" / "policy.rank0.oom.99.pickle", fixture_snapshot())
     (tmp_path / "policy" / "0" / "policy.rank0.steps9-9.99.pickle").write_bytes(b"garbage")
-    model = memory_summary(tmp_path)
+    model = memory_summary(find_inputs([tmp_path]))
     snapshots = {Path(s["path"]).name: s for s in model["snapshots"]}
     good = snapshots["policy.rank0.steps2-4.99.pickle"]
     assert (good["worker"], good["rank"], good["window"], good["pid"], good["oom"]) == ("policy", 0, "2-4", 99, False)
@@ -284,7 +286,7 @@ def test_a_bad_figures_file_is_skipped_with_its_reason(tmp_path, content, reason
     good = write_figures(tmp_path, "policy", 0, host_steps([1.0, 2.0]))
     bad = good.with_name("policy.rank0.steps7-8.1.memory.json")
     bad.write_bytes(content)
-    model = memory_summary(tmp_path)
+    model = memory_summary(find_inputs([tmp_path]))
     assert [s["path"] for s in model["skipped"]] == [str(bad)]
     assert reason in model["skipped"][0]["reason"]
     assert list(model["workers"]["policy"]["0"]["steps"]) == ["2", "3"]
@@ -296,7 +298,7 @@ def test_a_bad_figures_file_is_skipped_with_its_reason(tmp_path, content, reason
 def test_diff_compares_each_figure_of_the_steps_in_both(tmp_path):
     write_figures(tmp_path / "a", "policy", 0, cuda_steps([1000.0, 1100.0]))
     write_figures(tmp_path / "b", "policy", 0, cuda_steps([800.0, 1100.0, 1200.0]))
-    diff = memory_diff(memory_summary(tmp_path / "a"), memory_summary(tmp_path / "b"))
+    diff = memory_diff(memory_summary(find_inputs([tmp_path / "a"])), memory_summary(find_inputs([tmp_path / "b"])))
     first = diff["rows"][0]
     assert (first["worker"], first["rank"], first["step"]) == ("policy", "0", 2)
     assert first["figures"]["cuda_allocated_mb"] == {"a": 1100.0, "b": 900.0, "change": -200.0, "change_pct": -18.2}
@@ -308,7 +310,7 @@ def test_diff_compares_each_figure_of_the_steps_in_both(tmp_path):
 def test_memory_lane_is_one_svg_per_worker_rank_with_a_line_per_figure(tmp_path):
     write_figures(tmp_path, "policy", 0, cuda_steps([1000.0, 1100.0, 1200.0]))
     write_figures(tmp_path, "reward", 1, host_steps([10.0, 20.0, 30.0]), pid=5)
-    html = memory_lane_svg(memory_summary(tmp_path))
+    html = memory_lane_svg(memory_summary(find_inputs([tmp_path])))
     root = ElementTree.fromstring(html)
     svgs = root.findall("{http://www.w3.org/2000/svg}svg")
     assert [s.get("aria-label") for s in svgs] == ["policy rank 0 memory per step", "reward rank 1 memory per step"]
@@ -378,6 +380,16 @@ def test_merge_of_memory_figures_alone(tmp_path):
     pid = process_pids(document["traceEvents"])["controller (node-a)"]
     assert counters(document["traceEvents"], pid, "host RSS") == [(100_000.0, 300.0), (1_100_000.0, 310.0)]
     assert result.merged == []
+
+
+def test_merge_of_nothing_it_can_place_exits_1_not_2(tmp_path, capsys):
+    from nrlprof.cli import main
+
+    unplaced = write_figures(tmp_path / "run", "critic", 0, host_steps([1.0, 2.0]), pid=3000)
+    assert main(["merge", str(tmp_path / "run"), "-o", str(tmp_path / "m.json"), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{") :])["unplaced"][0]["path"] == str(unplaced)
+    assert json.loads((tmp_path / "m.json").read_text())["traceEvents"] == []
 
 
 def test_merge_command_notes_figures_it_cannot_place_and_exits_0(tmp_path, capsys):

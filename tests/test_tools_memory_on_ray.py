@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 
-from nrlprof.tools.memory_view import memory_findings, memory_summary, render_memory_text
-from nrlprof.tools.merge import merge_traces
+from nrlprof.tools.figures.memory import memory_findings, memory_summary
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.render.memory_text import render_memory_text
 
 
 def test_growing_worker_is_named_and_its_counters_sit_on_its_profiler_steps(ray_cluster, activate, tmp_path):
@@ -28,7 +30,7 @@ def test_growing_worker_is_named_and_its_counters_sit_on_its_profiler_steps(ray_
         ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=120)
     nrlprof.finish()
 
-    model = memory_summary(memory_dir)
+    model = memory_summary(find_inputs([memory_dir]))
     assert model["skipped"] == []
     # the driver runs the windows too: its figures are there, under no rank
     assert sorted(model["workers"]) == ["controller", "leaky_policy_worker", "steady_policy_worker"]

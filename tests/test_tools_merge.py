@@ -21,9 +21,9 @@ import pytest
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
-from nrlprof.tools.gzip_member import crc32_combine
-from nrlprof.tools.merge import merge_traces
-from nrlprof.tools.traces import iter_event_batches, read_header
+from nrlprof.tools.merge.gzip_member import crc32_combine
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.read.traces import iter_event_batches, read_header
 
 BASE_NS = 1_790_000_000_000_000_000
 
@@ -397,7 +397,6 @@ def test_non_json_trace_is_skipped_with_its_name(cpu_run, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (None, "no such file or directory"),
         (b"", "empty file"),
         (b" \n\t\n", "empty file"),
         (gzip.compress(b""), "empty file"),
@@ -406,26 +405,26 @@ def test_non_json_trace_is_skipped_with_its_name(cpu_run, tmp_path):
         (b"\x1f\x8bnot gzip", "gzip"),
         (b"[1, 2]", "not a Chrome trace"),
     ],
-    ids=[
-        "missing",
-        "empty-file",
-        "white-space",
-        "empty-gzip",
-        "cut-in-event",
-        "cut-after-event",
-        "bad-gzip",
-        "not-an-object",
-    ],
+    ids=["empty-file", "white-space", "empty-gzip", "cut-in-event", "cut-after-event", "bad-gzip", "not-an-object"],
 )
-def test_unusable_inputs_raise_and_leave_no_output(tmp_path, content, message):
+def test_an_unusable_input_is_skipped_even_when_it_is_the_only_one(tmp_path, capsys, content, message):
     target = tmp_path / "in" / "x.pt.trace.json"
-    if content is not None:
-        target.parent.mkdir()
-        target.write_bytes(content)
+    target.parent.mkdir()
+    target.write_bytes(content)
+    output = tmp_path / "timeline.json"
+    result = merge_traces([target.parent], output)
+    assert result.merged == [] and [p for p, _ in result.skipped] == [target]
+    assert re.search(message, result.skipped[0][1])
+    assert load(output)["traceEvents"] == [] and not list(tmp_path.glob(".*.tmp"))
+    assert main(["merge", str(target), "-o", str(output)]) == 1  # every input skipped: exit 1, not 2
+    assert f"skipped {target}" in capsys.readouterr().err
+
+
+def test_a_missing_input_raises_and_leaves_no_output(tmp_path):
     output = tmp_path / "timeline.json.gz"
-    with pytest.raises(ToolError, match=message) as raised:
-        merge_traces([target.parent if content is not None else target], output)
-    assert str(target) in str(raised.value)
+    with pytest.raises(ToolError, match="no such file or directory") as raised:
+        merge_traces([tmp_path / "in" / "x.pt.trace.json"], output)
+    assert str(tmp_path / "in" / "x.pt.trace.json") in str(raised.value)
     assert not output.exists() and not list(tmp_path.glob(".*.tmp"))
 
 
@@ -475,7 +474,7 @@ def test_identity_from_the_file_name_when_the_trace_has_no_nrlprof_block(tmp_pat
 
 @pytest.mark.parametrize("chunk", [64, 97, 4096])
 def test_fast_reader_splits_at_any_chunk_boundary(cpu_run, monkeypatch, chunk):
-    from nrlprof.tools import traces
+    from nrlprof.tools.read import traces
 
     source = trace_files(cpu_run / "policy" / "0")[0]
     monkeypatch.setattr(traces, "_CHUNK", chunk)

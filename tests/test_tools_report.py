@@ -1,4 +1,4 @@
-"""nrlprof.tools.report: one self-contained HTML file that renders in a real browser."""
+"""nrlprof.tools.commands.report: one self-contained HTML file that renders in a real browser."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
+from nrlprof.tools.commands.report import write_report
+from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.html import render_html
-from nrlprof.tools.report import write_report
-from nrlprof.tools.summary import summarize
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 REQUIRE_BROWSER = "NRLPROF_REQUIRE_BROWSER"  # set to 1 where a missing browser must fail the run, not skip it

@@ -1,4 +1,4 @@
-"""nrlprof.tools.summary (numbers match what was recorded), nsys stats parsing, and HTA on nrlprof's layout."""
+"""nrlprof summary (numbers match what was recorded), nsys stats parsing, and HTA on nrlprof's layout."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
-from nrlprof.tools.hta import hta_folder
-from nrlprof.tools.nsys_stats import parse_nsys_csv
+from nrlprof.tools.figures.hta import hta_folder
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.read.nsys_stats import parse_nsys_csv
 from nrlprof.tools.render.console import render_summary
-from nrlprof.tools.summary import summarize
 
 KERNEL_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
 61.5,2000,4,500.0,500.0,400,600,81.6,"ampere_sgemm_128x64_nn"

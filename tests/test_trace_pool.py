@@ -16,9 +16,8 @@ import pytest
 from test_tools_bad_inputs import kineto_text
 from test_tools_merge import gpu_trace
 
-from nrlprof.tools import traces
-from nrlprof.tools.summary import summarize
-from nrlprof.tools.trace_pool import (
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.figures.trace_pool import (
     PER_JOB_BYTES,
     READER_DIED,
     _start_context,
@@ -27,8 +26,9 @@ from nrlprof.tools.trace_pool import (
     read_traces,
     split_work,
 )
-from nrlprof.tools.trace_stats import TraceStats
-from nrlprof.tools.traces import TraceHeader, find_traces
+from nrlprof.tools.figures.trace_stats import TraceStats
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.traces import TraceHeader, find_traces
 
 
 def write_run(root: Path, steps_per_rank: list[int]) -> Path:
@@ -84,8 +84,8 @@ def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
     root = write_run(tmp_path / "run", [30, 5, 20])
     script = (
         "import json, sys\n"
-        "from nrlprof.tools.summary import summarize\n"
-        "from nrlprof.tools.trace_pool import _start_context\n"
+        "from nrlprof.tools.figures.summarize import summarize\n"
+        "from nrlprof.tools.figures.trace_pool import _start_context\n"
         "method = _start_context().get_start_method()\n"
         "print(json.dumps([method, summarize(sys.argv[1], nsys='', jobs=3).to_json()]))\n"
     )

@@ -1,4 +1,4 @@
-"""Edges of the trace reader (nrlprof.tools.traces): files that cannot be opened, headers that say little or
+"""Edges of the trace reader (nrlprof.tools.read.traces): files that cannot be opened, headers that say little or
 too much, cut-short event lists, long values in reasons, and the order traces are listed in.
 
 Each trace is text written by hand and each expectation is the exact value or reason a user sees.
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from nrlprof.errors import ToolError
-from nrlprof.tools import traces
-from nrlprof.tools.traces import (
+from nrlprof.tools.read import traces
+from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.read.traces import (
     TraceReader,
     check_events,
-    find_nsys_reports,
     find_traces,
     gc_paused,
     iter_event_batches,
@@ -241,7 +241,7 @@ def test_reports_under_a_directory_are_files_named_as_reports_and_not_hidden(tmp
     (tmp_path / ".policy_3_80.nsys-rep").write_bytes(b"hidden")
     (tmp_path / "notes.txt").write_text("not a report")
     (tmp_path / "folder.nsys-rep").mkdir()
-    found = find_nsys_reports([str(tmp_path)])  # a path given as text, as a command line gives it
+    found = find_inputs([str(tmp_path)]).nsys_reports  # a path given as text, as a command line gives it
     assert found == [tmp_path / "old" / "policy_3_90.qdrep", tmp_path / "policy_3-4_100.nsys-rep"]
 
 

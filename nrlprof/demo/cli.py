@@ -15,6 +15,8 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nrlprof import exit_codes
+
 if TYPE_CHECKING:
     from nrlprof.demo.job import StepResult
 
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     _print_step_table(torch_dir)
     print()
     _print_step_anatomy(Path(os.environ["NRL_STEP_ANATOMY_DIR"]).expanduser().resolve())
-    return 0
+    return exit_codes.OK
 
 
 def _run_job(steps: int, nsys_dir: Path) -> list[Path]:
@@ -142,7 +144,7 @@ def _print_step_table(torch_dir: Path) -> None:
     from rich.table import Table
 
     from nrlprof.errors import ToolError
-    from nrlprof.tools.summary import summarize
+    from nrlprof.tools.figures.summarize import summarize
 
     try:
         summary = summarize(torch_dir)
@@ -164,8 +166,9 @@ def _print_step_table(torch_dir: Path) -> None:
 
 def _print_step_anatomy(anatomy_dir: Path) -> None:
     """Every step of the job and every worker group, profiled or not: from Ray's task events."""
-    from nrlprof.anatomy import anatomy_summary, render_anatomy_text
     from nrlprof.anatomy.files import run_directories
+    from nrlprof.tools.figures.anatomy import anatomy_summary
+    from nrlprof.tools.render.anatomy_text import render_anatomy_text
 
     runs = run_directories(anatomy_dir) if anatomy_dir.is_dir() else []
     if not runs:

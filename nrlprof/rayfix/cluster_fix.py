@@ -166,7 +166,7 @@ def judge_on_nodes(
     import ray
 
     from nrlprof.rayfix.node_agent import AgentFix, judge_node
-    from nrlprof.tools.cluster import pinned
+    from nrlprof.rayfix.node_tasks import pinned
 
     remote, env = ray.remote(max_retries=0)(judge_node), check_task_env(package)
     refs = {node_id: remote.options(runtime_env=env, **pinned(node_id)).remote(node_id) for node_id in node_ids}

@@ -1,1 +1,1 @@
-"""Post-run tools: find, merge, summarise and report the profiles nrlprof wrote."""
+"""Post-run tools: find, collect, merge, summarise and report the profiles nrlprof wrote (ARCHITECTURE.md)."""

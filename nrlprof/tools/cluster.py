@@ -18,14 +18,11 @@ from typing import Any
 
 from nrlprof.errors import NrlprofError
 from nrlprof.layout import file_safe
+from nrlprof.rayfix.node_tasks import pinned
 
 CONNECT_TIMEOUT_S = 5.0
 AUTO_ADDRESS = "auto"
 CLIENT_PREFIX = "ray://"
-
-EXIT_OK = 0
-EXIT_PARTIAL = 1  # some node or file failed; the rest was done
-EXIT_BAD_INPUT = 2
 
 
 class ClusterError(NrlprofError):
@@ -159,13 +156,6 @@ def alive_nodes() -> list[NodeInfo]:
 
     rows = [n for n in ray.nodes() if n.get("Alive")]
     return label_nodes((n["NodeID"], n.get("NodeManagerHostname", ""), n.get("NodeManagerAddress", "")) for n in rows)
-
-
-def pinned(node_id: str) -> dict[str, Any]:
-    """Task options that run it on `node_id` only, without taking a CPU."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return {"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
 
 
 def cause_of(err: Exception) -> str:

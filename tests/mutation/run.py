@@ -61,7 +61,7 @@ TARGETS = (
     Target("manifest", "nrlprof/manifest.py", ("test_promises_manifest.py",), 30),
     Target(
         "traces",
-        "nrlprof/tools/traces.py",
+        "nrlprof/tools/read/traces.py",
         (
             "test_trace_reading_edges.py",
             "test_mutation_survivors.py",
@@ -70,10 +70,21 @@ TARGETS = (
         ),
         40,
     ),
-    Target("trace_pool", "nrlprof/tools/trace_pool.py", ("test_trace_pool.py",), 30),
+    Target(
+        "inputs",
+        "nrlprof/tools/read/inputs.py",
+        (
+            "test_tools_inputs.py",
+            "test_trace_reading_edges.py",
+            "test_manifest_messages.py",
+            "test_tools_bad_inputs.py",
+        ),
+        30,
+    ),
+    Target("trace_pool", "nrlprof/tools/figures/trace_pool.py", ("test_trace_pool.py",), 30),
     Target(
         "gpu_time",
-        "nrlprof/tools/gpu_time.py",
+        "nrlprof/tools/figures/gpu_time.py",
         ("test_gpu_attribution.py", "test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
         30,
     ),

@@ -1,1 +1,1 @@
-"""Views of the tools' models: `console` (rich tables on a terminal), `html` (the self-contained report)."""
+"""Views of the figures: rich tables on a terminal, plain text, the self-contained HTML report and its SVG pictures."""

@@ -1,4 +1,4 @@
-"""A summary as rich tables on a terminal. Every name from a trace or report is escaped: `[` is not markup.
+"""A summary, or two runs compared, as rich tables on a terminal. Names from traces are escaped: `[` is no markup.
 
 One worker's summary fits a screen: tables have a bounded number of rows and names are cut to NAME_WIDTH
 (kernels by their short name); `summary --json` has everything in full.
@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from nrlprof.tools.kernel_names import short_kernel_name, truncate
-from nrlprof.tools.summary import TOP
+from nrlprof.tools.figures.kernel_names import short_kernel_name
+from nrlprof.tools.figures.model import TOP
+from nrlprof.tools.render.text import sections_text, step_lines, truncate
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from nrlprof.tools.nsys_stats import NsysReport
-    from nrlprof.tools.summary import Summary
+    from nrlprof.tools.figures.model import Summary
+    from nrlprof.tools.read.nsys_stats import NsysReport
 
 NAME_WIDTH = 48
 MAX_ROWS = 40  # per table
@@ -44,8 +45,6 @@ def name(value: object) -> str:
 
 def render_summary(summary: Summary, console: Console | None = None) -> None:
     """Per-step time and GPU figures, the slowest rank per step, ranges, top operators and kernels, overhead."""
-    from nrlprof.tools.stragglers import step_lines
-
     console = console or terminal()
     if summary.workers:
         _step_table(summary, console)
@@ -59,8 +58,6 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
     _overhead_table(summary, console)
     _hta_table(summary, console)
     if summary.sections:
-        from nrlprof.tools.summary_sections import sections_text
-
         console.print(plain(sections_text(summary.sections)), soft_wrap=True)
     for report in summary.nsys_reports:
         _render_nsys(report, console)
@@ -169,3 +166,37 @@ def _ms(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:,.1f}" if abs(value) >= 100 or value == 0 else f"{value:.3g}"
+
+
+def render_diff(result: dict[str, Any], console: Any = None) -> None:
+    """One table row per worker x step x figure: A, B, the change and the change in percent."""
+    from rich.table import Table
+
+    console = console or terminal()
+    table = Table(title=f"A = {plain(result['a'])}, B = {plain(result['b'])}")
+    table.add_column("worker", no_wrap=True, overflow="ellipsis")
+    for column in ("step", "figure", "A", "B", "change", "%"):
+        table.add_column(column, justify="left" if column == "figure" else "right", no_wrap=True)
+    for row in result["rows"]:
+        who = row["worker"] if row["rank"] is None else f"{row['worker']} rank {row['rank']}"
+        for name, figure in row["figures"].items():
+            pct = f"{figure['change_pct']:+.1f}%" if figure["change_pct"] is not None else ""
+            table.add_row(plain(truncate(who, 40)), str(row["step"]), _label(name), f"{figure['a']:.4g}",
+                          f"{figure['b']:.4g}", f"{figure['change']:+.4g}", pct)  # fmt: skip
+    if result["rows"]:
+        console.print(table)
+    if "anatomy" in result:
+        from nrlprof.tools.render.anatomy_text import anatomy_diff_lines
+
+        console.print("[bold]Step anatomy[/]")
+        for line in anatomy_diff_lines(result["anatomy"]):
+            console.print(plain(line), soft_wrap=True)
+    if "memory" in result:
+        console.print(f"[bold]Memory[/]: {len(result['memory']['rows'])} worker x step row(s) compared (see --json)")
+    for side in ("a", "b"):
+        for item in result[f"only_in_{side}"]:
+            console.print(f"only in {side.upper()}: {plain(item['worker'])} rank {item['rank']} step {item['step']}")
+
+
+def _label(name: str) -> str:
+    return name.removesuffix("_ms").removesuffix("_pct").replace("_", " ") + (" ms" if name.endswith("_ms") else " %")

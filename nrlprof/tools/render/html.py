@@ -17,11 +17,11 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from nrlprof.tools.gpu_time import is_comm
-from nrlprof.tools.kernel_names import short_kernel_name
-from nrlprof.tools.manifest_view import Overhead
-from nrlprof.tools.summary import TOP, Summary, WorkerSummary
-from nrlprof.tools.trace_stats import Span
+from nrlprof.tools.figures.gpu_time import is_comm
+from nrlprof.tools.figures.kernel_names import short_kernel_name
+from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
+from nrlprof.tools.read.manifests import Overhead
+from nrlprof.tools.render.text import step_lines
 
 WIDTH = 1160
 LABEL_WIDTH = 190
@@ -258,8 +258,6 @@ def _legend(workers: list[WorkerSummary]) -> str:
 
 
 def _tables(summary: Summary) -> list[str]:
-    from nrlprof.tools.stragglers import step_lines
-
     steps = summary.steps
     parts = ["<h2>Step wall time (ms)</h2>", _table(["worker", *map(str, steps)],
              [[w.label, *[_ms(w.step_wall_ms.get(s)) for s in steps]] for w in summary.workers])]  # fmt: skip
@@ -311,12 +309,12 @@ def _section_lanes(summary: Summary) -> list[str]:
     """The step anatomy's swimlanes and the memory lane, where the summary has them."""
     parts = []
     if "anatomy" in summary.sections:
-        from nrlprof.anatomy.svg import anatomy_svg
+        from nrlprof.tools.render.anatomy_svg import anatomy_svg
 
         parts += ["<h2>Step anatomy (every worker group, from Ray's task events)</h2>"]
         parts.append(anatomy_svg(summary.sections["anatomy"]))
     if "memory" in summary.sections:
-        from nrlprof.tools.memory_svg import memory_lane_svg
+        from nrlprof.tools.render.memory_svg import memory_lane_svg
 
         parts += ["<h2>Memory per step</h2>", memory_lane_svg(summary.sections["memory"])]
         parts += [f'<div class="note">{_e(finding)}</div>' for finding in summary.sections["memory"]["findings"]]

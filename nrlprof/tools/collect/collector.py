@@ -1,0 +1,303 @@
+"""`nrlprof collect`: copy one job's nrlprof outputs from every node of a running Ray cluster into one directory.
+
+The job is a Ray session: by default the newest `session_*` dir (on any node) holding nrlprof manifests, else the
+cluster's current one; `--session NAME` names another, `--all-sessions` takes them all. On each alive node a task
+(pinned to it, `num_cpus=0`) lists that session's outputs under the rule in `nrlprof.tools.collect.scan` (profile
+dirs of the session, files its manifests name under allowed roots, no symbolic link followed), each with size,
+mtime, mode and sha256. The driver then pulls each file through a streaming task pinned to its node that yields
+8 MiB chunks, at most a few ahead of the driver (the nodes in parallel), so a multi-GB report is never whole in
+memory on either side; it verifies the sha256, gives the copy the source's permission bits and renames it into
+place. Nothing is written outside DIR: node names are single safe names, and no symbolic link already in DIR is
+written through.
+
+Layout of `DIR`:
+
+    DIR/.nrlprof-collect.json                 index: what was copied from where (size, mtime, sha256)
+    DIR/<node>/session_<...>/logs/nsight/<report>.nsys-rep
+    DIR/<node>/session_<...>/logs/rocprof_sys/<...>
+    DIR/<node>/session_<...>/logs/nrlprof/manifest-<host>-<pid>.jsonl
+    DIR/<node>/<backend>/<absolute path on the node without its leading />   (e.g. torch/home/u/run/trace/...)
+
+`<node>` is the node's hostname when no other alive node shares it, else `<hostname>-<ip>`, else (several
+raylets on one machine, as `ray.cluster_utils.Cluster` starts them) `<hostname>-<ip>-<first 8 hex of node id>`.
+A file is copied again only when its size, mtime or sha256 differ from the index (or, without an index entry,
+from the file already in DIR).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nrlprof import exit_codes
+from nrlprof.tools.cluster import (
+    BadInput,
+    NodeError,
+    NodeInfo,
+    alive_nodes,
+    connected,
+    run_on_nodes,
+)
+from nrlprof.tools.collect.index import is_unchanged, known_sources, load_index, save_index
+from nrlprof.tools.collect.pull import (
+    CHUNK_SIZE,
+    LIST_TIMEOUT_S,
+    PIPELINE_DEPTH,
+    READ_TIMEOUT_S,
+    FileOutcome,
+    Transfer,
+    index_entry,
+    pull_node,
+)
+from nrlprof.tools.collect.scan import (
+    RemoteFile,
+    is_session_name,
+    list_node_outputs,
+    list_sessions,
+    node_temp_dir,
+)
+from nrlprof.tools.progress import ByteMeter, ProgressCallback
+
+ALL_SESSIONS = None  # `sessions` value meaning every session dir
+
+
+@dataclass
+class NodeListing:
+    node: NodeInfo
+    temp_dir: str = ""
+    files: list[RemoteFile] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class CollectResult:
+    to: str
+    sessions: list[str] | None = None  # None: every session dir
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    copied: list[FileOutcome] = field(default_factory=list)
+    skipped: list[FileOutcome] = field(default_factory=list)
+    failed: list[FileOutcome] = field(default_factory=list)
+    node_errors: list[NodeError] = field(default_factory=list)
+    missing: list[dict[str, str]] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)  # inputs refused or unreadable: node, path, reason
+    bytes_copied: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.node_errors and not self.rejected
+
+    @property
+    def exit_code(self) -> int:
+        return exit_codes.outcome(self.ok)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+
+# --------------------------------------------------------------------------- the index
+
+
+# --------------------------------------------------------------------------- pulling
+
+
+def prepare_destination(to: Path) -> Path:
+    """DIR exists (created if needed) and is writable, else BadInput naming it."""
+    to = Path(to).expanduser().absolute()
+    try:
+        to.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=to):
+            pass
+    except OSError as err:
+        raise BadInput(f"--to {str(to)!r} is not a writable directory: {err.strerror or err}") from None
+    return to
+
+
+# --------------------------------------------------------------------------- choosing the job and listing
+
+
+def choose_sessions(
+    nodes: list[NodeInfo], session: str | None, all_sessions: bool, timeout_s: float
+) -> list[str] | None:
+    """The session dirs to take: the named one, all (None), or the newest holding manifests on any node."""
+    if all_sessions:
+        return ALL_SESSIONS
+    if session is not None and not is_session_name(session):
+        raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
+    answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
+    if session is not None:
+        found = sorted(
+            {s["name"] for a in answers if a.value for s in a.value["sessions"]}
+            | {os.path.basename(r["path"]) for a in answers if a.value for r in a.value["rejected"]}
+        )  # a refused session is reported by the listing, with the reason
+        if session not in found and all(a.error is None for a in answers):
+            raise BadInput(f"--session {session!r}: no node has this session dir (found: {', '.join(found) or 'none'})")
+        return [session]
+    with_manifests = [s["name"] for a in answers if a.value for s in a.value["sessions"] if s["manifests"]]
+    current = [a.value["current"] for a in answers if a.value]
+    # Session names start with their start time (session_YYYY-MM-DD_hh-mm-ss_...): the largest is the newest.
+    chosen = max(with_manifests or current or [""])
+    return [chosen] if chosen else []
+
+
+def _list_sessions_here() -> dict[str, Any]:
+    return list_sessions(node_temp_dir())
+
+
+def list_nodes(
+    nodes: list[NodeInfo],
+    index: dict[str, dict[str, Any]],
+    sessions: list[str] | None,
+    allowed_roots: list[str],
+    timeout_s: float,
+) -> list[NodeListing]:
+    """One listing task per node, all at once; a node that fails gets its error, not an exception."""
+    answers = run_on_nodes(
+        list_node_outputs,
+        nodes,
+        lambda node: (sessions, allowed_roots, known_sources(index, node)),
+        timeout_s,
+        "listing its files",
+    )
+    listings = []
+    for answer in answers:
+        listing = NodeListing(answer.node, error=answer.error)
+        if answer.error is None:
+            data = answer.value
+            listing.temp_dir = data["temp_dir"]
+            listing.files = [RemoteFile(**f) for f in data["files"]]
+            listing.missing = data["missing"]
+            listing.rejected = data["rejected"]
+        listings.append(listing)
+    return listings
+
+
+def node_summary(listing: NodeListing) -> dict[str, Any]:
+    node = listing.node
+    return {
+        "label": node.label,
+        "node_id": node.node_id,
+        "hostname": node.hostname,
+        "ip": node.ip,
+        "temp_dir": listing.temp_dir,
+        "files": len(listing.files),
+        "bytes": sum(f.size for f in listing.files),
+        "error": listing.error,
+    }
+
+
+def _split_unchanged(
+    to: Path, listing: NodeListing, index: dict[str, dict[str, Any]], result: CollectResult
+) -> list[RemoteFile]:
+    """Record the node's unchanged files as skipped; return the ones to copy."""
+    to_copy = []
+    for file in listing.files:
+        key = f"{listing.node.label}/{file.dest}"
+        if is_unchanged(to, key, file, index):
+            result.skipped.append(FileOutcome(listing.node.label, key, file.size))
+            index[key] = index_entry(listing.node, file)
+        else:
+            to_copy.append(file)
+    return to_copy
+
+
+def default_allowed_roots(environ: dict[str, str] | None = None) -> list[str]:
+    """The torch output dir configured here (NRL_TORCH_PROFILE_DIR or its default), as an absolute path."""
+    from nrlprof.config.env import load_plan
+
+    plan = load_plan(os.environ if environ is None else environ)
+    return [os.path.abspath(os.path.expanduser(plan.torch.directory))]
+
+
+def collect(
+    to: Path | str,
+    address: str | None = None,
+    progress: ProgressCallback | None = None,
+    *,
+    session: str | None = None,
+    all_sessions: bool = False,
+    allow_dirs: list[str] | None = None,
+    chunk_size: int = CHUNK_SIZE,
+    depth: int = PIPELINE_DEPTH,
+    list_timeout_s: float = LIST_TIMEOUT_S,
+    read_timeout_s: float = READ_TIMEOUT_S,
+    after_listing: Callable[[list[NodeListing]], None] | None = None,
+) -> CollectResult:
+    """Copy one job's nrlprof outputs from every node into `to`; `progress(done_bytes, total_bytes)` as bytes arrive.
+
+    `allow_dirs`: roots (besides the session dirs and the configured torch dir) that files named by manifests may
+    lie under. `after_listing` runs between listing and pulling (tests use it to kill a node at that point).
+    Raises BadInput for an unwritable `to`, a bad option or an unreachable cluster; node and file failures go in
+    the result.
+    """
+    if chunk_size <= 0 or depth <= 0:
+        raise BadInput(f"chunk_size={chunk_size} and depth={depth} must both be > 0")
+    if session is not None and all_sessions:
+        raise BadInput("--session and --all-sessions exclude each other")
+    roots = default_allowed_roots() + [_allowed_root(d) for d in allow_dirs or ()]
+    transfer = Transfer(chunk_size, depth, list_timeout_s, read_timeout_s)
+    started = time.monotonic()
+    to = prepare_destination(Path(to))
+    with connected(address):
+        nodes = alive_nodes()
+        sessions = choose_sessions(nodes, session, all_sessions, transfer.list_timeout_s)
+        result = CollectResult(to=str(to), sessions=sessions)
+        index = load_index(to)
+        listings = list_nodes(nodes, index, sessions, roots, transfer.list_timeout_s)
+        if after_listing is not None:
+            after_listing(listings)
+        pull_all(to, listings, index, result, transfer, progress)
+        save_index(to, index)
+    result.bytes_copied = sum(f.size for f in result.copied)
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _allowed_root(directory: str) -> str:
+    path = os.path.abspath(os.path.expanduser(directory))
+    if "\0" in directory or path == os.sep:
+        raise BadInput(f"--allow-dir {directory!r} is not allowed (expected a directory other than /)")
+    return path
+
+
+def pull_all(
+    to: Path,
+    listings: list[NodeListing],
+    index: dict[str, dict[str, Any]],
+    result: CollectResult,
+    transfer: Transfer,
+    progress: ProgressCallback | None,
+) -> None:
+    """Pull the changed files of every listed node, the nodes in parallel; fills `result` and `index`."""
+    plans = []
+    for listing in listings:
+        label = listing.node.label
+        result.nodes.append(node_summary(listing))
+        result.missing += [{"node": label, "path": p} for p in listing.missing]
+        result.rejected += [{"node": label, **item} for item in listing.rejected]
+        if listing.error:
+            result.node_errors.append(NodeError(label, listing.node.node_id, listing.error))
+            continue
+        plans.append((listing.node, _split_unchanged(to, listing, index, result)))
+    meter = ByteMeter(sum(f.size for _, files in plans for f in files), progress)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(plans)))) as pool:
+        pulls = list(pool.map(lambda plan: pull_node(to, *plan, transfer, meter), plans))
+    for pull in pulls:
+        result.copied += pull.copied
+        result.failed += pull.failed
+        index.update(pull.entries)
+        if pull.error is not None:
+            result.node_errors.append(pull.error)
+
+
+# --------------------------------------------------------------------------- command line

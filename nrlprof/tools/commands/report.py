@@ -1,0 +1,40 @@
+"""`nrlprof report`: one self-contained HTML file of a run, written atomically (the page: render/html.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nrlprof import exit_codes
+from nrlprof.tools.commands.options import add_option
+from nrlprof.tools.figures.model import Summary
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.output import check_output, write_output
+from nrlprof.tools.progress import progress_bar
+from nrlprof.tools.render.html import render_html
+
+
+def write_report(directory: Path, output: Path, summary: Summary | None = None) -> None:
+    """Summarise `directory` (unless `summary` is given) into the HTML file `output`, written atomically."""
+    check_output(output)
+    summary = summary if summary is not None else summarize(Path(directory))
+    write_output(output, render_html(summary).encode("utf-8", "replace"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
+    add_option(parser, "output", "HTML file to write (default: %(default)s)", default=Path("nrlprof-report.html"))
+    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """OK: report written; PARTIAL: written, some input skipped (or every one). Bad input raises ToolError."""
+    check_output(args.output)
+    with progress_bar("reading traces") as progress:
+        summary = summarize(args.directory, progress=progress, jobs=args.jobs)
+    write_report(args.directory, args.output, summary)
+    for path, reason in summary.skipped:
+        print(f"nrlprof report: warning: skipped {path}: {reason}", file=sys.stderr)
+    print(f"report written to {args.output}")
+    return exit_codes.outcome(not summary.skipped)

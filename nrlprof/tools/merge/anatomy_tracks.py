@@ -1,0 +1,121 @@
+"""The recorded calls as Chrome-trace spans, one process per worker group and one thread per rank, for merge."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from nrlprof.anatomy.files import latest_run
+from nrlprof.tools.read.anatomy import (
+    NS_PER_MS,
+    RAY_INTERNAL_PREFIX,
+    anatomy_runs,
+    call_record,
+    clock_offsets,
+    load_run,
+    step_windows,
+    worker_names,
+)
+
+PROCESS_PREFIX = "anatomy: "
+STEPS_PROCESS = "anatomy: driver steps"
+
+
+def anatomy_trace_events(directory: str | os.PathLike) -> list[dict]:
+    """`ph: X` spans in µs since the epoch (driver clock): each call, and each step on a driver track."""
+    run = load_run(latest_run(directory))
+    meta = run["meta"]
+    offsets, _ = clock_offsets(run["tasks"], meta.get("driver_node_id", ""), meta.get("job_id", ""))
+    names = worker_names(run["actors"], run["tasks"])
+    calls = [call_record(t, names, offsets) for t in run["tasks"] if t.get("kind") == "call"]
+    calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
+    windows = step_windows(run["steps"], calls)
+    groups = sorted({c["worker"] for c in calls})
+    pids = {group: index + 1 for index, group in enumerate(groups)}
+    steps_pid = len(groups) + 1
+    events: list[dict] = []
+    for group, pid in pids.items():
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": PROCESS_PREFIX + group}}
+        )
+    for rank in sorted({(c["worker"], c["rank"]) for c in calls}):
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pids[rank[0]],
+                "tid": rank[1],
+                "args": {"name": f"rank {rank[1]}"},
+            }
+        )
+    events.append({"ph": "M", "name": "process_name", "pid": steps_pid, "tid": 0, "args": {"name": STEPS_PROCESS}})
+    starts = [w[1] for w in windows]
+    for call in calls:
+        step = _step_of(starts, windows, call["start"])
+        events.append(
+            {
+                "ph": "X",
+                "cat": "step_anatomy",
+                "name": f"{call['worker']}.{call['method']}" + (f" [step {step}]" if step is not None else ""),
+                "pid": pids[call["worker"]],
+                "tid": call["rank"],
+                "ts": call["start"] / 1000,
+                "dur": (call["end"] - call["start"]) / 1000,
+                "args": {"worker": call["worker"], "rank": call["rank"], "step": step, "pid": call["pid"]},
+            }
+        )
+    for step, begin, end in windows:
+        events.append(
+            {
+                "ph": "X",
+                "cat": "step_anatomy",
+                "name": f"step {step}",
+                "pid": steps_pid,
+                "tid": 0,
+                "ts": begin / 1000,
+                "dur": (end - begin) / 1000,
+                "args": {"step": step, "wall_ms": (end - begin) / NS_PER_MS},
+            }
+        )
+    for mark in run["steps"]:
+        if "profiler" in mark:  # nrlprof's own window work in the driver, under the steps
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "step_anatomy",
+                    "name": f"nrlprof: {mark['profiler']}",
+                    "pid": steps_pid,
+                    "tid": 1,
+                    "ts": mark["start_ns"] / 1000,
+                    "dur": (mark["end_ns"] - mark["start_ns"]) / 1000,
+                    "args": {"at_step": mark.get("at_step")},
+                }
+            )
+    return events
+
+
+def _step_of(starts: list[int], windows: list[tuple[int, int, int]], t: int) -> int | None:
+    import bisect
+
+    index = bisect.bisect_right(starts, t) - 1
+    if index < 0 or t >= windows[index][2]:
+        return None
+    return windows[index][0]
+
+
+def anatomy_tracks(inputs: list[Path], anatomy_dirs: list[Path], origin_ns: int, pid_base: int) -> list[dict[str, Any]]:
+    """The step anatomy's spans (Ray's task events) of the latest run under the inputs, on the merge's clock.
+
+    `anatomy_dirs`: the directories named `step_anatomy` found under the inputs (tools.read.inputs).
+    """
+    for directory in (Path(p) for p in inputs if Path(p).is_dir()):
+        runs = anatomy_runs(directory, anatomy_dirs)
+        if runs:
+            events = anatomy_trace_events(runs[-1])
+            for event in events:
+                event["pid"] = pid_base + int(event.get("pid", 0))
+                if "ts" in event:
+                    event["ts"] = float(event["ts"]) - origin_ns / 1000
+            return events
+    return []

@@ -1,0 +1,145 @@
+"""What a plan (the current variables or config) would profile: per backend, the targets, commands and files."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nrlprof.backends import backend_class
+from nrlprof.config.plan import MEMORY, NSYS, ROCPROF, TORCH, BackendPlan, Plan
+from nrlprof.layout import (
+    CONTROLLER,
+    LOGS_DIR,
+    MEMORY_FIGURES_SUFFIX,
+    MEMORY_SNAPSHOT_SUFFIX,
+    NSIGHT_DIR,
+    NSYS_REPORT_SUFFIX,
+    ROCPROF_DIR,
+    memory_file_name,
+    trace_directory,
+    trace_file_name,
+)
+from nrlprof.rayfix.fix import render_tool_options
+from nrlprof.workers.identity import WorkerIdentity
+
+SESSION_DIR = "<ray session dir>"
+NSIGHT_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{NSIGHT_DIR}"
+ROCPROF_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{ROCPROF_DIR}"
+EACH_NODE = "each node running a matched worker"
+_SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
+
+
+@dataclass
+class BackendView:
+    kind: str
+    targets: list[dict]
+    windows: list[str]
+    command: str
+    files: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+
+def _example_identity() -> WorkerIdentity:
+    return WorkerIdentity("Worker", None, 0, explicit_name="WORKER")
+
+
+def _nsys_config(backend: BackendPlan) -> tuple[dict, list[str], str]:
+    """(nsys options, flags, output name with `<worker>`) as a matched worker's runtime_env gets them."""
+    config = dict(backend_class(NSYS).runtime_env_fragment(backend, _example_identity())["_nsight"])
+    flags = config.pop("flags", [])
+    name = config.pop("o").replace("WORKER", "<worker>", 1)
+    return config, flags, name if Path(name).is_absolute() else f"{NSIGHT_LOGS}/{name}"
+
+
+def _command(backend: BackendPlan, interpreter: str) -> str:
+    if backend.kind == NSYS:
+        config, flags, output = _nsys_config(backend)
+        argv = ["nsys", "profile", *render_tool_options(config), "-o", output, *[f"--{f}" for f in flags]]
+        return shlex.join(argv) + f" {shlex.quote(interpreter)} default_worker.py ..."
+    if backend.kind == ROCPROF:
+        fragment = backend_class(ROCPROF).runtime_env_fragment(backend, _example_identity())["_rocprof_sys"]
+        argv = ["rocprof-sys-python", *render_tool_options(fragment["args"]), "--"]
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(fragment["env"].items()))
+        return f"{env} PYTHON_EXECUTABLE={shlex.quote(interpreter)} {shlex.join(argv)} default_worker.py ..."
+    if backend.kind == MEMORY:
+        return "(in-process: host RSS and CUDA allocator figures per step, allocator snapshot per window; no wrapper)"
+    return "(in-process: torch.profiler.profile per window, no wrapper)"
+
+
+def nsys_report_names(output: str, capture_range_end: str | None) -> list[str]:
+    """The reports nsys writes for `-o output`: `<output>.nsys-rep`, or `<output>.<k>.nsys-rep` per range.
+
+    With `repeat:K` (and `repeat-shutdown:K`) nsys numbers the reports of the K capture ranges 1..K;
+    a large K is shown as the first reports, `...` and the last.
+    """
+    base = output.replace("%p", "<pid>")
+    end = capture_range_end or "stop"
+    if not end.startswith("repeat"):
+        return [base + NSYS_REPORT_SUFFIX]
+    count = end.partition(":")[2]
+    if not count.isdigit():
+        return [f"{base}.<k>{NSYS_REPORT_SUFFIX}"]
+    numbers = [str(k) for k in range(1, int(count) + 1)]
+    if len(numbers) > _SHOWN_REPORTS + 1:
+        numbers = [*numbers[:_SHOWN_REPORTS], "...", numbers[-1]]
+    return [k if k == "..." else f"{base}.{k}{NSYS_REPORT_SUFFIX}" for k in numbers]
+
+
+def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
+    if backend.kind == NSYS:
+        config, _, output = _nsys_config(backend)
+        names = nsys_report_names(output, config.get("capture-range-end"))
+        return [{"node": EACH_NODE, "path": name} for name in names]
+    if backend.kind == ROCPROF:
+        where = f"{backend.output_dir}/<worker>/<rank>" if backend.output_dir else ROCPROF_LOGS
+        return [{"node": EACH_NODE, "path": f"{where}/<worker>_rank<rank>_*"}]
+    if backend.kind == MEMORY:
+        return _memory_files(backend)
+    files = []
+    directory = str(Path(plan.torch.directory).expanduser().resolve())
+    # Placeholders stand where the runtime puts the worker's name, rank and pid.
+    for window in backend.steps.windows if backend.steps else ():
+        label = f"steps{window.label}"
+        worker = trace_file_name("<worker>", "<rank>", label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
+        folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
+        files.append({"node": EACH_NODE, "path": str(folder / worker)})
+        controller = trace_file_name(CONTROLLER, None, label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
+        files.append({"node": "the driver's node", "path": str(trace_directory(directory, None, None) / controller)})
+    return files
+
+
+def _memory_files(backend: BackendPlan) -> list[dict]:
+    directory = str(Path(backend.output_dir or "memory_profile").expanduser().resolve())
+    folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
+    files = []
+    for window in backend.steps.windows if backend.steps else ():
+        for suffix in (MEMORY_FIGURES_SUFFIX, f"{MEMORY_SNAPSHOT_SUFFIX}  (CUDA processes only)"):
+            name = memory_file_name("<worker>", "<rank>", f"steps{window.label}", "<pid>", suffix)  # type: ignore[arg-type]
+            files.append({"node": EACH_NODE, "path": str(folder / name)})
+    return files
+
+
+def describe(plan: Plan, interpreter: str = sys.executable) -> list[BackendView]:
+    views = []
+    for backend in plan.backends:
+        targets = [
+            {
+                "pattern": t.pattern,
+                "ranks": "all" if t.ranks is None else sorted(t.ranks),
+                "discrete": t.discrete,
+                "methods": list(t.methods),
+            }
+            for t in backend.targets
+        ]
+        windows = ["whole lifetime"] if backend.steps is None else [w.label for w in backend.steps.windows]
+        view = BackendView(backend.kind, targets, windows, _command(backend, interpreter), _files(plan, backend))
+        if backend.kind == TORCH:
+            view.notes.append(f"torch traces go to {Path(plan.torch.directory).resolve()} on each node")
+        if backend.kind == NSYS and backend.output_dir is None:
+            view.notes.append(
+                "nsys reports stay on the node that ran the worker: `nrlprof collect --to DIR` gathers them"
+            )
+        views.append(view)
+    return views

@@ -1,0 +1,116 @@
+"""What a run's manifests add to its summary: windows not ok, listed files missing, and profiler overhead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nrlprof.tools.read.inputs import Inputs
+
+
+@dataclass
+class Overhead:
+    """How long one process took to start and stop its profiler for one window (the manifest's figures)."""
+
+    worker: str
+    rank: int | None
+    window: str
+    backend: str
+    host: str
+    pid: int | None
+    start_ms: float
+    stop_ms: float
+    started_at: float = 0.0
+    stopped_at: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.worker} rank {self.rank}" if self.rank is not None else self.worker
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
+                "host": self.host, "pid": self.pid, "start_ms": round(self.start_ms, 3),
+                "stop_ms": round(self.stop_ms, 3)}  # fmt: skip
+
+
+@dataclass
+class ManifestView:
+    notes: list[str] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    overhead: list[Overhead] = field(default_factory=list)
+    rank_of_file: dict[str, int] = field(default_factory=dict)
+
+
+def read_manifests(found: Inputs) -> ManifestView:
+    """Windows the manifests found record as not ok or with a message, listed files missing here, overhead.
+
+    A backend none of whose listed files is here (say nsys reports, when the inputs hold only the torch
+    traces) is not reported as missing: those files were never meant to be here. Manifests (or records)
+    that cannot be read are returned with the reason.
+    """
+    from nrlprof.manifest import NOT_UTF8, parse_line
+
+    view = ManifestView()
+    present = found.names
+    records: list[tuple[Path, dict[str, Any]]] = []
+    for manifest in found.manifests:
+        try:
+            with open(manifest, "rb") as handle:
+                parsed = [parse_line(raw) for raw in handle]
+        except OSError as exc:
+            view.unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
+            continue
+        not_text = parsed.count(NOT_UTF8)
+        if not_text:
+            view.unreadable.append((manifest, f"{not_text} line(s) not UTF-8 text, skipped"))
+        for record in parsed:
+            if not isinstance(record, dict):  # not JSON, not an object, a torn last line: no record
+                continue
+            files = record.get("files")
+            if files is not None and not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
+                worker = str(record.get("worker", "?"))[:80]
+                reason = f"record of {worker}: files is {str(files)[:80]}, expected a list of paths"
+                view.unreadable.append((manifest, reason))
+                continue
+            records.append((manifest, record))
+    found_backends = {
+        str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
+    }
+    for manifest, record in records:
+        rank = record.get("rank") if _is_int(record.get("rank")) else None
+        for name in record.get("files") or []:
+            if rank is not None:
+                view.rank_of_file[Path(name).name] = rank
+        overhead = _overhead(record, rank)
+        if overhead is not None:
+            view.overhead.append(overhead)
+        where = f"{record.get('worker', '?')} rank {record.get('rank')} window {record.get('window', '?')}"
+        where += f" ({record.get('backend', '?')}, {record.get('host', '?')} pid {record.get('pid', '?')})"
+        message = f": {record['message']}" if record.get("message") else ""
+        if record.get("status", "ok") != "ok":
+            view.notes.append(f"{where}: {record.get('status')}{message}")
+            continue
+        if message:  # files written, with something to know about them (names repaired, figures only, ...)
+            view.notes.append(f"{where}: ok{message}")
+        missing = [Path(f).name for f in record.get("files") or [] if Path(f).name not in present]
+        if missing and str(record.get("backend")) in found_backends:
+            view.notes.append(f"{where}: listed in {manifest.name} but not found here: {', '.join(missing)}")
+    return view
+
+
+def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
+    values = [record.get(k) for k in ("start_ms", "stop_ms", "started_at", "stopped_at")]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12 for v in values[:2]):
+        return None
+    if not values[0] and not values[1]:
+        return None
+    times = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0 for v in values[2:]]
+    pid = record.get("pid") if _is_int(record.get("pid")) else None
+    worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
+    backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
+    return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
