@@ -16,7 +16,7 @@ from typing import Any
 
 from nrlprof.tools.figures.memory import MemoryReading, read_memory
 from nrlprof.tools.figures.nsys_capture import CaptureNote, NsysCapture, read_reports
-from nrlprof.tools.figures.trace_pool import default_jobs, read_traces
+from nrlprof.tools.figures.trace_pool import Reader, default_jobs, read_one, read_traces
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.manifests import LoadedManifest, load_manifest
@@ -58,10 +58,12 @@ class FileSetFigures:
 
 
 def read_file_set(
-    found: Inputs, nsys: str | None = None, progress: Any = None, jobs: int | None = None
+    found: Inputs, nsys: str | None = None, progress: Any = None, jobs: int | None = None, reader: Reader = read_one
 ) -> FileSetFigures:
     """Read every input of `found`: traces (`jobs` processes; default trace_pool.default_jobs), nsys reports
-    and exports (`nsys`: the executable, "" for none; default: found on PATH), memory files, manifests."""
+    and exports (`nsys`: the executable, "" for none; default: found on PATH), memory files, manifests.
+
+    `reader`: what reads one trace (trace_pool.read_traces); with `jobs` 1, any callable."""
     headers, unreadable = read_headers(found.traces)
     reports, exports = found.nsys_reports, found.nsys_exports
     figures = FileSetFigures(unreadable=list(unreadable), names=set(found.names))
@@ -69,7 +71,7 @@ def read_file_set(
     figures.inputs += len(found.memory_figures) + len(found.memory_snapshots)
     figures.memory = read_memory(found)
     ordered = sorted(headers, key=TraceHeader.sort_key)
-    figures.traces = list(read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress))
+    figures.traces = list(read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress, reader))
     nsys = nsys if nsys is not None else shutil.which("nsys")
     figures.nsys_reports, _ = summarize_nsys(reports, nsys)  # its one note: no nsys, said by the assembly
     figures.reports_without_nsys = len(reports) if nsys is None else 0
