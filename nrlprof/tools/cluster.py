@@ -215,9 +215,14 @@ def run_on_nodes(
 
 
 def stream_from_node(
-    function: Callable[..., Iterator[Any]], node: NodeInfo, args: tuple[Any, ...], timeout_s: float, what: str
+    function: Callable[..., Iterator[Any]],
+    node: NodeInfo,
+    args: tuple[Any, ...],
+    timeout_s: float,
+    what: str,
+    ahead: int = 8,
 ) -> Iterator[Any]:
-    """The values a streaming task pinned to `node` yields, as they come.
+    """The values a streaming task pinned to `node` yields, as they come (at most `ahead` not yet taken).
 
     NodeLost when the node goes, or sends nothing for `timeout_s` (a task that works long sends heartbeats);
     FileFailed when the task raises. The task is cancelled when the caller stops early.
@@ -225,7 +230,8 @@ def stream_from_node(
     import ray
 
     remote = ray.remote(max_retries=0, num_returns="streaming")(function)
-    stream = remote.options(**pinned(node.node_id)).remote(*args)
+    options = {**pinned(node.node_id), "_generator_backpressure_num_objects": ahead}
+    stream = remote.options(**options).remote(*args)
     finished = False
     try:
         while True:
@@ -239,9 +245,9 @@ def stream_from_node(
                 return
             yield get_from_node(ref, timeout_s, node, what)
     finally:
-        if not finished:
+        if not finished:  # a forced cancel would end the worker process, and the next task Ray gave it
             with contextlib.suppress(Exception):
-                ray.cancel(stream, force=True)
+                ray.cancel(stream)
 
 
 def is_address(text: str) -> bool:

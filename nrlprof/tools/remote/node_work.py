@@ -17,17 +17,23 @@ from typing import Any
 
 NICE = 10
 HEARTBEAT_S = 1.0
+MAX_WAITING = 4  # messages sent by the work and not yet yielded
 
 
 class Tally:
-    """Files and bytes done so far by the work, read by the relaying thread."""
+    """Files and bytes done so far by the work, read by the relaying thread; `send` hands it a message."""
 
-    def __init__(self) -> None:
+    def __init__(self, messages: queue.Queue) -> None:
         self.files = 0
         self.bytes = 0
+        self._messages = messages
 
     def message(self) -> dict[str, int]:
         return {"files": self.files, "bytes": self.bytes}
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Yielded by the task in turn; blocks while MAX_WAITING messages wait (the driver reads slower)."""
+        self._messages.put((None, message))
 
 
 def lower_priority(nice: int) -> int:
@@ -42,10 +48,11 @@ def lower_priority(nice: int) -> int:
 def relay(work: Callable[[Tally], Any], nice: int = NICE, heartbeat_s: float = HEARTBEAT_S) -> Iterator[dict]:
     """Run `work(tally)` in a thread at low priority; yield the tally while it runs, then its result.
 
-    The last value: `{"files", "bytes", "result", "nice", "pid"}`. An exception of the work is raised here.
+    Messages the work sends (`tally.send`) are yielded in between, in order. The last value:
+    `{"files", "bytes", "result", "nice", "pid"}`. An exception of the work is raised here.
     """
-    done: queue.Queue = queue.Queue()
-    tally = Tally()
+    done: queue.Queue = queue.Queue(MAX_WAITING)
+    tally = Tally(done)
     niceness = []
 
     def run() -> None:
@@ -61,6 +68,9 @@ def relay(work: Callable[[Tally], Any], nice: int = NICE, heartbeat_s: float = H
             finished, value = done.get(timeout=heartbeat_s)
         except queue.Empty:
             yield tally.message()
+            continue
+        if finished is None:
+            yield value
             continue
         if not finished:
             raise value

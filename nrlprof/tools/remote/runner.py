@@ -74,12 +74,13 @@ def run_shares(
     def follow(index: int) -> ShareResult:
         share = shares[index]
         node = share.listing.node
+        last = None
         try:
-            for message in stream_from_node(function, node, args_of(share), timeout_s, what):
+            for message in stream_from_node(function, node, args_of(share), timeout_s, what):  # read to its end
                 if "result" in message:
                     meter.update(index, len(share.files), share.bytes)
-                    return ShareResult(share, message)
-                if "files" in message:
+                    last = message
+                elif "files" in message:
                     meter.update(index, message["files"], message["bytes"])
                 elif on_message is not None:
                     on_message(share, message)
@@ -87,7 +88,9 @@ def run_shares(
             return ShareResult(share, error=str(err))
         except FileFailed as err:
             return ShareResult(share, error=f"{node.describe()}: {err}")
-        return ShareResult(share, error=f"{node.describe()}: the task ended without a result while {what}")
+        if last is None:
+            return ShareResult(share, error=f"{node.describe()}: the task ended without a result while {what}")
+        return ShareResult(share, last)
 
     if not shares:
         return []
