@@ -232,6 +232,20 @@ def test_merge_cuts_the_chosen_events_on_the_nodes_as_a_local_merge_does(job, tm
     assert load_trace(local)["traceEvents"] == load_trace(output)["traceEvents"]
 
 
+def test_plan_sizes_later_windows_at_the_rate_of_those_written(job, monkeypatch, capsys):
+    for name in [n for n in os.environ if n.startswith("NRL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("NRL_TORCH_PROFILE_WORKER_PATTERNS", "pol*")
+    monkeypatch.setenv("NRL_TORCH_PROFILE_STEP_RANGE", "5:9,12")
+    assert main(["plan", "--address", job["address"], "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["expected_sizes"]
+    traces = sorted(job["base"].glob("node*/trace/**/*.pt.trace.json"))
+    per_step = sum(p.stat().st_size for p in traces) / (2 * len(traces))  # every trace: one process, steps 3-4
+    assert [(s["worker"], s["window"], s["from_windows"]) for s in sizes] == [("policy", "5-8", ["3-4"]),
+                                                                               ("policy", "12", ["3-4"])]  # fmt: skip
+    assert sizes[0]["bytes_per_rank"] == round(4 * per_step) and sizes[1]["bytes_per_rank"] == round(per_step)
+
+
 def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
     """Last in this module: it removes a worker node from the shared cluster."""
     victim = job["workers"][-1]
