@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.layout import PROFILER_STEP_PREFIX, step_number
-from nrlprof.tools.read.trace_events import decode_events
 from nrlprof.tools.read.traces import TraceHeader, iter_event_batches
 
 Spans = tuple[tuple[float, float], ...]  # (start, end) in the trace's own time
@@ -70,6 +69,8 @@ def _fields(event: Any) -> tuple[Any, Any, Any]:
 
 def step_spans(path: Path, steps: Iterable[int]) -> Spans:
     """The spans of the `ProfilerStep#<n>` of `steps` in the trace (a first pass over its events)."""
+    from nrlprof.tools.read.trace_events import decode_events  # msgspec: only for a merge that cuts steps
+
     wanted = set(steps)
     spans = []
     for batch in iter_event_batches(path, None, decode_events):

@@ -55,7 +55,7 @@ def write_parts_here(tasks: list[PartTask], nice: int = NICE, chunk_size: int = 
             base = tally.bytes
             with tempfile.TemporaryDirectory(prefix="nrlprof-merge-") as directory:
                 local = replace(task, part=Path(directory) / "part")
-                part = write_part(local, lambda consumed, base=base: setattr(tally, "bytes", base + consumed))
+                part = write_part(local, lambda consumed, base=base: tally.tick(base + consumed))
                 if part.error is None and local.part.exists():
                     with open(local.part, "rb") as handle:
                         while data := handle.read(chunk_size):

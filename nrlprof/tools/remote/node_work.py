@@ -20,6 +20,10 @@ HEARTBEAT_S = 1.0
 MAX_WAITING = 4  # messages sent by the work and not yet yielded
 
 
+class Stopped(Exception):
+    """The task was cancelled (its driver stopped following it): the work ends at its next tick."""
+
+
 class Tally:
     """Files and bytes done so far by the work, read by the relaying thread; `send` hands it a message."""
 
@@ -27,13 +31,30 @@ class Tally:
         self.files = 0
         self.bytes = 0
         self._messages = messages
+        self.stopped = threading.Event()
+
+    def tick(self, count: int) -> None:
+        """The work's bytes done so far; raises Stopped once the task is cancelled."""
+        if self.stopped.is_set():
+            raise Stopped
+        self.bytes = count
+
+    def put(self, item: tuple[bool | None, Any]) -> None:
+        """Onto the relay's queue, waiting for room while the task runs; raises Stopped once it is cancelled."""
+        while not self.stopped.is_set():
+            try:
+                self._messages.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+        raise Stopped
 
     def message(self) -> dict[str, int]:
         return {"files": self.files, "bytes": self.bytes}
 
     def send(self, message: dict[str, Any]) -> None:
-        """Yielded by the task in turn; blocks while MAX_WAITING messages wait (the driver reads slower)."""
-        self._messages.put((None, message))
+        """Yielded by the task in turn; waits while MAX_WAITING messages wait (the driver reads slower)."""
+        self.put((None, message))
 
 
 def lower_priority(nice: int) -> int:
@@ -58,21 +79,26 @@ def relay(work: Callable[[Tally], Any], nice: int = NICE, heartbeat_s: float = H
     def run() -> None:
         niceness.append(lower_priority(nice))
         try:
-            done.put((True, work(tally)))
+            outcome: tuple[bool, Any] = (True, work(tally))
         except BaseException as exc:  # handed to the relaying thread, which raises it in the task
-            done.put((False, exc))
+            outcome = (False, exc)
+        with contextlib.suppress(Stopped):
+            tally.put(outcome)
 
     threading.Thread(target=run, name="nrlprof-node-work", daemon=True).start()
-    while True:
-        try:
-            finished, value = done.get(timeout=heartbeat_s)
-        except queue.Empty:
-            yield tally.message()
-            continue
-        if finished is None:
-            yield value
-            continue
-        if not finished:
-            raise value
-        yield {**tally.message(), "result": value, "nice": niceness[0], "pid": os.getpid()}
-        return
+    try:
+        while True:
+            try:
+                finished, value = done.get(timeout=heartbeat_s)
+            except queue.Empty:
+                yield tally.message()
+                continue
+            if finished is None:
+                yield value
+                continue
+            if not finished:
+                raise value
+            yield {**tally.message(), "result": value, "nice": niceness[0], "pid": os.getpid()}
+            return
+    finally:  # cancelled, or done: a work still running stops at its next tick or message
+        tally.stopped.set()

@@ -23,7 +23,7 @@ def read_share(sources: list[str], nice: int = NICE) -> Iterator[dict[str, Any]]
             return outcome
 
         def progress(done: int, total: int) -> None:
-            tally.bytes = done
+            tally.tick(done)
 
         return read_file_set(classify(Path(s) for s in sources), progress=progress, jobs=1, reader=counted)
 
