@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from nrlprof.errors import ToolError
 from nrlprof.tools.cluster import alive_nodes, connected, run_on_nodes
 from nrlprof.tools.collect.collector import allowed_roots
 from nrlprof.tools.collect.pull import LIST_TIMEOUT_S
@@ -152,6 +153,8 @@ def merge_on_cluster(
         sessions, listings = list_job_files(alive_nodes(), session, all_sessions, roots, list_timeout_s)
         lines.append(f"the job of {cluster_where(address, sessions)}")
         merge, where = _node_headers(listings, list_timeout_s, lines)
+        if strict and merge.unreadable:
+            raise ToolError(merge.unreadable[0][1], merge.unreadable[0][0])
         merge.anatomy_inputs = [anatomy] if anatomy.is_dir() else []
         make_parts = remote_parts(where, jobs_per_node, read_timeout_s, lines)
         result = write_timeline(merge, output, make_parts, ray_timeline, progress, strict, selection=selection,
