@@ -136,6 +136,26 @@ def test_collect_connects_with_the_token_and_takes_the_session(token_cluster, tm
     assert copied["path"].endswith(f"{session.name}/logs/nsight/policy_3-4_123.nsys-rep")
 
 
+def test_summary_reads_on_the_node_with_the_token(token_cluster, tmp_path):
+    """`summary --address auto` joins with the token and reads the job's trace where it lies (the torch dir here)."""
+    from test_tools_gpu import gpu_step_trace
+
+    session = next(p for p in (token_cluster["base"] / "ray").glob("session_2*") if not p.is_symlink())
+    trace = tmp_path / "torch_profiler_trace" / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json"
+    trace.parent.mkdir(parents=True)
+    trace.write_text(json.dumps(gpu_step_trace()))
+    manifest = session / "logs" / "nrlprof" / "manifest-h-1.jsonl"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    line = {"backend": "torch", "worker": "policy", "rank": 0, "window": "3-4", "status": "ok", "files": [str(trace)]}
+    manifest.write_text(json.dumps(line) + "\n")
+    done = nrlprof(token_cluster["env"], "summary", "--address", "auto", "--json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    [worker] = data["workers"]
+    assert (worker["worker"], worker["rank"], sorted(worker["steps"])) == ("policy", 0, ["3", "4"])
+    assert worker["files"][0].endswith(f":{trace}") and data["directory"] == f"cluster auto: {session.name}"
+
+
 def test_plan_matches_live_actors_with_the_token(token_cluster, tmp_path):
     env = {**token_cluster["env"], "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5"}
     done = nrlprof(env, "plan", "--address", "auto", "--json", cwd=str(tmp_path))

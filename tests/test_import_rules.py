@@ -32,6 +32,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "collect": {"cluster", "progress", "output"},
     "check": {"cluster"},
     "plan": {"cluster"},
+    "remote": {"cluster", "collect", "figures", "read", "merge", "progress", "output"},
 }
 OFFLINE = ("progress", "output", "read", "figures", "merge", "render")
 COMMANDS = "commands"

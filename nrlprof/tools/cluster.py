@@ -212,3 +212,47 @@ def run_on_nodes(
         with contextlib.suppress(Exception):
             ray.cancel(ref, force=True)
     return answers
+
+
+def stream_from_node(
+    function: Callable[..., Iterator[Any]],
+    node: NodeInfo,
+    args: tuple[Any, ...],
+    timeout_s: float,
+    what: str,
+    ahead: int = 8,
+) -> Iterator[Any]:
+    """The values a streaming task pinned to `node` yields, as they come (at most `ahead` not yet taken).
+
+    NodeLost when the node goes, or sends nothing for `timeout_s` (a task that works long sends heartbeats);
+    FileFailed when the task raises. The task is cancelled when the caller stops early.
+    """
+    import ray
+
+    remote = ray.remote(max_retries=0, num_returns="streaming")(function)
+    options = {**pinned(node.node_id), "_generator_backpressure_num_objects": ahead}
+    stream = remote.options(**options).remote(*args)
+    finished = False
+    try:
+        while True:
+            ready, _ = ray.wait([stream], timeout=timeout_s)
+            if not ready:
+                raise NodeLost(f"{node.describe()} sent nothing for {timeout_s:.0f}s while {what}")
+            try:
+                ref = next(stream)
+            except StopIteration:
+                finished = True
+                return
+            yield get_from_node(ref, timeout_s, node, what)
+    finally:
+        if not finished:  # a forced cancel would end the worker process, and the next task Ray gave it
+            with contextlib.suppress(Exception):
+                ray.cancel(stream)
+
+
+def is_address(text: str) -> bool:
+    """Whether `text` reads as a cluster address: `auto`, `ray://host:port` or `host:port` (a path does not)."""
+    if text == AUTO_ADDRESS or text.startswith(CLIENT_PREFIX):
+        return True
+    host, colon, port = text.rpartition(":")
+    return bool(colon and host and port.isdigit() and "/" not in host)

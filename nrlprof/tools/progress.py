@@ -7,8 +7,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
-# Called with (units done so far, units in all); `total` may grow while work is found.
-ProgressCallback = Callable[[int, int], None]
+# Called with (bytes done so far, bytes in all) and, by the tools that count files too, files=(done, in all);
+# `total` may grow while work is found.
+ProgressCallback = Callable[..., None]
 
 
 @contextlib.contextmanager
@@ -23,7 +24,12 @@ def progress_bar(description: str) -> Iterator[ProgressCallback | None]:
     columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*Progress.get_default_columns()[:1], *columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+        def update(done: int, total: int, files: tuple[int, int] | None = None) -> None:
+            text = description if files is None else f"{description}: {files[0]}/{files[1]} files"
+            bar.update(task, completed=done, total=total, description=text)
+
+        yield update
 
 
 class ByteMeter:

@@ -244,7 +244,7 @@ def collect(
         raise BadInput(f"chunk_size={chunk_size} and depth={depth} must both be > 0")
     if session is not None and all_sessions:
         raise BadInput("--session and --all-sessions exclude each other")
-    roots = default_allowed_roots() + [_allowed_root(d) for d in allow_dirs or ()]
+    roots = allowed_roots(allow_dirs)
     transfer = Transfer(chunk_size, depth, list_timeout_s, read_timeout_s)
     started = time.monotonic()
     to = prepare_destination(Path(to))
@@ -261,6 +261,11 @@ def collect(
     result.bytes_copied = sum(f.size for f in result.copied)
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def allowed_roots(allow_dirs: list[str] | None) -> list[str]:
+    """The roots files named by manifests may lie under: the configured torch dir and every `--allow-dir`."""
+    return default_allowed_roots() + [_allowed_root(d) for d in allow_dirs or ()]
 
 
 def _allowed_root(directory: str) -> str:

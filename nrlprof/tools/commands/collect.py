@@ -9,23 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.tools.collect.collector import CollectResult, collect
-from nrlprof.tools.commands.options import add_option
+from nrlprof.tools.commands.options import add_job_options, add_option
 from nrlprof.tools.progress import progress_bar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", required=True, metavar="DIR", help="directory to copy the outputs into")
     add_option(parser, "address", "Ray cluster address (default: RAY_ADDRESS or the local one)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--session", default=None, metavar="NAME", help="the Ray session dir to take (session_...)")
-    which.add_argument("--all-sessions", action="store_true", help="take every session dir, not only the job's")
-    parser.add_argument(
-        "--allow-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="also take files that manifests name under DIR (repeatable; the torch output dir is always allowed)",
-    )
+    add_job_options(parser)
     add_option(parser, "json", "print the result as JSON")
 
 

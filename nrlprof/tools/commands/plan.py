@@ -15,7 +15,9 @@ from nrlprof.tools.plan.live import live_matches
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "json", "print the plan as JSON")
-    add_option(parser, "address", "also match the live actors of this running cluster ('auto' for the local one)")
+    address = "also match the live actors of this running cluster ('auto' for the local one), and size the plan's "
+    address += "windows at the rate of the job's windows written so far"
+    add_option(parser, "address", address)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,15 +26,22 @@ def run(args: argparse.Namespace) -> int:
         print("nothing is configured: set NRL_NSYS_* / NRL_TORCH_PROFILE_* / NRL_ROCPROF_* or NRL_PROFILE_CONFIG")
         return exit_codes.OK
     views = describe(plan)
-    live = live_matches(plan, args.address) if args.address else None
+    live = sizes = None
+    if args.address:
+        from nrlprof.tools.cluster import connected
+        from nrlprof.tools.remote.rates import expected_sizes, job_rates
+
+        with connected(args.address):
+            live = live_matches(plan, args.address)
+            sizes = expected_sizes(plan, job_rates(args.address))
     if args.json:
-        print(json.dumps({"backends": [v.__dict__ for v in views], "live": live}, indent=2))
+        print(json.dumps({"backends": [v.__dict__ for v in views], "live": live, "expected_sizes": sizes}, indent=2))
         return exit_codes.OK
-    _print(views, live)
+    _print(views, live, sizes)
     return exit_codes.OK
 
 
-def _print(views: list[BackendView], live: list[dict] | None) -> None:
+def _print(views: list[BackendView], live: list[dict] | None, sizes: list[dict] | None) -> None:
     from rich.table import Table
 
     from nrlprof.tools.render.console import plain, terminal
@@ -55,5 +64,13 @@ def _print(views: list[BackendView], live: list[dict] | None) -> None:
         table = Table("worker", "rank", "backend", "pattern", "node", title="live actors that would be profiled")
         for row in live:
             cells = (row["worker"], row["rank"], row["backend"], row["pattern"], row["node_id"][:12])
+            table.add_row(*map(plain, cells))
+        console.print(table)
+    if sizes:
+        title = "expected size per rank and window, at the rate of the job's windows written so far"
+        table = Table("backend", "worker", "window", "per rank", "per step", "from windows", title=title)
+        for row in sizes:
+            cells = (row["backend"], row["worker"], row["window"], f"{row['bytes_per_rank'] / 1e6:,.1f} MB",
+                     f"{row['bytes_per_step'] / 1e6:,.1f} MB", ", ".join(row["from_windows"]))  # fmt: skip
             table.add_row(*map(plain, cells))
         console.print(table)

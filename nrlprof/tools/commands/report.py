@@ -1,4 +1,7 @@
-"""`nrlprof report`: one self-contained HTML file of a run, written atomically (the page: render/html.py)."""
+"""`nrlprof report`: one self-contained HTML file of a run, written atomically (the page: render/html.py).
+
+With `--address` instead of DIR, the job's files are read on the nodes that hold them (tools.remote).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,10 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import add_option
+from nrlprof.tools.commands.options import add_anatomy_option, add_cluster_reading, add_option, summarise
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.output import check_output, write_output
-from nrlprof.tools.progress import progress_bar
 from nrlprof.tools.render.html import render_html
 
 
@@ -23,16 +25,18 @@ def write_report(directory: Path, output: Path, summary: Summary | None = None) 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
+    directory = "directory holding traces and reports (searched recursively); or --address"
+    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "output", "HTML file to write (default: %(default)s)", default=Path("nrlprof-report.html"))
     add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
+    add_cluster_reading(parser, "read")
+    add_anatomy_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """OK: report written; PARTIAL: written, some input skipped (or every one). Bad input raises ToolError."""
+    """OK: report written; PARTIAL: written, some input skipped (or every one), a node failed. Bad input raises."""
     check_output(args.output)
-    with progress_bar("reading traces") as progress:
-        summary = summarize(args.directory, progress=progress, jobs=args.jobs)
+    summary = summarise(args, "report")
     write_report(args.directory, args.output, summary)
     for path, reason in summary.skipped:
         print(f"nrlprof report: warning: skipped {path}: {reason}", file=sys.stderr)

@@ -1,4 +1,7 @@
-"""`nrlprof summary DIR`: per worker x rank x step time, GPU, memory and step-anatomy figures, as tables or JSON."""
+"""`nrlprof summary DIR`: per worker x rank x step time, GPU, memory and step-anatomy figures, as tables or JSON.
+
+With `--address` instead of DIR, the job's files are read on the nodes that hold them (tools.remote).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +11,26 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import add_option
-from nrlprof.tools.figures.summarize import summarize
-from nrlprof.tools.progress import progress_bar
+from nrlprof.errors import ToolError
+from nrlprof.tools.commands.options import add_anatomy_option, add_cluster_reading, add_option, summarise
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=Path, help="directory holding traces and reports (searched recursively)")
+    directory = "directory holding traces and reports (searched recursively); or --address"
+    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "json", "print the summary as JSON")
     add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
     hta = "add HolisticTraceAnalysis's temporal breakdown and comm/compute overlap per rank (slow)"
     parser.add_argument("--hta", action="store_true", help=hta)
+    add_cluster_reading(parser, "read")
+    add_anatomy_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """OK: everything summarised; PARTIAL: some input skipped, or every one. Bad input raises ToolError."""
-    with progress_bar("reading traces") as progress:
-        summary = summarize(args.directory, progress=progress, jobs=args.jobs)
+    """OK: everything summarised; PARTIAL: some input skipped (or every one), a node failed. Bad input: ToolError."""
+    if args.hta and args.address is not None:
+        raise ToolError("--hta reads every trace of a worker kind in one place: collect the job, then summarise DIR")
+    summary = summarise(args, "summary")
     if args.hta:
         from nrlprof.tools.figures.hta import hta_figures
 

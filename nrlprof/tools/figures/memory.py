@@ -15,6 +15,7 @@ peak_mb}}; wall_ms and pid.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,23 +79,44 @@ def _snapshot_owner(path: Path, files: list[MemoryFile]) -> dict[str, Any]:
     return {"worker": name.worker, "rank": name.rank, "window": label.removeprefix("steps"), "pid": pid}
 
 
-def memory_summary(found: Inputs, top: int = 5) -> dict[str, Any]:
-    """The memory model of the figures files and snapshots found (see the module's docstring)."""
+@dataclass
+class MemoryReading:
+    """The memory backend's files as read, before the model: where they are read (here, or on their node)."""
+
+    files: list[MemoryFile] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # figures files that could not be read
+    snapshots: list[dict[str, Any]] = field(default_factory=list)  # path (a Path), oom, and top or error
+
+
+def read_memory(found: Inputs, top: int = 5) -> MemoryReading:
+    """The figures files found, and the `top` largest live allocations at each snapshot's peak."""
     files, skipped = read_memory_files(found.memory_figures)
     snapshots = []
     for path in found.memory_snapshots:
-        entry = {**_snapshot_owner(path, files), "path": str(path), "oom": ".oom." in path.name}
+        entry: dict[str, Any] = {"path": path, "oom": ".oom." in path.name}
         try:
             entry["top"] = snapshot_top_allocations(path, top)
         except ValueError as exc:
             entry["error"] = str(exc)
-            skipped.append((path, str(exc)))
         snapshots.append(entry)
+    return MemoryReading(files, skipped, snapshots)
+
+
+def memory_model_of(reading: MemoryReading) -> dict[str, Any]:
+    """The memory model (see the module's docstring) of what was read."""
+    snapshots = [{**_snapshot_owner(entry["path"], reading.files), **entry, "path": str(entry["path"])}
+                 for entry in reading.snapshots]  # fmt: skip
+    skipped = [*reading.skipped, *((e["path"], e["error"]) for e in reading.snapshots if "error" in e)]
     return {
-        "workers": memory_model(files),
+        "workers": memory_model(reading.files),
         "snapshots": snapshots,
         "skipped": [{"path": str(p), "reason": reason} for p, reason in skipped],
     }
+
+
+def memory_summary(found: Inputs, top: int = 5) -> dict[str, Any]:
+    """The memory model of the figures files and snapshots found (see the module's docstring)."""
+    return memory_model_of(read_memory(found, top))
 
 
 def _growth(values: list[float]) -> float | None:

@@ -123,7 +123,7 @@ class Straggler:
 
 @dataclass
 class Summary:
-    directory: Path
+    directory: Path | str  # a run directory, or the cluster whose nodes were read
     workers: list[WorkerSummary] = field(default_factory=list)
     nsys_reports: list[NsysReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -48,6 +48,19 @@ class NsysCapture:
     kernels: dict[str, tuple[int, float]] = field(default_factory=dict)
     gpu_spans: list[tuple[float, float, str]] = field(default_factory=list)
     ranges: list[tuple[str, float, float]] = field(default_factory=list)
+    from_report: bool = False  # exported here from its report (read after the exports that were there)
+
+
+@dataclass(frozen=True)
+class CaptureNote:
+    """An export or report that gave no capture, and why."""
+
+    path: Path
+    reason: str
+    from_report: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
 
 
 def capture_identity(path: Path) -> tuple[str, str, int | None]:
@@ -76,8 +89,10 @@ def export_sqlite(nsys: str, report: Path, directory: Path) -> Path:
     return output
 
 
-def read_reports(reports: list[Path], exports: list[Path], nsys: str | None) -> tuple[list[NsysCapture], list[str]]:
-    """Captures of every export, and of every report without one (exported when nsys is given); notes."""
+def read_reports(
+    reports: list[Path], exports: list[Path], nsys: str | None
+) -> tuple[list[NsysCapture], list[CaptureNote]]:
+    """Captures of every export, then of every report without one (exported when nsys is given); notes."""
     by_stem = {export_stem(p): p for p in exports}
     captures, notes = [], []
     for report in reports:  # `nsys stats` leaves its export next to the report
@@ -90,16 +105,16 @@ def read_reports(reports: list[Path], exports: list[Path], nsys: str | None) -> 
         try:
             captures.append(read_capture(path))
         except ToolError as exc:
-            notes.append(f"{path}: {exc.reason}")
+            notes.append(CaptureNote(path, exc.reason))
     if pending and nsys:
         with tempfile.TemporaryDirectory(prefix="nrlprof-nsys-") as tmp:
             for report in pending:
                 try:
                     capture = read_capture(export_sqlite(nsys, report, Path(tmp)))
                 except ToolError as exc:
-                    notes.append(f"{report}: {exc.reason}")
+                    notes.append(CaptureNote(report, exc.reason, from_report=True))
                     continue
-                capture.path = report
+                capture.path, capture.from_report = report, True
                 captures.append(capture)
     return captures, notes
 

@@ -7,15 +7,19 @@ a step-anatomy run directory, e.g. `NRL_STEP_ANATOMY_DIR` or a directory holding
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof.tools.read.inputs import Inputs
 
+if TYPE_CHECKING:
+    from nrlprof.tools.figures.memory import MemoryReading
 
-def memory_section(found: Inputs) -> dict[str, Any] | None:
-    from nrlprof.tools.figures.memory import memory_findings, memory_summary
 
-    model = memory_summary(found)
+def memory_section(reading: MemoryReading) -> dict[str, Any] | None:
+    """The memory model and its findings, or None where no memory file was read."""
+    from nrlprof.tools.figures.memory import memory_findings, memory_model_of
+
+    model = memory_model_of(reading)
     if not model["workers"] and not model["snapshots"] and not model["skipped"]:
         return None
     model["findings"] = memory_findings(model)
@@ -30,9 +34,3 @@ def anatomy_section(directory: Path, found: Inputs) -> dict[str, Any] | None:
     if not runs:
         return None
     return anatomy_summary(runs[-1])
-
-
-def sections(directory: Path, found: Inputs) -> dict[str, Any]:
-    """`{"memory": ..., "anatomy": ...}` with the sections whose files are among those `found` under `directory`."""
-    parts = {"memory": memory_section(found), "anatomy": anatomy_section(directory, found)}
-    return {name: section for name, section in parts.items() if section is not None}

@@ -9,24 +9,26 @@ when nsys is on PATH. A trace or manifest that cannot be read is listed in `skip
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER
+from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
 from nrlprof.tools.figures.gpu_time import StepGpu
+from nrlprof.tools.figures.memory import MemoryReading
 from nrlprof.tools.figures.model import TOP, OpStat, Span, Summary, WorkerSummary
-from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem, read_reports
-from nrlprof.tools.figures.sections import sections
+from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem
+from nrlprof.tools.figures.sections import anatomy_section, memory_section
 from nrlprof.tools.figures.stragglers import stragglers
-from nrlprof.tools.figures.trace_pool import default_jobs, read_traces
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.inputs import find_inputs
-from nrlprof.tools.read.manifests import read_manifests
-from nrlprof.tools.read.nsys_stats import summarize_nsys
-from nrlprof.tools.read.traces import TraceHeader, read_headers
+from nrlprof.tools.read.manifests import manifest_view
+
+Item = TypeVar("Item")
+NOTHING_FOUND = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
 
 
 def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
@@ -38,28 +40,61 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     """
     directory = Path(directory)
     found = find_inputs([directory])  # the one walk of the directory
-    headers, skipped = read_headers(found.traces)
-    reports, exports = found.nsys_reports, found.nsys_exports
-    parts = sections(directory, found) if directory.is_dir() else {}
-    if not headers and not skipped and not reports and not exports and not parts:
-        raise ToolError("no torch trace or Nsight Systems report found (nor memory or step-anatomy files)", directory)
-    summary = Summary(directory, skipped=list(skipped), sections=parts)
-    summary.skipped.extend((Path(s["path"]), s["reason"]) for s in parts.get("memory", {}).get("skipped", []))
+    anatomy = anatomy_section(directory, found) if directory.is_dir() else None
+    figures = read_file_set(found, nsys, progress, jobs)
+    if not figures.inputs and anatomy is None:
+        raise ToolError(NOTHING_FOUND, directory)
+    return assemble(directory, [figures], anatomy)
+
+
+def assemble(
+    directory: Path | str,
+    parts: list[FileSetFigures],
+    anatomy: dict[str, Any] | None = None,
+    order: Callable[[Path], Any] | None = None,
+) -> Summary:
+    """One summary of the figures of several sets of files (or of one), as if all were read in one walk.
+
+    `order`: the key that puts paths in the order of that walk (default: the paths themselves); items of a
+    kind are taken in that order, as `summarize` takes them from one directory.
+    """
+    key = order or (lambda path: path)
+
+    def ordered(items: Iterable[Item], path_of: Callable[[Item], Path]) -> list[Item]:
+        return sorted(items, key=lambda item: key(path_of(item)))
+
+    memory = MemoryReading(
+        ordered((f for p in parts for f in p.memory.files), lambda f: f.path),
+        ordered((s for p in parts for s in p.memory.skipped), lambda s: s[0]),
+        ordered((e for p in parts for e in p.memory.snapshots), lambda e: e["path"]),
+    )
+    sections = {"memory": memory_section(memory), "anatomy": anatomy}
+    summary = Summary(
+        directory,
+        skipped=ordered((u for p in parts for u in p.unreadable), lambda u: u[0]),
+        sections={name: section for name, section in sections.items() if section is not None},
+    )
+    memory_skipped = summary.sections.get("memory", {}).get("skipped", [])
+    summary.skipped.extend((Path(s["path"]), s["reason"]) for s in memory_skipped)
+    traces = ordered((t for p in parts for t in p.traces), lambda t: t[0].path)
     stats: list[TraceStats] = []
-    ordered = sorted(headers, key=TraceHeader.sort_key)
-    for header, outcome in read_traces(ordered, default_jobs(ordered) if jobs is None else jobs, progress):
+    for header, outcome in sorted(traces, key=lambda t: t[0].sort_key()):
         if isinstance(outcome, TraceStats):
             stats.append(outcome)
         else:
             summary.skipped.append((header.path, outcome))
     summary.workers = combine(stats)
-    nsys = nsys if nsys is not None else shutil.which("nsys")
-    summary.nsys_reports, notes = summarize_nsys(reports, nsys)
-    summary.notes.extend(notes)
-    manifests = read_manifests(found)
-    captures, notes = read_reports(reports, exports, nsys or None)
+    summary.nsys_reports = ordered((r for p in parts for r in p.nsys_reports), lambda r: r.path)
+    without_nsys = sum(p.reports_without_nsys for p in parts)
+    if without_nsys:
+        summary.notes.append(f"nsys not found: install Nsight Systems to summarise {without_nsys} report(s)")
+    manifests = manifest_view(
+        ordered((m for p in parts for m in p.manifests), lambda m: m.path), set().union(*(p.names for p in parts))
+    )
+    captures = sorted((c for p in parts for c in p.captures), key=lambda c: (c.from_report, key(c.path)))
     summary.workers.extend(capture_summary(c, manifests.rank_of_file) for c in captures)
-    summary.notes.extend(notes)
+    notes = sorted((n for p in parts for n in p.capture_notes), key=lambda n: (n.from_report, key(n.path)))
+    summary.notes.extend(map(str, notes))
     summary.notes.extend(manifests.notes)
     summary.skipped.extend(manifests.unreadable)
     summary.overhead = manifests.overhead

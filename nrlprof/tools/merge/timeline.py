@@ -6,9 +6,11 @@ Streaming, one batch of events at a time, so memory stays bounded whatever the i
   `<worker> rank <r> (<host>)` or `controller (<host>)` by `process_name` metadata events;
 - flow ids (`id`) and `args.correlation` / `args["External id"]` of the i-th input move up by i * 2**40 so
   they stay distinct; ids that are not integers in [0, 2**40) become strings prefixed `<i>:`;
-- every input event is written; the only additions are one `process_name` event per new pid and the memory
-  backend's figures found under the inputs, as counter tracks of their process (memory_tracks.py).
-(The rewriting of each event: rewrite.py.)
+- every input event is written (of the traces, and steps, a Selection keeps: select.py); the only additions
+  are one `process_name` event per new pid and the memory backend's figures found under the inputs, as
+  counter tracks of their process (memory_tracks.py).
+(The rewriting of each event: rewrite.py.) Before anything is written, the output's size is estimated
+(estimate.py): past what Perfetto's UI opens, the merge stops and names filters that fit, unless forced.
 
 Each input becomes a "part" (its rewritten events, gzip-compressed when the output is) in a temporary
 directory beside the output, then parts are appended in order into one gzip member (gzip_member.py).
@@ -26,7 +28,6 @@ nothing is left at `output`.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import shutil
@@ -36,18 +37,21 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.merge.gzip_member import DeflateStream, gzip_header, gzip_trailer
+from nrlprof.tools.merge import estimate as sizes
+from nrlprof.tools.merge.estimate import SizedTrace, estimate, fitting_filters, text_size, too_large
 from nrlprof.tools.merge.memory_tracks import earliest_us, group_key, memory_counter_tracks
 from nrlprof.tools.merge.rewrite import PID_BLOCK, RayRewriter, TraceRewriter
-from nrlprof.tools.output import AtomicOutput, check_output
+from nrlprof.tools.merge.select import EVERYTHING, Selection, in_spans, step_spans
+from nrlprof.tools.merge.sink import Meter, Segment, Sink
+from nrlprof.tools.output import check_output
 from nrlprof.tools.progress import ProgressCallback
 from nrlprof.tools.read.inputs import find_inputs
-from nrlprof.tools.read.memory import read_memory_files
+from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.traces import (
     ReadProgress,
     TraceHeader,
@@ -79,6 +83,8 @@ class MergeResult:
     counter_events: int = 0
     unplaced: list[tuple[Path, str]] = field(default_factory=list)  # memory figures with no place on the clock
     anatomy_events: int = 0  # step-anatomy spans: every worker group's calls, profiled or not
+    estimated_bytes: int = 0  # of JSON text, estimated before writing
+    text_bytes: int = 0  # of JSON text written (inside the gzip, for `.gz`)
 
     @property
     def events_out(self) -> int:
@@ -100,7 +106,24 @@ class MergeResult:
             "counter_events": self.counter_events,
             "anatomy_events": self.anatomy_events,
             "unplaced": [{"path": str(p), "reason": reason} for p, reason in self.unplaced],
+            "estimated_bytes": self.estimated_bytes,
+            "text_bytes": self.text_bytes,
         }
+
+
+@dataclass
+class MergeInputs:
+    """What a merge reads, found here or on the nodes that hold it."""
+
+    traces: list[SizedTrace]
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    memory_files: list[MemoryFile] = field(default_factory=list)
+    anatomy_inputs: list[Path] = field(default_factory=list)
+    anatomy_dirs: list[Path] = field(default_factory=list)
+
+
+# Writes the parts of `tasks`, in their order, each once it is in task.part here.
+PartMaker = Callable[[list["PartTask"], Meter], Iterable["Part"]]
 
 
 def merge_traces(
@@ -111,10 +134,13 @@ def merge_traces(
     strict: bool = False,
     jobs: int | None = None,
     compress_level: int = 1,
+    selection: Selection = EVERYTHING,
+    force: bool = False,
 ) -> MergeResult:
-    """Merge the traces found under `inputs` into `output` (gzipped when it ends with `.gz`).
+    """Merge the traces found under `inputs` that `selection` keeps into `output` (gzipped when it ends with `.gz`).
 
-    `jobs`: processes reading traces at once; by default one per CPU, at most one per 256 MiB of input.
+    `jobs`: processes reading traces at once; by default one per CPU, at most one per 256 MiB of input. A
+    timeline estimated past the size Perfetto's UI opens raises ToolError naming filters that fit, unless `force`.
     """
     started = time.perf_counter()
     output = Path(output)
@@ -124,15 +150,49 @@ def merge_traces(
     unreadable = [*unreadable, *memory_unreadable]
     if unreadable and strict:
         raise ToolError(unreadable[0][1], unreadable[0][0])
-    memory_origin_us = earliest_us(memory_files)
     if not headers and not unreadable and not memory_files:
         raise ToolError("no readable torch trace found", ", ".join(map(str, inputs)))
+    sized = [SizedTrace(h, text_size(h.path), h.path.stat().st_size) for h in headers]
+    merge = MergeInputs(sized, unreadable, memory_files, list(inputs), found.anatomy_dirs)
+    return write_timeline(merge, output, lambda tasks, meter: _parts(tasks, jobs, meter), ray_timeline, progress,
+                          strict, compress_level, selection, force, started, jobs)  # fmt: skip
+
+
+def check_size(merge: MergeInputs, selection: Selection, force: bool, ray_timeline: Path | None) -> int:
+    """The timeline's estimated JSON bytes; ToolError past what Perfetto's UI opens, unless `force`."""
+    extra = text_size(Path(ray_timeline)) if ray_timeline is not None else 0
+    estimated = estimate(merge.traces, selection, extra)
+    limit = sizes.PERFETTO_UI_LIMIT_BYTES  # read now: tests lower it
+    if estimated > limit and not force:
+        raise ToolError(too_large(estimated, fitting_filters(merge.traces, selection, limit), limit))
+    return estimated
+
+
+def write_timeline(
+    merge: MergeInputs,
+    output: Path,
+    make_parts: PartMaker,
+    ray_timeline: Path | None = None,
+    progress: ProgressCallback | None = None,
+    strict: bool = False,
+    compress_level: int = 1,
+    selection: Selection = EVERYTHING,
+    force: bool = False,
+    started: float | None = None,
+    jobs: int | None = None,
+) -> MergeResult:
+    """The timeline of what `merge` holds, its parts written by `make_parts` (here, or on the nodes)."""
+    started = time.perf_counter() if started is None else started
     if ray_timeline is not None and not Path(ray_timeline).is_file():
         raise ToolError("Ray timeline not found", ray_timeline)
     check_output(output)
-    headers.sort(key=TraceHeader.sort_key)
-    sizes = {h.path: h.path.stat().st_size for h in headers}
-    result = MergeResult(output, skipped=list(unreadable), jobs=jobs or _default_jobs(sum(sizes.values()), headers))
+    estimated = check_size(merge, selection, force, ray_timeline)
+    headers = sorted((t.header for t in merge.traces if selection.keeps(t.header)), key=TraceHeader.sort_key)
+    memory_files = [f for f in merge.memory_files if selection.keeps_process(f.worker, f.rank)]
+    memory_origin_us = earliest_us(memory_files)
+    disk = {t.header.path: t.disk_bytes for t in merge.traces}
+    result = MergeResult(output, skipped=list(merge.unreadable), estimated_bytes=estimated,
+                         jobs=jobs or _default_jobs(sum(disk.values()), headers))  # fmt: skip
     origin_ns = min(
         [h.base_time_ns for h in headers] + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else []),
         default=0,
@@ -144,13 +204,13 @@ def merge_traces(
     for memory_file in memory_files:
         groups.setdefault(group_key(memory_file), len(groups))
     memory_groups = {group_key(f) for f in memory_files}
-    meter = _Meter(progress, sum(sizes.values()) + (Path(ray_timeline).stat().st_size if ray_timeline else 0))
+    meter = Meter(progress, sum(disk.values()) + (Path(ray_timeline).stat().st_size if ray_timeline else 0))
     parts_dir = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.parts."))
-    sink = _Sink(output, compress_level)
+    sink = Sink(output, compress_level)
     try:
         level = compress_level if sink.compressed else None
         tasks = [
-            _Task(
+            PartTask(
                 h.path,
                 i,
                 groups[_group_key(h)],
@@ -160,48 +220,39 @@ def merge_traces(
                 parts_dir / f"{i}.part",
                 level,
                 _group_key(h) in memory_groups,
+                tuple(selection.chosen(h) or ()),
+                disk[h.path],
             )
             for i, h in enumerate(headers)
         ]
         sink.write(_document_head(origin_ns))
         names: dict[int, str] = {}
         step_ends: dict[tuple[Any, ...], dict[int, tuple[float, float]]] = {}
-        for part in _parts(tasks, result.jobs, meter):
+        for part in make_parts(tasks, meter):
             if part.error is not None:
                 if strict:
                     raise ToolError(part.error, part.task.path)
                 result.skipped.append((part.task.path, part.error))
                 continue
-            sink.append_part(part)
-            part.task.part.unlink()
+            sink.append_part(part.task.part, part.events, part.crc, part.size)
+            part.task.part.unlink(missing_ok=True)
             names.update(part.names)
             if part.step_ends:
                 step_ends.setdefault(_group_key(headers[part.task.index]), {}).update(part.step_ends)
             result.merged.append(part.task.path)
             result.events_in += part.events
-            result.bytes_in += sizes[part.task.path]
+            result.bytes_in += disk[part.task.path]
         counters = memory_counter_tracks(memory_files, origin_ns, groups, traced_groups, step_ends, names)
         result.unplaced.extend(counters.skipped)
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
         from nrlprof.tools.merge.anatomy_tracks import anatomy_tracks  # only once the traces are merged
 
-        anatomy = anatomy_tracks(inputs, found.anatomy_dirs, origin_ns, PID_BLOCK * (len(groups) + 2))
+        anatomy = anatomy_tracks(merge.anatomy_inputs, merge.anatomy_dirs, origin_ns, PID_BLOCK * (len(groups) + 2))
         sink.write_events(anatomy)
         result.anatomy_events = len(anatomy)
         if ray_timeline is not None:
-            ray = RayRewriter(-origin_ns / 1000, PID_BLOCK * (len(groups) + 1))
-            with gc_paused():
-                for batch in iter_chrome_events(Path(ray_timeline)):
-                    try:
-                        ray.rewrite(batch)
-                    except _CONTENT_ERRORS as exc:
-                        check_events(batch, Path(ray_timeline))
-                        raise ToolError(unexpected_content(exc), ray_timeline) from exc
-                    sink.write_events(batch)
-            names.update(ray.names)
-            result.events_in += ray.count
-            result.bytes_in += Path(ray_timeline).stat().st_size
+            _add_ray_timeline(sink, Path(ray_timeline), origin_ns, PID_BLOCK * (len(groups) + 1), names, result)
         result.processes = dict(sorted(names.items()))
         added = [
             {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
@@ -211,6 +262,7 @@ def merge_traces(
         result.events_added = len(added) + result.counter_events
         sink.write(_document_tail(result))
         sink.commit()
+        result.text_bytes = sink.text_bytes
     except BaseException:
         sink.abort()
         raise
@@ -221,9 +273,26 @@ def merge_traces(
     return result
 
 
-def _default_jobs(total_bytes: int, headers: list[TraceHeader]) -> int:
+def _add_ray_timeline(
+    sink: Sink, path: Path, origin_ns: int, base_pid: int, names: dict[int, str], result: MergeResult
+) -> None:
+    ray = RayRewriter(-origin_ns / 1000, base_pid)
+    with gc_paused():
+        for batch in iter_chrome_events(path):
+            try:
+                ray.rewrite(batch)
+            except _CONTENT_ERRORS as exc:
+                check_events(batch, path)
+                raise ToolError(unexpected_content(exc), path) from exc
+            sink.write_events(batch)
+    names.update(ray.names)
+    result.events_in += ray.count
+    result.bytes_in += path.stat().st_size
+
+
+def _default_jobs(total_bytes: int, inputs: list[Any]) -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cpus, len(headers), total_bytes // _BYTES_PER_JOB))
+    return max(1, min(cpus, len(inputs), total_bytes // _BYTES_PER_JOB))
 
 
 def _group_key(header: TraceHeader) -> tuple[Any, ...]:
@@ -246,8 +315,8 @@ def _document_tail(result: MergeResult) -> bytes:
 
 
 @dataclass(frozen=True)
-class _Task:
-    """One input and everything needed to rewrite it on its own, in any process."""
+class PartTask:
+    """One input and everything needed to rewrite it on its own, in any process (or on its node)."""
 
     path: Path
     index: int
@@ -258,11 +327,13 @@ class _Task:
     part: Path
     compress_level: int | None
     collect_steps: bool = False
+    steps: tuple[int, ...] = ()  # the steps whose events stay; none: every event
+    disk_bytes: int = 0  # of the input, for progress
 
 
 @dataclass
-class _Part:
-    task: _Task
+class Part:
+    task: PartTask
     events: int = 0
     names: dict[int, str] = field(default_factory=dict)
     crc: int = 0
@@ -271,38 +342,44 @@ class _Part:
     step_ends: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
-def _parts(tasks: list[_Task], jobs: int, meter: _Meter) -> Iterable[_Part]:
+def _parts(tasks: list[PartTask], jobs: int | None, meter: Meter) -> Iterable[Part]:
     """The parts, in task order; with jobs > 1, tasks beyond this process's share go to worker processes."""
+    if jobs is None:
+        jobs = _default_jobs(sum(t.disk_bytes for t in tasks), tasks)
     if jobs <= 1:
         for task in tasks:
-            yield _write_part(task, meter.reader())
-            meter.done(task.path.stat().st_size)
+            yield write_part(task, meter.reader())
+            meter.done(task.disk_bytes)
         return
     context = multiprocessing.get_context(
         "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     )
     with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
-        futures: dict[int, Future[_Part]] = {
-            t.index: pool.submit(_write_part, t) for t in tasks if t.index % jobs != 0
+        futures: dict[int, Future[Part]] = {
+            t.index: pool.submit(write_part, t) for t in tasks if t.index % jobs != 0
         }  # fmt: skip
         try:
             for task in tasks:
-                part = futures[task.index].result() if task.index in futures else _write_part(task, meter.reader())
-                meter.done(task.path.stat().st_size)
+                part = futures[task.index].result() if task.index in futures else write_part(task, meter.reader())
+                meter.done(task.disk_bytes)
                 yield part
         finally:
             for future in futures.values():
                 future.cancel()
 
 
-def _write_part(task: _Task, progress: ReadProgress | None = None) -> _Part:
-    """Rewrite one trace into its part file; a trace that cannot be read gives a part with `error` set."""
-    part = _Part(task)
+def write_part(task: PartTask, progress: ReadProgress | None = None) -> Part:
+    """Rewrite one trace (its chosen steps' events) into its part file; a trace that cannot be read gives a
+    part with `error` set."""
+    part = Part(task)
     rewriter = TraceRewriter(task)
     try:
-        with gc_paused(), _Segment(task.part, task.compress_level) as segment:
+        spans = step_spans(task.path, task.steps) if task.steps else None
+        with gc_paused(), Segment(task.part, task.compress_level) as segment:
             for batch in iter_event_batches(task.path, progress):
                 try:
+                    if spans is not None:
+                        batch = in_spans(batch, spans)
                     rewriter.rewrite(batch)
                 except (TypeError, AttributeError):
                     check_events(batch, task.path)
@@ -318,121 +395,3 @@ def _write_part(task: _Task, progress: ReadProgress | None = None) -> _Part:
     part.events, part.names = rewriter.count, rewriter.names
     part.step_ends = rewriter.step_ends or {}
     return part
-
-
-def _event_text(events: list[dict[str, Any]], first: bool) -> bytes:
-    """The events as JSON array items, a line per batch, led by a comma unless they come first."""
-    try:
-        text = orjson.dumps(events)
-    except TypeError:  # an integer beyond 64 bits, which orjson refuses
-        text = json.dumps(events, separators=(",", ":")).encode()
-    return text[1:-1] if first else b",\n" + text[1:-1]
-
-
-class _Segment:
-    """A part file: array items, raw deflate ending in a full flush when compressed."""
-
-    def __init__(self, path: Path, compress_level: int | None) -> None:
-        self._file: BinaryIO = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by __exit__
-        self._deflate = DeflateStream(self._file, compress_level) if compress_level else None
-        self.events = 0
-
-    @property
-    def crc(self) -> int:
-        return self._deflate.crc if self._deflate is not None else 0
-
-    @property
-    def size(self) -> int:
-        return self._deflate.size if self._deflate is not None else 0
-
-    def write_events(self, events: list[dict[str, Any]]) -> None:
-        if not events:
-            return
-        data = _event_text(events, first=not self.events)
-        self.events += len(events)
-        if self._deflate is None:
-            self._file.write(data)
-        else:
-            self._deflate.write(data)
-
-    def __enter__(self) -> _Segment:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._deflate is not None and exc[0] is None:
-            self._deflate.full_flush()
-        self._file.close()
-
-
-class _Sink:
-    """The output under a temporary name in its directory, renamed into place by `commit()`.
-
-    A `.gz` output is one gzip member: this object's own deflate stream, fully flushed wherever a part
-    is spliced in (each part ends in a full flush too), its CRC combined from the pieces'.
-    """
-
-    def __init__(self, path: Path, compress_level: int) -> None:
-        self.path = path
-        self.compressed = path.name.endswith(".gz")
-        self._output = AtomicOutput(path, buffering=1 << 20)
-        self._file: BinaryIO = self._output.file
-        self._deflate = DeflateStream(self._file, compress_level) if self.compressed else None
-        self._events = 0
-        if self._deflate is not None:
-            self._file.write(gzip_header())
-
-    def write_events(self, events: list[dict[str, Any]]) -> None:
-        if events:
-            self.write(_event_text(events, first=not self._events))
-            self._events += len(events)
-
-    def write(self, data: bytes) -> None:
-        if self._deflate is None:
-            self._file.write(data)
-        else:
-            self._deflate.write(data)
-
-    def append_part(self, part: _Part) -> None:
-        if not part.events:
-            return
-        if self._events:
-            self.write(b",\n")
-        self._events += part.events
-        if self._deflate is not None:
-            self._deflate.full_flush()
-            self._deflate.splice(part.crc, part.size)
-        with open(part.task.part, "rb") as source:
-            shutil.copyfileobj(source, self._file, 1 << 20)
-
-    def commit(self) -> None:
-        if self._deflate is not None:
-            self._deflate.finish()
-            self._file.write(gzip_trailer(self._deflate.crc, self._deflate.size))
-        self._output.commit()
-
-    def abort(self) -> None:
-        self._output.abort()
-
-
-class _Meter:
-    """Progress over the inputs' bytes on disk."""
-
-    def __init__(self, progress: ProgressCallback | None, total: int) -> None:
-        self.progress = progress
-        self.total = total
-        self.finished = 0
-
-    def reader(self) -> Callable[[int], None] | None:
-        if self.progress is None:
-            return None
-        progress, base, total = self.progress, self.finished, self.total
-        return lambda consumed: progress(base + consumed, total)
-
-    def done(self, size: int) -> None:
-        self.finished += size
-        if self.progress is not None:
-            self.progress(self.finished, self.total)
-
-    def finish(self) -> None:
-        if self.progress is not None:
-            self.progress(self.total, self.total)

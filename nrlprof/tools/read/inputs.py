@@ -54,17 +54,22 @@ class Inputs:
         if name.endswith(MEMORY_FIGURES_SUFFIX):
             self.memory_figures.append(path)
 
+    def add_found(self, path: Path) -> None:
+        """A file met in a directory walk (or listed on a node): by kind, and its name among those present."""
+        self._add(path, named=False)
+        if fnmatch.fnmatchcase(path.name, MANIFEST_GLOB):
+            self.manifests.append(path)
+        self.names.add(path.name)
+
     def _walk(self, root: Path) -> None:
         for path in sorted(root.rglob("*")):
-            if path.is_file():
-                self._add(path, named=False)
-                if fnmatch.fnmatchcase(path.name, MANIFEST_GLOB):
-                    self.manifests.append(path)
-            elif path.is_dir():
+            if path.is_dir():
                 if path.name == ANATOMY_DIR:
                     self.anatomy_dirs.append(path)
-                continue
-            self.names.add(path.name)
+            elif path.is_file():
+                self.add_found(path)
+            else:
+                self.names.add(path.name)
 
 
 def find_inputs(inputs: Iterable[Path]) -> Inputs:
@@ -79,4 +84,12 @@ def find_inputs(inputs: Iterable[Path]) -> Inputs:
             raise ToolError("no such file or directory", root)
     found.memory_figures = sorted(set(found.memory_figures))
     found.memory_snapshots = sorted(set(found.memory_snapshots))
+    return found
+
+
+def classify(paths: Iterable[Path]) -> Inputs:
+    """The files `paths` (listed, not walked: a node's files for a summary there) by kind, in the order given."""
+    found = Inputs()
+    for path in paths:
+        found.add_found(Path(path))
     return found

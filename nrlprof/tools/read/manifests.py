@@ -42,24 +42,47 @@ class ManifestView:
     rank_of_file: dict[str, int] = field(default_factory=dict)
 
 
-def read_manifests(found: Inputs) -> ManifestView:
-    """Windows the manifests found record as not ok or with a message, listed files missing here, overhead.
+@dataclass
+class LoadedManifest:
+    """One manifest's lines as parsed (`manifest.parse_line`: a record, or why the line is none), or why it
+    cannot be read at all."""
 
-    A backend none of whose listed files is here (say nsys reports, when the inputs hold only the torch
-    traces) is not reported as missing: those files were never meant to be here. Manifests (or records)
-    that cannot be read are returned with the reason.
+    path: Path
+    lines: list[Any] = field(default_factory=list)
+    error: str | None = None
+
+
+def load_manifest(path: Path) -> LoadedManifest:
+    from nrlprof.manifest import parse_line
+
+    try:
+        with open(path, "rb") as handle:
+            return LoadedManifest(path, [parse_line(raw) for raw in handle])
+    except OSError as exc:
+        return LoadedManifest(path, error=f"manifest cannot be read ({type(exc).__name__}: {exc})")
+
+
+def read_manifests(found: Inputs) -> ManifestView:
+    """The view (`manifest_view`) of the manifests found, read here."""
+    return manifest_view([load_manifest(path) for path in found.manifests], found.names)
+
+
+def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> ManifestView:
+    """Windows the manifests record as not ok or with a message, listed files missing, overhead.
+
+    `present`: the names of the files there are (a run directory's, or every node's). A backend none of whose
+    listed files is present (say nsys reports, when the inputs hold only the torch traces) is not reported as
+    missing: those files were never meant to be here. Manifests (or records) that cannot be read are returned
+    with the reason.
     """
-    from nrlprof.manifest import NOT_UTF8, parse_line
+    from nrlprof.manifest import NOT_UTF8
 
     view = ManifestView()
-    present = found.names
     records: list[tuple[Path, dict[str, Any]]] = []
-    for manifest in found.manifests:
-        try:
-            with open(manifest, "rb") as handle:
-                parsed = [parse_line(raw) for raw in handle]
-        except OSError as exc:
-            view.unreadable.append((manifest, f"manifest cannot be read ({type(exc).__name__}: {exc})"))
+    for loaded in manifests:
+        manifest, parsed = loaded.path, loaded.lines
+        if loaded.error is not None:
+            view.unreadable.append((manifest, loaded.error))
             continue
         not_text = parsed.count(NOT_UTF8)
         if not_text:

@@ -1,0 +1,264 @@
+"""`summary`, `report` and `diff` read where the files live, on a real 3-node Ray cluster (three raylets here).
+
+Each node holds its own part of one job: torch traces under a trace dir that manifests name, manifests and
+stand-in nsys reports in its session dir, memory figures; one node holds a trace that cannot be read. Every node
+has the nsys stand-in on its PATH and this process has none: a capture in the summary was exported on its node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import ray
+from nsys_standin.report import FORMAT as STANDIN_FORMAT
+from ray._common.utils import get_default_ray_temp_dir
+from ray.cluster_utils import Cluster
+from test_tools_gpu import gpu_step_trace
+from test_tools_memory import host_steps, write_figures
+from trace_reading import load_trace
+
+from nrlprof.cli import main
+from nrlprof.manifest import WindowRecord, append_record
+from nrlprof.tools.cluster import alive_nodes
+from nrlprof.tools.collect.collector import collect
+from nrlprof.tools.commands import diff as diff_command
+from nrlprof.tools.commands import report as report_command
+from nrlprof.tools.figures.summarize import summarize
+from nrlprof.tools.merge.select import Selection
+from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.remote.node_work import NICE
+from nrlprof.tools.remote.summary import summarize_cluster
+
+BAD_TRACE = "policy.rank9.steps3-4.999.pt.trace.json"
+
+
+def standin_report(pid: int, worker: str, steps: tuple[int, ...] = (3, 4)) -> dict:
+    """An nsys stand-in report: nrlprof's `step <n>` NVTX ranges and one annotated range per step."""
+    origin, ranges = 5_000_000, []
+    for index, step in enumerate(steps):
+        start = origin + index * 20_000_000
+        ranges.append({"domain": "nrlprof", "message": f"step {step}", "kind": "start_end", "start_ns": start,
+                       "end_ns": start + 15_000_000, "pid": pid, "tid": pid, "end_tid": pid})  # fmt: skip
+        ranges.append({"domain": "nrlprof", "message": f"{worker}.generate [step {step}]", "kind": "push_pop",
+                       "start_ns": start + 1_000_000, "end_ns": start + 9_000_000, "pid": pid, "tid": pid,
+                       "end_tid": pid})  # fmt: skip
+    return {"format": STANDIN_FORMAT, "name": f"{worker}_3-4_{pid}", "range_index": None, "launched_pid": pid,
+            "command": ["python"], "session_start_ns": origin, "session_start_utc_ns": 1_790_000_000_000_000_000,
+            "nvtx_domains": [{"name": "nrlprof", "pid": pid, "t": origin}], "nvtx_ranges": ranges,
+            "nvtx_marks": []}  # fmt: skip
+
+
+def put(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def plant_node(temp_dir: Path, base: Path, index: int) -> None:
+    """Node `index`'s part of the job: policy rank `index` (a torch trace), a generation worker's nsys report."""
+    session = next(p for p in temp_dir.glob("session_2*") if not p.is_symlink())
+    trace_dir = base / f"node{index}" / "trace"
+    pid = 1000 + index
+    trace = trace_dir / "policy" / str(index) / f"policy.rank{index}.steps3-4.{pid}.pt.trace.json"
+    put(trace, json.dumps(gpu_step_trace(rank=index, pid=pid, step3_us=1000.0 + 250 * index)))
+    report = put(session / "logs" / "nsight" / f"generation_3-4_{2000 + index}.nsys-rep",
+                 json.dumps(standin_report(2000 + index, "generation")))  # fmt: skip
+    memory = write_figures(base / f"node{index}" / "memory", "policy", index, host_steps([900.0, 950.0]), pid=pid)
+    manifests = session / "logs" / "nrlprof"
+    for backend, files, rank in (("torch", [trace], index), ("nsys", [report], index), ("memory", [memory], index)):
+        record = WindowRecord(backend, "policy" if backend != "nsys" else "generation", rank, [3, 4], "3-4",
+                              files=[str(f) for f in files], start_ms=10.0 + index, stop_ms=20.0 + index)  # fmt: skip
+        append_record(manifests, record)
+    if index == 1:
+        bad = put(trace_dir / "policy" / "9" / BAD_TRACE, '{"traceEvents": [{"ph": "X", "name": ')
+        append_record(manifests, WindowRecord("torch", "policy", 9, [3, 4], "3-4", files=[str(bad)]))
+
+
+@pytest.fixture(scope="module")
+def job(stand_in_env):
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
+    base = Path(tempfile.mkdtemp(prefix="nrlr", dir="/tmp"))  # short: raylet socket paths are length-limited
+    saved_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{stand_in_env['bin']}:{saved_path}"  # the nodes' PATH: nsys there, not here
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
+        workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
+    finally:
+        os.environ["PATH"] = saved_path
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        labels = {n.node_id: n.label for n in alive_nodes()}
+        temp_dirs = [(cluster.head_node.node_id, base / "h")]
+        temp_dirs += [(w.node_id, base / f"w{i}") for i, w in enumerate(workers, start=1)]
+        for index, (_, temp_dir) in enumerate(temp_dirs):
+            plant_node(temp_dir, base, index)
+        yield {"cluster": cluster, "workers": workers, "base": base, "labels": [labels[n] for n, _ in temp_dirs],
+               "address": cluster.address}  # fmt: skip
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def without_paths(data: dict) -> dict:
+    """A summary's JSON with every path reduced to its file name (and no `directory`)."""
+    text = json.dumps({k: v for k, v in data.items() if k != "directory"})
+    return json.loads(re.sub(r'(?<=")[^"\s]*/([^"/\s]+)(?=["\s:])', r"\1", text))
+
+
+@pytest.fixture(scope="module")
+def collected(job, tmp_path_factory, stand_in_env):
+    """The job collected, then summarised here with the nsys stand-in named (this process has none on PATH)."""
+    to = tmp_path_factory.mktemp("collected")
+    result = collect(to, allow_dirs=[str(job["base"])])
+    assert result.ok, result.to_json()
+    return summarize(to, nsys=str(stand_in_env["bin"] / "nsys")).to_json()
+
+
+@pytest.fixture(scope="module")
+def on_the_nodes(job):
+    seen = []
+    summary, reading = summarize_cluster(
+        allow_dirs=[str(job["base"])], progress=lambda done, total, files: seen.append((done, total, files))
+    )
+    return summary.to_json(), reading, seen
+
+
+def test_summary_read_on_the_nodes_is_the_summary_of_the_collected_files(collected, on_the_nodes):
+    assert shutil.which("nsys") is None  # the captures below were exported on their nodes
+    data, _, _ = on_the_nodes
+    assert without_paths(data) == without_paths(collected)
+    assert {w["source"] for w in data["workers"]} == {"torch", "nsys"}
+    captures = [w for w in data["workers"] if w["source"] == "nsys"]
+    assert sorted(w["rank"] for w in captures) == [0, 1, 2] and all(set(w["steps"]) == {"3", "4"} for w in captures)
+    assert len(data["profiler_overhead"]) == 9 and data["memory"]["workers"]["policy"].keys() == {"0", "1", "2"}
+
+
+def test_every_path_names_its_node(job, on_the_nodes):
+    data, reading, _ = on_the_nodes
+    labels = job["labels"]
+    assert data["directory"].startswith("cluster auto: session_")
+    files = {w["rank"]: w["files"][0] for w in data["workers"] if w["source"] == "torch"}
+    for index, label in enumerate(labels):
+        assert files[index] == f"{label}:{job['base']}/node{index}/trace/policy/{index}/" + Path(files[index]).name
+    assert {label for label in reading.readers} == set(labels)
+
+
+def test_a_bad_trace_on_one_node_is_skipped_with_its_node_and_the_rest_summarised(job, on_the_nodes):
+    data, _, _ = on_the_nodes
+    [skipped] = data["skipped"]
+    assert skipped["path"] == f"{job['labels'][1]}:{job['base']}/node1/trace/policy/9/{BAD_TRACE}"
+    assert "not valid JSON" in skipped["reason"]
+    assert sorted(w["rank"] for w in data["workers"] if w["source"] == "torch") == [0, 1, 2]
+
+
+def test_reading_is_polite_and_counts_files_and_bytes(on_the_nodes):
+    _, reading, seen = on_the_nodes
+    assert reading.nice and min(reading.nice) >= NICE
+    assert all(len(set(pids)) == 1 for pids in reading.readers.values())  # --jobs-per-node 1
+    assert seen[-1] == (reading.bytes_listed, reading.bytes_listed, (reading.files, reading.files))
+    assert reading.bytes_received > 0 and not reading.node_errors
+
+
+def test_jobs_per_node_reads_with_that_many_processes_at_most(job):
+    summary, reading = summarize_cluster(allow_dirs=[str(job["base"])], jobs_per_node=2)
+    assert all(1 <= len(set(pids)) <= 2 for pids in reading.readers.values())
+    assert len(summary.workers) == 6 and not reading.node_errors
+
+
+def cli_args(job, **options) -> argparse.Namespace:
+    values = {"directory": None, "address": job["address"], "session": None, "all_sessions": False,
+              "allow_dir": [str(job["base"])], "jobs_per_node": 1, "anatomy": None, "jobs": None,
+              "json": True}  # fmt: skip
+    return argparse.Namespace(**{**values, **options})
+
+
+def test_report_from_a_cluster_address(job, tmp_path, capsys):
+    output = tmp_path / "report.html"
+    assert report_command.run(cli_args(job, output=output)) == 1  # the bad trace: done in part
+    page = output.read_text()
+    assert "generation" in page and "policy rank 2" in page
+    assert f"skipped {job['labels'][1]}:" in capsys.readouterr().err
+
+
+def test_diff_of_a_summary_file_against_a_cluster_address(job, on_the_nodes, tmp_path, capsys):
+    saved = tmp_path / "before.json"
+    saved.write_text(json.dumps(on_the_nodes[0]))
+    args = argparse.Namespace(a=str(saved), b=job["address"], json=True, session=None, all_sessions=False,
+                              allow_dir=[str(job["base"])], jobs_per_node=1)  # fmt: skip
+    assert diff_command.run(args) == 1  # both runs skipped the bad trace
+    result = json.loads(capsys.readouterr().out)
+    assert result["b"] == job["address"] and not result["only_in_a"] and not result["only_in_b"]
+    assert len(result["rows"]) == 12 and all(f["change"] == 0 for r in result["rows"] for f in r["figures"].values())
+
+
+def test_directory_and_address_together_are_bad_input(tmp_path, capsys):
+    assert main(["summary", str(tmp_path), "--address", "auto"]) == 2
+    assert "expected a DIRECTORY or --address ADDRESS, not both" in capsys.readouterr().err
+    assert main(["summary", str(tmp_path), "--session", "session_x"]) == 2
+    assert "--session chooses files on a cluster: it needs --address" in capsys.readouterr().err
+    assert main(["summary", "--address", "auto", "--hta"]) == 2
+    with pytest.raises(SystemExit) as exited:  # argparse's own usage error
+        main(["summary", "--address", "auto", "--jobs-per-node", "0"])
+    assert exited.value.code == 2
+
+
+def test_merge_cuts_the_chosen_events_on_the_nodes_as_a_local_merge_does(job, tmp_path, capsys):
+    output, local = tmp_path / "cluster.json.gz", tmp_path / "local.json"
+    argv = ["merge", "--address", job["address"], "--allow-dir", str(job["base"]), "-o", str(output), "--json",
+            "--workers", "policy", "--ranks", "0,2", "--steps", "3"]  # fmt: skip
+    assert main(argv) == 0
+    said = capsys.readouterr()
+    data = json.loads(said.out)
+    assert "of chosen events came from the nodes" in said.err
+    assert [Path(p).name for p in data["merged"]] == ["policy.rank0.steps3-4.1000.pt.trace.json",
+                                                      "policy.rank2.steps3-4.1002.pt.trace.json"]  # fmt: skip
+    assert data["merged"][1].startswith(f"{job['labels'][2]}:")
+    steps = [e for e in load_trace(output)["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
+    assert {e["name"] for e in steps} == {"ProfilerStep#3", "ProfilerStep#4"}  # rank 2's step 3 meets its step 4
+    assert sum(e["name"] == "ProfilerStep#3" for e in steps) == 2
+    collected = tmp_path / "collected"
+    collect(collected, allow_dirs=[str(job["base"])])
+    selection = Selection(("policy",), frozenset({0, 2}), ((3, 3),))
+    here = merge_traces([collected], local, selection=selection)
+    assert here.events_out == data["events_out"]
+    assert load_trace(local)["traceEvents"] == load_trace(output)["traceEvents"]
+
+
+def test_plan_sizes_later_windows_at_the_rate_of_those_written(job, monkeypatch, capsys):
+    for name in [n for n in os.environ if n.startswith("NRL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("NRL_TORCH_PROFILE_WORKER_PATTERNS", "pol*")
+    monkeypatch.setenv("NRL_TORCH_PROFILE_STEP_RANGE", "5:9,12")
+    assert main(["plan", "--address", job["address"], "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["expected_sizes"]
+    traces = sorted(job["base"].glob("node*/trace/**/*.pt.trace.json"))
+    per_step = sum(p.stat().st_size for p in traces) / (2 * len(traces))  # every trace: one process, steps 3-4
+    assert [(s["worker"], s["window"], s["from_windows"]) for s in sizes] == [("policy", "5-8", ["3-4"]),
+                                                                               ("policy", "12", ["3-4"])]  # fmt: skip
+    assert sizes[0]["bytes_per_rank"] == round(4 * per_step) and sizes[1]["bytes_per_rank"] == round(per_step)
+
+
+def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
+    """Last in this module: it removes a worker node from the shared cluster."""
+    victim = job["workers"][-1]
+    victim_label = next(n.label for n in alive_nodes() if n.node_id == victim.node_id)
+
+    def remove_node(listings):
+        assert victim_label in {listing.node.label for listing in listings}
+        job["cluster"].remove_node(victim)
+
+    summary, reading = summarize_cluster(allow_dirs=[str(job["base"])], read_timeout_s=60, after_listing=remove_node)
+    [error] = reading.node_errors
+    assert error.node == victim_label
+    lost = [(str(p), reason) for p, reason in summary.skipped if str(p).startswith(f"{victim_label}:")]
+    assert len(lost) == 4 and all(victim_label in reason for _, reason in lost)  # its trace, report, memory, manifest
+    assert sorted(w.rank for w in summary.workers if w.source == "torch") == [0, 1]
+    assert sorted(w.rank for w in summary.workers if w.source == "nsys") == [0, 1]
