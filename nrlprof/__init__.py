@@ -104,7 +104,12 @@ def _activate_from_environment() -> None:
     from nrlprof.runtime.process_kind import CHILD, process_kind
 
     kind = process_kind()
-    if kind is None or kind == CHILD:
+    if kind is None:
+        return
+    if kind == CHILD:
+        from nrlprof.runtime.child import join_worker
+
+        join_worker(os.environ)
         return
     from nrlprof.runtime.session import activate_from_env
 

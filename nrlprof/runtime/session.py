@@ -27,7 +27,7 @@ from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
 from nrlprof.runtime.process import ProcessProfiler
-from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.runtime.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.state import OpenWindows
 from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
@@ -36,13 +36,17 @@ from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
     from nrlprof.anatomy.recorder import Recorder
+    from nrlprof.runtime.child import ParentLink
+    from nrlprof.runtime.child_channel import ChildChannel
+    from nrlprof.runtime.engine_switches import EngineSwitches
 
 
 class Session:
     """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate.
 
     `kind` is `driver`, `controller` (a Ray worker that is no matched worker: it becomes the controller
-    when it steps, as verl's TaskRunner does) or `worker` (a matched worker).
+    when it steps, as verl's TaskRunner does), `worker` (a matched worker) or `child` (a process a matched
+    worker started, which joins that worker's windows: `identity` is the worker's; nrlprof.runtime.child).
     """
 
     def __init__(
@@ -67,6 +71,10 @@ class Session:
         self.created_actors: list = []
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
+        # A matched worker's channel to the processes it starts; a child's end of its worker's channel.
+        self.children: ChildChannel | None = None
+        self.parent_link: ParentLink | None = None
+        self.engines: EngineSwitches | None = None
         self._configure(plan, targets)
 
     def _configure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
@@ -78,7 +86,12 @@ class Session:
         self._channel: WorkerChannel | None = None
         self.sources = StepSources(self._drive, plan.step_method is not None)
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
-        self.step = self._first_explicit_step if self.kind != WORKER else _ignore_step
+        self.step = _ignore_step if self.follows_windows else self._first_explicit_step
+
+    @property
+    def follows_windows(self) -> bool:
+        """A matched worker or its child: windows come from the controller, never from its own steps."""
+        return self.kind in (WORKER, CHILD)
 
     @property
     def is_driver(self) -> bool:
@@ -92,6 +105,14 @@ class Session:
             role = ProcessRole(self.identity, self.plan, session_dir, node_ip)
             self._process = ProcessProfiler(role, self.targets, self.windows)
         return self._process
+
+    @property
+    def has_process(self) -> bool:
+        return self._process is not None
+
+    def use_process(self, process: ProcessProfiler) -> None:
+        """A child's backends, built with its worker's Ray session (it has none of its own)."""
+        self._process = process
 
     @property
     def channel(self) -> WorkerChannel:
@@ -114,11 +135,11 @@ class Session:
 
     def framework_step(self, step: int, source: str) -> None:
         """A step found by a framework adapter (verl's trainer, NeMo RL's loop, ...)."""
-        if self.kind != WORKER:
+        if not self.follows_windows:
             self.sources.from_framework(step, source)
 
     def marker_step(self, step: int, source: str) -> None:
-        if self.kind != WORKER:
+        if not self.follows_windows:
             self.sources.from_marker(step, source)
 
     @property
@@ -295,8 +316,14 @@ def activate_controller(environ: Mapping[str, str]) -> Session | None:
 
 
 def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
-    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates."""
+    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates.
+
+    Activated at interpreter start-up, before the worker has joined Ray, it builds its backends when its setup
+    hook runs (Ray's session directory is known then: the manifests and the children's channel need it).
+    """
     if state.session is not None:
+        if state.session.kind == WORKER and not _before_ray_connects():
+            _when_connected(state.session)
         return state.session
     plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
     if not plan_text or not worker_text:
@@ -315,8 +342,39 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     state.session = session
     adapters.install(session)
     mark_children()
-    _arm_oom_snapshot(session)
+    if not _before_ray_connects():
+        _when_connected(session)
     return session
+
+
+def _before_ray_connects() -> bool:
+    """A Ray worker process at interpreter start-up: its setup hook runs once it has joined the cluster."""
+    from nrlprof.runtime.process_kind import is_ray_worker
+
+    ray = sys.modules.get("ray")
+    return is_ray_worker(sys.argv) and (ray is None or not ray.is_initialized())
+
+
+def _when_connected(session: Session) -> None:
+    if session.engines is None:
+        _open_children(session)
+        _arm_oom_snapshot(session)
+
+
+def _open_children(session: Session) -> None:
+    """The processes this worker starts join its windows; engines' own profiler switches are driven with them."""
+    from nrlprof.runtime.engine_switches import EngineSwitches
+
+    process = session.process
+    session.engines = EngineSwitches(process.role, process.write_manifest)
+    if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
+        return
+    try:
+        from nrlprof.runtime.child_channel import open_children
+
+        open_children(session)
+    except Exception as err:  # the worker itself is profiled all the same
+        logger.warning("the processes this worker starts will not join its windows: %s", err)
 
 
 def _arm_oom_snapshot(session: Session) -> None:
@@ -357,6 +415,10 @@ def deactivate() -> None:
             session.finish()
     finally:
         _remove_hooks()
+        if session is not None:
+            for end in (session.children, session.parent_link):
+                if end is not None:
+                    end.close()
 
 
 def _prepare_output_dirs(plan: Plan, source: str) -> None:
