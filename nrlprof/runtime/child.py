@@ -179,7 +179,7 @@ class ParentLink:
         connection.settimeout(CONNECT_TIMEOUT_S)
         try:
             connection.connect(socket_address(self.info["address"]))
-            connection.sendall(encode({"hello": {"name": child_part()}}))
+            connection.sendall(encode({"hello": {"name": child_part()}}), socket.MSG_NOSIGNAL)
         except OSError as err:
             connection.close()
             logger.debug("no worker to join at %s: %s", self.info["address"], err)
@@ -206,7 +206,7 @@ class ParentLink:
             for message in reader.feed(data):
                 reply = self._apply(message)
                 try:
-                    connection.sendall(encode(reply))
+                    connection.sendall(encode(reply), socket.MSG_NOSIGNAL)
                 except OSError:
                     self._worker_gone()
                     return

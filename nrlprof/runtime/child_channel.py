@@ -139,7 +139,7 @@ class ChildChannel:
         view = memoryview(message)
         while view:
             try:
-                view = view[child.connection.send(view) :]
+                view = view[child.connection.send(view, socket.MSG_NOSIGNAL) :]
             except BlockingIOError:
                 if not _writable(child.connection, posting.deadline):
                     self._fell_behind(child, posting.actions)
