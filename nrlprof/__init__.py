@@ -97,13 +97,22 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
 
 def _activate_from_environment() -> None:
     """At import (also at interpreter start-up, through nrlprof-startup.pth): activate as what this process is."""
+    if not any(name.startswith(("NRL_", "NRLPROF_")) for name in os.environ):
+        return
     from nrlprof.config.variables import may_activate
     from nrlprof.runtime.process_kind import CHILD, DRIVER, process_kind
 
     kind = process_kind()
     if kind == DRIVER:
         _warn_misspelled_variables()
-    if kind is None or kind == CHILD or not may_activate(os.environ):
+    if kind is None:
+        return
+    if kind == CHILD:
+        from nrlprof.runtime.child import join_worker
+
+        join_worker(os.environ)
+        return
+    if not may_activate(os.environ):
         return
     from nrlprof.runtime.activation import activate_from_env
 

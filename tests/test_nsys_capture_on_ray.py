@@ -201,3 +201,67 @@ def test_wrapper_interpreter_reports_are_named_after_the_wrapper_and_recorded(ra
     assert nrlprof_ranges(read_report(nsight / report)) == [f"{WORKER}.train [step 2]", "step 2"]
     (record,) = nsys_records(ray_cluster, pid)
     assert (record["files"], record["status"]) == ([str(nsight / report)], "ok")
+
+
+def test_children_open_their_own_ranges_in_the_workers_nsys_session(ray_cluster, activate):
+    from engine_shapes import VllmGenerationWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*vllm*", NRL_NSYS_PROFILE_STEP_RANGE="2:4,6")
+    worker = VllmGenerationWorker.remote("spawn")
+    pid, engine_pid = ray_cluster.get([worker.pid.remote(), worker.engine_pid.remote()], timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"vllm_generation_worker_2-3_6_{pid}"
+    for step in range(1, 8):
+        nrlprof.step(step)
+        ray_cluster.get(worker.generate.remote(step), timeout=120)
+
+    names = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]
+    assert sorted(p.name for p in nsight.glob(f"vllm_generation_worker_*_{pid}*")) == names, "one report per window"
+    for name, steps in zip(names, ([2, 3], [6]), strict=True):
+        report = read_report(nsight / name)
+        ranges = {r["pid"]: r for r in report["process_ranges"]}
+        assert sorted(ranges) == sorted([pid, engine_pid]), "the worker's range and the child's own"
+        assert {r["stopped_by"] for r in ranges.values()} == {"cudaProfilerStop"}
+        assert report["stop_caller"]["pid"] == pid, "the worker's stop, the last, wrote the report"
+        engine = sorted(r["message"] for r in report["nvtx_ranges"] if r["pid"] == engine_pid)
+        assert engine == [f"engine.generate.{s}" for s in steps], "the child's own work, of the window's steps only"
+        step_ranges = [r for r in report["nvtx_ranges"] if r["domain"] == "nrlprof" and r["message"].startswith("step")]
+        assert {r["pid"] for r in step_ranges} == {pid}, "steps are marked once, by the worker"
+
+    (manifest,) = (session_dir(ray_cluster) / "logs" / "nrlprof").glob(f"manifest-*-{pid}.jsonl")
+    records = [json.loads(line) for line in manifest.read_text().splitlines()]
+    child = [r for r in records if r["worker"] == "vllm_generation_worker.engine_core_0"]
+    assert [(r["pid"], r["steps"], r["files"], r["status"]) for r in child] == [
+        (engine_pid, [2, 3], [str(nsight / names[0])], "ok"),
+        (engine_pid, [6], [str(nsight / names[1])], "ok"),
+    ]
+    assert all_named_files_exist(ray_cluster) == []
+
+
+def test_a_child_killed_inside_a_window_does_not_hold_the_report(ray_cluster, activate):
+    from engine_shapes import VllmGenerationWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*vllm*", NRL_NSYS_PROFILE_STEP_RANGE="2:4")
+    worker = VllmGenerationWorker.remote("spawn")
+    pid, engine_pid = ray_cluster.get([worker.pid.remote(), worker.engine_pid.remote()], timeout=180)
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    for step in (1, 2):
+        nrlprof.step(step)
+        ray_cluster.get(worker.generate.remote(step), timeout=120)
+    os.kill(engine_pid, signal.SIGKILL)
+    for step in (3, 4):
+        nrlprof.step(step)
+        ray_cluster.get(worker.pid.remote(), timeout=120)
+
+    report = read_report(nsight / f"vllm_generation_worker_2-3_{pid}.nsys-rep")
+    assert {r["pid"]: r["stopped_by"] for r in report["process_ranges"]} == {
+        pid: "cudaProfilerStop",
+        engine_pid: "exit",
+    }
+    (manifest,) = (session_dir(ray_cluster) / "logs" / "nrlprof").glob(f"manifest-*-{pid}.jsonl")
+    records = {r["worker"]: r for r in map(json.loads, manifest.read_text().splitlines())}
+    assert records["vllm_generation_worker"]["status"] == "ok"
+    assert (
+        records["vllm_generation_worker.engine_core_0"]["status"],
+        records["vllm_generation_worker.engine_core_0"]["files"],
+    ) == ("exited", [])

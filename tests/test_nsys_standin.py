@@ -365,3 +365,65 @@ def test_work_dirs_are_removed_also_those_of_killed_stand_ins(tmp_path):
     assert [o for o in owners if not Path(f"/proc/{o}").exists()] == [], "the refused run removed its work dir"
     ran = profile(tmp_path, ["-o", "ran"], "emit(socket=os.environ['NRLPROF_STANDIN_SOCKET'])")
     assert not Path(ran.emitted[0]["socket"]).parent.exists()
+
+
+CHILD = """
+import ctypes, os, sys, time
+import nvtx
+runtime = ctypes.CDLL("libcudart.so")
+runtime.cudaProfilerStart()
+with nvtx.annotate("child work", domain="engine"):
+    time.sleep(0.1)
+began = time.monotonic()
+runtime.cudaProfilerStop()
+print(os.getpid(), time.monotonic() - began, flush=True)
+if sys.argv[1:] == ["die"]:
+    runtime.cudaProfilerStart()
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_each_process_opens_its_own_range_and_the_last_stop_writes_one_report_of_all(tmp_path):
+    body = f"""
+    import subprocess
+    runtime.cudaProfilerStart()
+    with nvtx.annotate("parent work", domain="engine"):
+        child = subprocess.run([sys.executable, "-c", {CHILD!r}], capture_output=True, text=True, check=True)
+    child_pid, child_stop_s = child.stdout.split()
+    emit(pid=os.getpid(), child=int(child_pid), child_stop_s=float(child_stop_s), before=sorted(os.listdir(".")))
+    runtime.cudaProfilerStop()
+    """
+    options = ["-o", "tree_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:1"]
+    result = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "1"})
+    assert result.returncode == 0, result.stderr
+    (run,) = result.emitted
+    assert run["child_stop_s"] < 0.5, "the child's stop with the parent's range still open writes nothing"
+    assert not any(name.endswith(".nsys-rep") for name in run["before"])
+    report = read_report(tmp_path / f"tree_{run['pid']}.1.nsys-rep")
+    ranges = {r["pid"]: r for r in report["process_ranges"]}
+    assert sorted(ranges) == sorted([run["pid"], run["child"]])
+    assert ranges[run["pid"]]["start_ns"] < ranges[run["child"]]["start_ns"] < ranges[run["child"]]["stop_ns"]
+    assert report["stop_caller"]["pid"] == run["pid"]
+    work = {r["message"]: r["pid"] for r in report["nvtx_ranges"] if r["domain"] == "engine"}
+    assert work == {"parent work": run["pid"], "child work": run["child"]}, "one report holds every process"
+
+
+def test_a_process_that_dies_with_its_range_open_does_not_hold_the_capture(tmp_path):
+    body = f"""
+    import subprocess
+    runtime.cudaProfilerStart()
+    child = subprocess.run([sys.executable, "-c", {CHILD!r}, "die"], capture_output=True, text=True)
+    runtime.cudaProfilerStop()
+    emit(pid=os.getpid(), child=int(child.stdout.split()[0]), report=os.path.exists(f"dead_{{os.getpid()}}.nsys-rep"))
+    """
+    options = ["-o", "dead_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    result = profile(tmp_path, options, body)
+    (run,) = result.emitted
+    assert run["report"] is True, "the parent's stop, the last of the live ranges, wrote the report"
+    report = read_report(tmp_path / f"dead_{run['pid']}.nsys-rep")
+    ranges = sorted((r["start_ns"], r["pid"], r["stopped_by"]) for r in report["process_ranges"])
+    assert [(pid, stopped_by) for _, pid, stopped_by in ranges] == [
+        (run["pid"], "cudaProfilerStop"),
+        (run["child"], "cudaProfilerStop"),
+        (run["child"], "exit"),
+    ], "the child's second range closed when it died"

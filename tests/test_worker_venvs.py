@@ -33,17 +33,21 @@ def bare_worker_venv(tmp_path_factory) -> Path:
     return python
 
 
+def torch_profiling(torch_dir: Path, patterns: str, steps: str) -> dict[str, str]:
+    return {
+        "NRL_TORCH_PROFILE_WORKER_PATTERNS": patterns,
+        "NRL_TORCH_PROFILE_STEP_RANGE": steps,
+        "NRL_TORCH_PROFILE_DIR": str(torch_dir),
+    }
+
+
 def test_matched_worker_in_a_venv_without_nrlprof_runs_and_is_profiled(
     ray_cluster, activate, tmp_path, bare_worker_venv
 ):
     from workload import DTensorPolicyWorker
 
     torch_dir = tmp_path / "traces"
-    nrlprof = activate(
-        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
-        NRL_TORCH_PROFILE_STEP_RANGE="2",
-        NRL_TORCH_PROFILE_DIR=str(torch_dir),
-    )
+    nrlprof = activate(**torch_profiling(torch_dir, "*policy*", "2"))
     worker = DTensorPolicyWorker.options(runtime_env={"py_executable": str(bare_worker_venv)}).remote()
     assert ray_cluster.get(worker.executable.remote(), timeout=180) == str(bare_worker_venv)
     shipped = ray_cluster.get(worker.__ray_call__.remote(lambda _: sys.modules["nrlprof"].__file__))
@@ -55,3 +59,28 @@ def test_matched_worker_in_a_venv_without_nrlprof_runs_and_is_profiled(
     (trace,) = traces_under(torch_dir / "dtensor_policy_worker")
     assert marker_steps(load_trace(trace), "policy.train.") == {2}
     assert os.path.exists(trace)
+
+
+def test_the_child_process_of_a_worker_in_a_venv_without_nrlprof_joins_its_windows(
+    ray_cluster, activate, tmp_path, bare_worker_venv
+):
+    from engine_shapes import VllmGenerationWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(**torch_profiling(torch_dir, "*vllm*", "2:4"))
+    worker = VllmGenerationWorker.options(runtime_env={"py_executable": str(bare_worker_venv)}).remote("spawn")
+    engine_pid = ray_cluster.get(worker.engine_pid.remote(), timeout=180)
+    probe = ray_cluster.get(worker.probe.remote(), timeout=120)
+    assert probe["joined"] and "runtime_resources" in probe["nrlprof"], f"nrlprof from Ray's py_modules: {probe}"
+    for step in range(1, 6):
+        nrlprof.step(step)
+        ray_cluster.get(worker.generate.remote(step), timeout=120)
+    nrlprof.finish()
+
+    engine = "vllm_generation_worker.engine_core_0"
+    (trace_path,) = traces_under(torch_dir / engine)
+    trace = load_trace(trace_path)
+    assert trace["nrlprof"]["pid"] == engine_pid
+    assert marker_steps(trace, "engine.generate.") == {2, 3}
+    (worker_trace,) = traces_under(torch_dir / "vllm_generation_worker")
+    assert marker_steps(load_trace(worker_trace), "engine.generate.") == set()

@@ -12,12 +12,16 @@ from nrlprof.workers.identity import WorkerIdentity, discrete_method_names
 
 @dataclass(frozen=True)
 class ProcessRole:
-    """Where a backend instance runs: a worker (with identity) or the controller."""
+    """Where a backend instance runs: a worker (with identity) or the controller.
+
+    `parent`: in a process a matched worker started (`<worker>.<child>`), that worker.
+    """
 
     identity: WorkerIdentity | None
     plan: Plan
     session_dir: str | None
     node_ip: str = ""
+    parent: WorkerIdentity | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -38,6 +42,8 @@ class Backend:
     kind = ""
     # True where starting the profiler is slow enough to be done the step before the window.
     warms_up = False
+    # False where the record is completed and written by the worker this process belongs to (nsys in its children).
+    writes_own_record = True
 
     def __init__(self, backend_plan: BackendPlan, role: ProcessRole, target: Target | None = None) -> None:
         self.backend_plan = backend_plan
@@ -70,6 +76,10 @@ class Backend:
 
     def stop_window(self) -> WindowRecord:
         raise NotImplementedError
+
+    def complete_child_record(self, record: dict) -> dict:
+        """In a worker: the record of one of its child processes that the child left to it (`writes_own_record`)."""
+        return record
 
     def wants_call(self, method: str | None) -> bool:
         """In discrete mode: every annotated call (method None), and the listed actor methods."""

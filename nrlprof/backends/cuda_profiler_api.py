@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import sys
 from functools import cache
+
+from nrlprof.runtime.import_hooks import imported
 
 CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
 # cudaErrorInsufficientDriver, cudaErrorNoDevice: a CUDA runtime without a GPU behind it.
@@ -18,7 +19,7 @@ def _cudart() -> ctypes.CDLL | object | None:
 
     torch is not imported here: a process that has not imported it does not use CUDA through it.
     """
-    torch = sys.modules.get("torch")
+    torch = imported("torch")
     if torch is not None:
         try:
             if torch.cuda.is_available():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
+from nrlprof.runtime.import_hooks import imported
 
 MB = 1 << 20
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -56,7 +56,7 @@ def reset_host_peak() -> bool:
 
 def cuda_in_use():
     """torch.cuda when this process has already initialised CUDA; None otherwise (and nothing initialised)."""
-    torch = sys.modules.get("torch")
+    torch = imported("torch")
     if torch is None:
         return None
     try:

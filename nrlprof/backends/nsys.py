@@ -4,12 +4,19 @@ nsys writes one report per capture range: `<name>.nsys-rep` with `--capture-rang
 `<name>.<k>.nsys-rep` for the k-th range with `repeat:K`; `%p` in the name is the pid of the process
 nsys launched (an ancestor of this one under Ray's uv hook). `cudaProfilerStop` returns once the
 report is written, so the record lists the files that really exist.
+
+A process the worker started is traced by the same nsys session, and a capture range belongs to one CUDA
+context: each such child opens and closes its own range with the worker's window. nsys writes one report per
+capture range of its session, holding every process of the session, once the last open range closes. The
+worker stops its children's ranges before its own, so its own stop writes the report; it then names that
+report in its children's records (`complete_child_record`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nrlprof import layout
@@ -26,6 +33,10 @@ from nrlprof.workers.identity import WorkerIdentity
 # How long a report may take to appear after cudaProfilerStop returned (a slow shared filesystem).
 REPORT_WAIT_S = 10.0
 ANCESTOR_DEPTH = 4
+CHILD_NOTE = (
+    "this process's capture range is in the report of its worker '{worker}' (nsys writes one report per capture "
+    "range of its session, holding every process of the session)"
+)
 
 
 def _ancestor_pids(depth: int = ANCESTOR_DEPTH) -> list[int]:
@@ -64,6 +75,12 @@ class NsysBackend(Backend):
         # Capture ranges started in this process so far: the k of `<name>.<k>.nsys-rep`.
         self.ranges_started = 0
         self.first_range = 0
+        # In a worker: the session's reports when its last window started (its children's are those written since).
+        self.reports_before: set[Path] = set()
+        self.last_window = ""
+        # In a child of a worker (traced by the worker's nsys session): the worker completes the record.
+        self.in_workers_session = role.parent is not None
+        self.writes_own_record = not self.in_workers_session
 
     @property
     def repeats(self) -> bool:
@@ -72,6 +89,8 @@ class NsysBackend(Backend):
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.captures = window, [], time.time(), 0
         self.first_range = self.ranges_started + 1
+        if not self.in_workers_session and self.role.identity is not None:
+            self.reports_before, self.last_window = set(self._session_reports()), window.label
         self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
         self.mark_step(step)
 
@@ -95,16 +114,36 @@ class NsysBackend(Backend):
 
     def mark_step(self, step: int) -> None:
         self.steps_seen.append(step)
-        self.ranges.begin_step(step)
+        if not self.in_workers_session:  # the report's `step <n>` ranges are the worker's
+            self.ranges.begin_step(step)
 
     def stop_window(self) -> WindowRecord:
         self.ranges.end_step()
         problem = self.capture_problem
         if not self.discrete and not problem:
             problem = cuda_profiler_api.stop()
-        record = self.record([], "no-cuda", problem) if problem else self._record_reports()
+        if problem:
+            record = self.record([], "no-cuda", problem)
+        elif self.in_workers_session:
+            record = self.record([], "ok", CHILD_NOTE.format(worker=self.role.parent.name))
+        else:
+            record = self._record_reports()
         self.window = None
         return record
+
+    def complete_child_record(self, record: dict) -> dict:
+        """A child's record of the window that just closed here: the report of this session that holds it."""
+        if record.get("window") != self.last_window or record.get("status") not in ("ok", "late"):
+            return record
+        reports = self._session_reports()
+        deadline = time.monotonic() + REPORT_WAIT_S
+        while not (new := [p for p in reports if p not in self.reports_before]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            reports = self._session_reports()
+        if not new:
+            missing = f"no report of this nsys session appeared within {REPORT_WAIT_S:.0f} s of the window's end"
+            return {**record, "status": "missing", "message": missing}
+        return {**record, "files": [str(p) for p in new]}
 
     def _record_reports(self) -> WindowRecord:
         """The reports of this window's capture ranges that exist; what is missing, said."""
@@ -130,6 +169,22 @@ class NsysBackend(Backend):
         message = f"{expected - len(found)} of {expected} nsys report(s) not found after {REPORT_WAIT_S:.0f} s"
         return self.record(files, "missing", message)
 
+    def _session_reports(self) -> list[Path]:
+        """Every report this process's nsys session has written so far."""
+        return self._session_files(layout.nsys_reports)
+
+    def _unfinished(self) -> list[Path]:
+        return self._session_files(layout.nsys_unfinished)
+
+    def _session_files(self, find: Callable[[str, int], list[Path]]) -> list[Path]:
+        """`find(output name, pid)` for the process nsys launched: this one or the first ancestor with files."""
+        output = self._output()
+        for pid in _ancestor_pids() if "%p" in output else [os.getpid()]:
+            found = find(output, pid)
+            if found:
+                return found
+        return []
+
     def _output(self) -> str:
         name = self.runtime_env_fragment(self.backend_plan, self.role.identity)["_nsight"]["o"]
         if Path(name).is_absolute() or not self.role.session_dir:
@@ -142,21 +197,8 @@ class NsysBackend(Backend):
     def _reports(self) -> list[Path]:
         if self.role.identity is None or not self.captures:
             return []
-        output = self._output()
-        for pid in _ancestor_pids() if "%p" in output else [os.getpid()]:
-            reports = layout.nsys_reports(output, pid)
-            if not reports:
-                continue
-            if not self.repeats:
-                return reports[:1]
-            wanted = {f".{k}{layout.NSYS_REPORT_SUFFIX}" for k in self._window_ranges()}
-            return [p for p in reports if any(p.name.endswith(suffix) for suffix in wanted)]
-        return []
-
-    def _unfinished(self) -> list[Path]:
-        output = self._output()
-        for pid in _ancestor_pids() if "%p" in output else [os.getpid()]:
-            found = layout.nsys_unfinished(output, pid)
-            if found:
-                return found
-        return []
+        reports = self._session_reports()
+        if not self.repeats:
+            return reports[:1]
+        wanted = {f".{k}{layout.NSYS_REPORT_SUFFIX}" for k in self._window_ranges()}
+        return [p for p in reports if any(p.name.endswith(suffix) for suffix in wanted)]

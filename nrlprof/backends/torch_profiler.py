@@ -24,6 +24,7 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.ranges.nvtx import nvtx_module
+from nrlprof.runtime.import_hooks import imported
 
 STEP_MARKER = "ProfilerStep#{}"
 # A window longer than this is listed by its first and last step in the trace's metadata.
@@ -183,9 +184,20 @@ class TorchBackend(Backend):
         logger.warning("%s: %s", self.role.worker_name, self.skipped)
         return True
 
+    def _torch_here(self) -> bool:
+        """torch, ready to use; a worker's child that never imported it has no torch work to record."""
+        if imported("torch") is not None:
+            return True
+        if self.role.parent is None:
+            import torch  # noqa: F401
+
+            return True
+        self.skipped = "this process has not imported torch: it has no torch work to record"
+        return False
+
     def prepare_window(self, window: Window) -> None:
         self.discard_prepared()
-        if self.discrete or self._other_profiler():
+        if self.discrete or not self._torch_here() or self._other_profiler():
             return
         self.guard.install()
         self.profiler, self.prepared_for = self._new_session(window, scheduled=True), window
@@ -206,7 +218,7 @@ class TorchBackend(Backend):
             return
         if self.prepared_for != window:
             self.discard_prepared()
-            if self._other_profiler():
+            if not self._torch_here() or self._other_profiler():
                 self.steps_seen.append(step)
                 return
             self.guard.install()

@@ -122,8 +122,14 @@ def activate_controller(environ: Mapping[str, str]) -> Session | None:
 
 
 def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
-    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates."""
+    """In a matched worker (run by its setup hook): its backends, and the hook for the actors it creates.
+
+    Activated before the worker has joined Ray, it builds its backends when its setup hook runs (Ray's session
+    directory is known then: the manifests and the children's channel need it).
+    """
     if state.session is not None:
+        if state.session.kind == WORKER and not _before_ray_connects():
+            _when_connected(state.session)
         return state.session
     plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
     if not plan_text or not worker_text:
@@ -142,8 +148,39 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     state.session = session
     adapters.install(session)
     mark_children()
-    _arm_oom_snapshot(session)
+    if not _before_ray_connects():
+        _when_connected(session)
     return session
+
+
+def _before_ray_connects() -> bool:
+    """A Ray worker process at interpreter start-up: its setup hook runs once it has joined the cluster."""
+    from nrlprof.runtime.process_kind import is_ray_worker
+
+    ray = sys.modules.get("ray")
+    return is_ray_worker(sys.argv) and (ray is None or not ray.is_initialized())
+
+
+def _when_connected(session: Session) -> None:
+    if session.engines is None:
+        _open_children(session)
+        _arm_oom_snapshot(session)
+
+
+def _open_children(session: Session) -> None:
+    """The processes this worker starts join its windows; engines' own profiler switches are driven with them."""
+    from nrlprof.runtime.engine_switches import EngineSwitches
+
+    process = session.process
+    session.engines = EngineSwitches(process.role, process.write_manifest)
+    if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
+        return
+    try:
+        from nrlprof.runtime.child_channel import open_children
+
+        open_children(session)
+    except Exception as err:  # the worker itself is profiled all the same
+        logger.warning("the processes this worker starts will not join its windows: %s", err)
 
 
 def _arm_oom_snapshot(session: Session) -> None:
@@ -188,6 +225,10 @@ def deactivate() -> None:
             session.finish()
     finally:
         _remove_hooks()
+        if session is not None:
+            for end in (session.children, session.parent_link):
+                if end is not None:
+                    end.close()
 
 
 def _prepare_output_dirs(plan: Plan, source: str) -> None:

@@ -3,7 +3,10 @@
 In a driver or controller, an actor is profiled when it matches a pattern. Inside a profiled worker, an
 actor it creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the
 parent's backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it
-matches a pattern itself. An actor whose runtime_env sets `NRL_PROFILE_DISABLE=1` is never profiled.
+matches a pattern itself. So is an actor created in a process the worker started (vLLM's EngineCore process
+creates its `RayWorkerProc`s): that process is a Ray driver of its own, whose actors inherit nothing from
+the worker, so nrlprof ships itself to them as a driver does. An actor whose runtime_env sets
+`NRL_PROFILE_DISABLE=1` is never profiled.
 
 Where nrlprof runs nsys in an actor, an `nsight` key of its own runtime_env (verl's worker groups put one
 there) is replaced by nrlprof's: one nsys per process, and the log says so.
@@ -20,6 +23,7 @@ from nrlprof.config.variables import DISABLE_VARIABLE
 from nrlprof.log import logger
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
 from nrlprof.runtime import patches
+from nrlprof.runtime.process_kind import CHILD
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, log_matches, match_worker
 from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
@@ -37,6 +41,7 @@ class ActorNamer(Protocol):
 class CreationHost(Protocol):
     """What the hook reads of the process's Session, at each creation."""
 
+    kind: str
     plan: Plan
     identity: WorkerIdentity | None
     targets: dict[str, Target | None]
@@ -196,6 +201,8 @@ class ActorCreationHook:
         """The actor's options with its runtime_env fragment merged in (None when nothing changes), and who it is."""
         host = self.host
         in_worker = host.identity is not None
+        # A Ray worker's actors inherit its runtime_env (nrlprof shipped in it); a child process's do not.
+        inherits = in_worker and host.kind != CHILD
         user_env = actor_options.get("runtime_env")
         if _opted_out(user_env):
             identity, matches, fragment = WorkerIdentity(class_name_of(actor_class), None, 0), (), {}
@@ -206,7 +213,7 @@ class ActorCreationHook:
             fragment = fragment_for(host.plan, identity, matches, parent)
             if identity.class_name in host.controller_classes and not matches:
                 fragment = self.controller_fragment(identity)
-            if matches and not in_worker:
+            if matches and not inherits:
                 fragment.update(self.package())
             if any(m.backend.kind == NSYS for m in matches) or NSYS_FRAGMENT_KEY in fragment:
                 user_env = _without_own_nsight(user_env, identity)
@@ -215,7 +222,7 @@ class ActorCreationHook:
         if not fragment:
             return None, identity, matches
         merged = merge_runtime_env(user_env, fragment, job_setup_hook())
-        if (matches or NSYS_FRAGMENT_KEY in fragment) and needs_prefix(None if in_worker else self.package()):
+        if (matches or NSYS_FRAGMENT_KEY in fragment) and needs_prefix(None if inherits else self.package()):
             # Some node's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
             merged = dict(prefixed_runtime_env(merged))
         return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches

@@ -2,27 +2,72 @@
 
 A worker that does not answer an action in time (busy in a long call) is not waited on again until every
 window is closed: later actions still reach it, in order, but flagged late, so its record says so.
+
+Inside a worker, the actions reach its own backends, the processes it started (over its own channel, all at
+once; nrlprof.runtime.child_channel), the engines' own profiler switches, then the actors it created.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Protocol
 
+from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
+from nrlprof.manifest import WindowRecord
 from nrlprof.runtime import state
-from nrlprof.runtime.process import START, STOP, Action
+from nrlprof.runtime.process import START, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
-def apply_in_actor(_actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
-    """Runs inside a worker: its own backends, then the children it tracks."""
+class ProcessWithChildren(Protocol):
+    """What applying actions needs of a session: its own profiler and the children it started."""
+
+    process: ProcessProfiler
+    children: Any
+
+
+def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
+    """Runs inside a worker: its own backends and child processes, its engines, then the actors it tracks."""
     session = state.session
     if session is None:
         return []
-    records = session.process.apply(actions)
+    records = apply_with_children(session, actions)
+    if session.engines is not None:
+        records += session.engines.apply(actor_instance, actions)
     if len(session.tracker):
         records += session.channel.send(actions)
     return records
+
+
+def apply_with_children(session: ProcessWithChildren, actions: tuple[Action, ...]) -> list[dict]:
+    """This process's backends and those of the processes it started, at once.
+
+    An nsys stop reaches the children first: the report of the nsys session is written when its last capture
+    range closes, and that is then the worker's own, so the worker's record finds the report it waits for.
+    """
+    children = session.children
+    if children is None or not len(children):
+        return session.process.apply(actions)
+    posting = children.post(actions)
+    if any(a.op == STOP and a.kind == NSYS for a in actions):
+        child_records = children.collect(posting)
+        records = session.process.apply(actions)
+    else:
+        records = session.process.apply(actions)
+        child_records = children.collect(posting)
+    return records + [_written(session, r) for r in child_records]
+
+
+def _written(session: ProcessWithChildren, record: dict) -> dict:
+    """A child's record it left to its worker (nsys: the report is the worker's), completed and written."""
+    if not record.pop(UNWRITTEN, False):
+        return record
+    backend = session.process.backends.get(record.get("backend"))
+    if backend is not None:
+        record = backend.complete_child_record(record)
+    session.process.write_manifest(WindowRecord(**record))
+    return record
 
 
 class WorkerChannel:

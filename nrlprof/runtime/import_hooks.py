@@ -7,6 +7,7 @@ module takes names from it. Removing the hooks (`remove_all`) takes the finder o
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
@@ -108,3 +109,15 @@ def remove_all() -> None:
         if _finder is not None:
             sys.meta_path[:] = [f for f in sys.meta_path if f is not _finder]
             _finder = None
+
+
+def imported(module_name: str) -> ModuleType | None:
+    """The module if this process imports it; while another thread is importing it, once that import is done.
+
+    A thread that reads a module another thread is still initialising (a child's window action arriving while
+    its engine imports torch) gets it half made, and can break that import; `import_module` waits for the
+    module's import lock instead.
+    """
+    if module_name not in sys.modules:
+        return None
+    return importlib.import_module(module_name)

@@ -1,4 +1,8 @@
-"""Every monkeypatch nrlprof makes: named, keeping its original, reversible."""
+"""Every monkeypatch nrlprof makes: named, keeping its original, reversible.
+
+Most replace an attribute (`install`); a change made another way (an environment variable the process's
+children inherit, a fork handler) is recorded with the function that reverts it (`install_undoable`).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ class Patch:
     owner: Any
     attribute: str
     original: Any
+    undo: Callable[[], None] | None = None
 
 
 _installed: dict[str, Patch] = {}
@@ -27,15 +32,27 @@ def install(name: str, owner: Any, attribute: str, make_replacement: Callable[[A
     _installed[name] = Patch(name, owner, attribute, original)
 
 
+def install_undoable(name: str, apply: Callable[[], Callable[[], None]]) -> None:
+    """Run `apply()`, which makes a change and returns the function undoing it; installing twice is a no-op."""
+    if name in _installed:
+        return
+    _installed[name] = Patch(name, None, "", None, apply())
+
+
 def uninstall(name: str) -> None:
     patch = _installed.pop(name, None)
-    if patch is not None:
+    if patch is None:
+        return
+    if patch.undo is not None:
+        patch.undo()
+    else:
         setattr(patch.owner, patch.attribute, patch.original)
 
 
-def uninstall_all() -> None:
+def uninstall_all(keep: tuple[str, ...] = ()) -> None:
     for name in list(_installed):
-        uninstall(name)
+        if name not in keep:
+            uninstall(name)
 
 
 def installed() -> tuple[str, ...]:

@@ -17,6 +17,8 @@ from nrlprof.manifest import WindowRecord, append_record
 from nrlprof.runtime.state import OpenWindows
 
 PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
+# Marks a record a child process returns for its worker to complete and write (nsys: the worker's report).
+UNWRITTEN = "unwritten"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class ProcessProfiler:
             backend_plan = role.plan.backend(kind)
             if backend_plan is not None:
                 self.backends[kind] = backend_class(kind)(backend_plan, role, target)
+        # When the one who sent the actions being applied stops waiting for them (CLOCK_MONOTONIC), if anyone does.
+        self.deadline: float | None = None
         # Discrete captures are process-wide: the first of overlapping calls starts one, the last ends it.
         self._calls_lock = threading.Lock()
         self._calls_running = 0
@@ -96,10 +100,21 @@ class ProcessProfiler:
                 logger.error("%s %s for %s failed: %s", action.kind, action.op, self.role.worker_name, err)
                 record = backend.record([], "error", f"{action.op}: {err}") if backend.window else None
                 self._discard(backend)
-            if record is not None:
-                self._write_manifest(record)
+            if record is None:
+                continue
+            self._late_if_past_deadline(record)
+            if backend.writes_own_record:
+                self.write_manifest(record)
                 records.append(asdict(record))
+            else:
+                records.append({**asdict(record), UNWRITTEN: True})
         return records
+
+    def _late_if_past_deadline(self, record: WindowRecord) -> None:
+        if self.deadline is not None and record.status == "ok" and time.monotonic() > self.deadline:
+            record.status = "late"
+            late = "this window's stop ended after its worker stopped waiting (NRL_PROFILE_TIMEOUT_S)"
+            record.message = f"{late}; {record.message}" if record.message else late
 
     def _apply_one(self, backend: Backend, action: Action) -> WindowRecord | None:
         backend.late = backend.late or action.late
@@ -109,7 +124,7 @@ class ProcessProfiler:
         elif action.op == START:
             record = self._stop(backend) if backend.window is not None else None
             if record is not None:
-                self._write_manifest(record)
+                self.write_manifest(record)
             began = time.perf_counter()
             backend.start_window(action.window, action.step)
             backend.start_ms = (time.perf_counter() - began) * 1000
@@ -144,7 +159,7 @@ class ProcessProfiler:
         actions = tuple(Action(kind, STOP) for kind, b in self.backends.items() if b.window is not None)
         return self.apply(actions)
 
-    def _write_manifest(self, record: WindowRecord) -> None:
+    def write_manifest(self, record: WindowRecord) -> None:
         try:
             append_record(layout.manifest_dir(self.role.session_dir, self.role.plan.torch.directory), record)
         except OSError as err:

@@ -7,7 +7,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
@@ -17,7 +17,7 @@ from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
 from nrlprof.runtime.process import ProcessProfiler
-from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.runtime.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.state import OpenWindows
 from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
@@ -31,7 +31,8 @@ class Session:
     """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate.
 
     `kind` is `driver`, `controller` (a Ray worker that is no matched worker: it becomes the controller
-    when it steps, as verl's TaskRunner does) or `worker` (a matched worker).
+    when it steps, as verl's TaskRunner does), `worker` (a matched worker) or `child` (a process a matched
+    worker started, which joins that worker's windows: `identity` is the worker's; nrlprof.runtime.child).
     """
 
     def __init__(
@@ -56,6 +57,12 @@ class Session:
         self.created_actors: list = []
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
+        # A matched worker's channel to the processes it starts (runtime.child_channel.ChildChannel); a child's
+        # end of its worker's channel (runtime.child.ParentLink); engines' own profiler switches
+        # (runtime.engine_switches.EngineSwitches). Their modules import this one.
+        self.children: Any = None
+        self.parent_link: Any = None
+        self.engines: Any = None
         self._configure(plan, targets)
 
     def _configure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
@@ -67,7 +74,12 @@ class Session:
         self._channel: WorkerChannel | None = None
         self.sources = StepSources(self._drive, plan.step_method is not None)
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
-        self.step = self._first_explicit_step if self.kind != WORKER else _ignore_step
+        self.step = _ignore_step if self.follows_windows else self._first_explicit_step
+
+    @property
+    def follows_windows(self) -> bool:
+        """A matched worker or its child: windows come from the controller, never from its own steps."""
+        return self.kind in (WORKER, CHILD)
 
     @property
     def is_driver(self) -> bool:
@@ -81,6 +93,14 @@ class Session:
             role = ProcessRole(self.identity, self.plan, session_dir, node_ip)
             self._process = ProcessProfiler(role, self.targets, self.windows)
         return self._process
+
+    @property
+    def has_process(self) -> bool:
+        return self._process is not None
+
+    def use_process(self, process: ProcessProfiler) -> None:
+        """A child's backends, built with its worker's Ray session (it has none of its own)."""
+        self._process = process
 
     @property
     def channel(self) -> WorkerChannel:
@@ -103,11 +123,11 @@ class Session:
 
     def framework_step(self, step: int, source: str) -> None:
         """A step found by a framework adapter (verl's trainer, NeMo RL's loop, ...)."""
-        if self.kind != WORKER:
+        if not self.follows_windows:
             self.sources.from_framework(step, source)
 
     def marker_step(self, step: int, source: str) -> None:
-        if self.kind != WORKER:
+        if not self.follows_windows:
             self.sources.from_marker(step, source)
 
     @property

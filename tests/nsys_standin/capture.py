@@ -1,4 +1,12 @@
-"""One `nsys profile` run: launch the command as a child, serve its cudaProfilerStart/Stop, write reports."""
+"""One `nsys profile` run: launch the command as a child, serve its cudaProfilerStart/Stop, write reports.
+
+Every process of the run (the one launched and those it starts, which inherit the fake CUDA runtime and its
+socket) is traced by this one session. A capture range belongs to one CUDA context, so each process opens and
+closes its own: the session captures while any process has its range open, from the first start to the stop
+that closes the last open range, and writes one report of every process per such capture. A process that dies
+with its range open (its context destroyed) closes it then; only the launched process's death inside a range
+loses the capture, as it ends the session.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +45,15 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie's CUDA context is gone with it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 class CaptureSession:
     def __init__(self, options: ProfileOptions, version: str) -> None:
         self.options, self.version = options, version
@@ -46,6 +63,9 @@ class CaptureSession:
         self.force_overwrite = options.force_overwrite
         self.lock = threading.Lock()
         self.open_range: dict | None = None
+        # Per process (pid): its own capture range while open; the closed ones of the session's open capture.
+        self.process_ranges: dict[int, dict] = {}
+        self.closed_ranges: list[dict] = []
         self.ranges_done = 0
         self.finished = False
         self.sent_signals: set[int] = set()
@@ -116,6 +136,7 @@ class CaptureSession:
         with self.lock:
             if self.open_range is None:
                 return
+            self._close_process_ranges(time.monotonic_ns(), "exit", list(self.process_ranges))
             if code < 0 and -code not in self.sent_signals:
                 say(f"nsys stand-in: the application was killed by signal {-code} inside a capture range; "
                     "its data is lost, no report written")  # fmt: skip
@@ -150,15 +171,28 @@ class CaptureSession:
             os.kill(self.child.pid, self.kill_signal)
 
     def start(self, caller: dict, at: int) -> bool:
+        """The caller's process opens its range (once; again is a no-op); the first one open starts a capture."""
         with self.lock:
-            if self.capture_range == "cudaProfilerApi" and self.open_range is None and not self.finished:
+            if self.capture_range != "cudaProfilerApi" or self.finished or caller["pid"] in self.process_ranges:
+                return False
+            if self.open_range is None:
                 self.open_range = self._new_range("cudaProfilerStart", caller, at)
+            self.process_ranges[caller["pid"]] = {"pid": caller["pid"], "start_ns": at}
         return False
 
     def stop(self, caller: dict, at: int) -> bool:
-        """Close the open range and write its report before answering; True when nsys now shuts the app down."""
+        """Close the caller's range; when none stays open, write the capture's report before answering.
+
+        True when nsys now shuts the app down. A process with no range open: no effect.
+        """
         with self.lock:
             if self.capture_range != "cudaProfilerApi" or self.open_range is None or self.end_kind == "none":
+                return False
+            if caller["pid"] not in self.process_ranges:
+                return False
+            self._close_process_ranges(at, "cudaProfilerStop", [caller["pid"]])
+            self._close_process_ranges(at, "exit", [pid for pid in self.process_ranges if not _alive(pid)])
+            if self.process_ranges:
                 return False
             self._finish_range(at, "cudaProfilerStop", caller)
             self.open_range = None
@@ -166,6 +200,11 @@ class CaptureSession:
             repeating = self.end_kind.startswith("repeat")
             self.finished = not repeating or (self.end_count is not None and self.ranges_done >= self.end_count)
             return self.finished and self.end_kind.endswith("shutdown")
+
+    def _close_process_ranges(self, at: int, stopped_by: str, pids: list[int]) -> None:
+        for pid in pids:
+            opened = self.process_ranges.pop(pid)
+            self.closed_ranges.append({**opened, "stop_ns": at, "stopped_by": stopped_by})
 
     def _new_range(self, started_by: str, caller: dict | None, at: int) -> dict:
         return {"started_by": started_by, "start_caller": caller, "start_ns": at}
@@ -193,8 +232,10 @@ class CaptureSession:
             "stop_ns": stop_ns,
             "stopped_by": stopped_by,
             "stop_caller": caller,
+            "process_ranges": sorted(self.closed_ranges, key=lambda r: (r["start_ns"], r["pid"])),
             **self.nvtx.take(opened["start_ns"], stop_ns),
         }
+        self.closed_ranges = []
         qdstrm.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(qdstrm, json.dumps(document))
         say(f"Generating '{qdstrm}'")

@@ -4,7 +4,9 @@ A report holds: `format` ("nrlprof-nsys-standin-report/1"), `name` (output name,
 (k under repeat, else null), `launched_pid`, `command`, `options`, `capture_range`, `capture_range_end`,
 `session_start_ns` (CLOCK_MONOTONIC at launch) and `session_start_utc_ns`, `start_ns` / `stop_ns` (CLOCK_MONOTONIC),
 `started_by` ("cudaProfilerStart" | "launch"), `stopped_by` ("cudaProfilerStop" | "exit"), `start_caller` /
-`stop_caller` ({pid, tid} or null), and what NVTX showed inside the range: `nvtx_ranges` (domain, message,
+`stop_caller` ({pid, tid} or null; the first start and the stop that closed the last open range),
+`process_ranges` (each process's own range in the capture: pid, start_ns, stop_ns, stopped_by "cudaProfilerStop"
+| "exit"), and what NVTX showed inside the capture, of every process: `nvtx_ranges` (domain, message,
 kind "push_pop" | "start_end", start_ns, end_ns (null: still open at the range's stop), pid, tid, end_tid; only
 ranges begun inside the capture, as nsys records only events inside it), `nvtx_marks`, `nvtx_domains`.
 """

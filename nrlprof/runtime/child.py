@@ -1,0 +1,303 @@
+"""A Python process a matched worker starts joins the worker's windows, with no code of its own.
+
+How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/child_site` (a
+`sitecustomize`) first on PYTHONPATH (nrlprof.runtime.child_channel.open_children), so any interpreter it
+starts with its environment (`multiprocessing` spawn and forkserver, `subprocess`) calls `join_worker` at
+start-up, whether or not nrlprof is installed there; a process forked from the worker or from a child joins
+through a fork handler. The helpers of `multiprocessing` (the forkserver, the resource tracker) do not join;
+the forkserver's forks do. NRL_PROFILE_DISABLE=1 in a child's environment keeps it out.
+
+Once joined, a thread blocks on the channel: nothing runs in the child per step outside windows. The worker's
+window actions run on that thread, on the child's own backends and on the actors the child created (engine
+children of the worker, nrlprof.runtime.creation_hook), and the records go back to the worker. The child is
+`<worker>.<child>` (nrlprof.runtime.process_name) with the worker's rank; its files and records are a worker's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from nrlprof.backends.base import ProcessRole
+from nrlprof.config.plan import MEMORY, NSYS, TORCH, Plan, Target
+from nrlprof.config.variables import CHANNEL_VARIABLE
+from nrlprof.log import configure_logging, logger
+from nrlprof.runtime import import_hooks, patches, state
+from nrlprof.runtime.child_channel import ENVIRONMENT_PATCH
+from nrlprof.runtime.child_protocol import LineReader, actions_of, encode, socket_address
+from nrlprof.runtime.engine_switches import own_profiler_variable
+from nrlprof.runtime.process import ProcessProfiler
+from nrlprof.runtime.process_kind import CHILD, disabled, process_kind
+from nrlprof.runtime.process_name import child_part
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
+
+FORK_PATCH = "os.register_at_fork(nrlprof children)"
+# Backends a child takes from its worker; rocprof-sys wraps the worker's own interpreter for its lifetime.
+CHILD_BACKENDS = (NSYS, TORCH, MEMORY)
+CONNECT_TIMEOUT_S = 10.0
+READ_SIZE = 1 << 16
+FORKSERVER = "forkserver"
+_MULTIPROCESSING_HELPERS = (FORKSERVER, "resource_tracker", "semaphore_tracker")
+# In the command line of a process `multiprocessing` spawned.
+SPAWNED_FLAG = "--multiprocessing-fork"
+PREPARE_PATCH = "multiprocessing.spawn.prepare (nrlprof children)"
+
+_fork_handler_registered = False
+_fork_handler_active = False
+
+
+# --- the child's side ----------------------------------------------------------------------------------------
+
+
+def channel_info(environ: Mapping[str, str]) -> dict | None:
+    text = environ.get(CHANNEL_VARIABLE)
+    if not text:
+        return None
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) and info.get("address") else None
+
+
+def multiprocessing_helper(orig_argv: list[str]) -> str | None:
+    """The helper of `multiprocessing` this process is (`forkserver`, `resource_tracker`), if it is one."""
+    for index, argument in enumerate(orig_argv[:-1]):
+        if argument == "-c":
+            code = orig_argv[index + 1].lstrip()
+            return next((h for h in _MULTIPROCESSING_HELPERS if code.startswith(f"from multiprocessing.{h} ")), None)
+    return None
+
+
+def join_worker(environ: Mapping[str, str] = os.environ, forked: bool = False) -> Session | None:
+    """Join the windows of the matched worker that started this process; the child's Session, or None.
+
+    A process `multiprocessing` starts (spawned, or forked by the forkserver) joins once it knows its name, when
+    `multiprocessing.spawn.prepare` has run. Never raises: a child runs unprofiled rather than not at all.
+    """
+    if state.session is not None:
+        return state.session
+    info = channel_info(environ)
+    if info is None or disabled(environ) or not (forked or process_kind(environ) == CHILD):
+        return None
+    try:
+        install_fork_handler()
+        argv = list(getattr(sys, "orig_argv", sys.argv))
+        helper = multiprocessing_helper(argv)
+        if (forked and helper == FORKSERVER) or (not forked and SPAWNED_FLAG in argv):
+            import_hooks.when_imported("multiprocessing.spawn", "nrlprof joins once prepared", _join_once_prepared)
+            return None
+        if helper is not None:
+            return None
+        return _join(environ, info)
+    except Exception as err:
+        sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
+        return None
+
+
+def _join_once_prepared(spawn: ModuleType) -> None:
+    def wrap(original):
+        def prepare(data, *args, **kwargs):
+            original(data, *args, **kwargs)
+            patches.uninstall(PREPARE_PATCH)
+            info = channel_info(os.environ)
+            try:
+                if info is not None and state.session is None:
+                    _join(os.environ, info)
+            except Exception as err:
+                sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
+
+        return prepare
+
+    patches.install(PREPARE_PATCH, spawn, "prepare", wrap)
+
+
+def _join(environ: Mapping[str, str], info: dict) -> Session | None:
+    from nrlprof.runtime.session import Session
+
+    plan = Plan.from_json(environ[PLAN_VARIABLE])
+    worker, targets = parse_worker_descriptor(environ[WORKER_VARIABLE])
+    configure_logging(plan.log_level)
+    session = Session(plan, worker, child_targets(targets, environ), kind=CHILD)
+    link = ParentLink(session, info)
+    if not link.connect():
+        return None
+    session.parent_link = link
+    state.session = session
+    import_hooks.when_imported("ray", "nrlprof's creation hook in a child", lambda _ray: _on_ray_imported(session))
+    link.start()
+    return session
+
+
+def child_targets(targets: Mapping[str, Target], environ: Mapping[str, str]) -> dict[str, Target]:
+    """The worker's gated backends, over whole windows (a child makes no actor calls to capture one by one).
+
+    nsys stays out of children of a worker in discrete mode: a child's range spanning the window would hold its
+    worker's per-call captures open. nrlprof's torch profiler stays out where an engine's own profiler records
+    this process (two torch profilers in one process crash it).
+    """
+    kept = {}
+    for kind, target in targets.items():
+        if kind not in CHILD_BACKENDS or (kind == NSYS and target.discrete):
+            continue
+        if kind == TORCH and own_profiler_variable(environ) is not None:
+            continue
+        kept[kind] = replace(target, discrete=False, methods=())
+    return kept
+
+
+def _on_ray_imported(session: Session) -> None:
+    if state.session is session:
+        from nrlprof.runtime import creation_hook
+
+        creation_hook.install(session)
+
+
+class ParentLink:
+    """The child's end of its worker's channel, and the thread that runs the window actions arriving on it."""
+
+    def __init__(self, session: Session, info: dict) -> None:
+        self.session = session
+        self.info = info
+        self.connection: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    def connect(self) -> bool:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            connection.connect(socket_address(self.info["address"]))
+            connection.sendall(encode({"hello": {"name": child_part()}}), socket.MSG_NOSIGNAL)
+        except OSError as err:
+            connection.close()
+            logger.debug("no worker to join at %s: %s", self.info["address"], err)
+            return False
+        connection.settimeout(None)
+        self.connection = connection
+        return True
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="nrlprof-window-actions", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        reader = LineReader()
+        connection = self.connection
+        while True:
+            try:
+                data = connection.recv(READ_SIZE)
+            except OSError:
+                data = b""
+            if not data:
+                self._worker_gone()
+                return
+            for message in reader.feed(data):
+                reply = self._apply(message)
+                try:
+                    connection.sendall(encode(reply), socket.MSG_NOSIGNAL)
+                except OSError:
+                    self._worker_gone()
+                    return
+
+    def _apply(self, message: dict) -> dict:
+        """The actions of one message, here and in the actors this process created; the answer to send back."""
+        session = self.session
+        records: list[dict] = []
+        open_kinds: list[str] = []
+        try:
+            process = self.process()
+            actions = actions_of(message)
+            process.deadline = float(message.get("deadline") or 0) or None
+            try:
+                records = process.apply(actions)
+            finally:
+                process.deadline = None
+            if len(session.tracker):
+                records += session.channel.send(actions)
+            open_kinds = [kind for kind, backend in process.backends.items() if backend.window is not None]
+        except Exception as err:  # the child's own work goes on whatever happens here
+            logger.error("window actions failed in this process (pid %d): %s", os.getpid(), err)
+        name = session.process.role.worker_name if session.has_process else ""
+        return {"name": name, "open": open_kinds, "records": records}
+
+    def process(self) -> ProcessProfiler:
+        """This process's backends, named at the first window action (a `multiprocessing` name is set by then)."""
+        session = self.session
+        if session.has_process:
+            return session.process
+        worker = session.identity
+        part = child_part()
+        identity = WorkerIdentity(part, None, worker.rank, f"{worker.name}.{part}")
+        role = ProcessRole(identity, session.plan, self.info.get("session_dir"), self.info.get("node_ip") or "", worker)
+        session.use_process(ProcessProfiler(role, session.targets, session.windows))
+        return session.process
+
+    def _worker_gone(self) -> None:
+        """The worker closed the channel or is gone: close open windows (their files are kept) and stop."""
+        if self.session.has_process:
+            try:
+                self.session.process.close_all()
+            except Exception as err:
+                logger.error("closing the windows of this process (pid %d) failed: %s", os.getpid(), err)
+
+    def close(self) -> None:
+        if self.connection is not None:
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.close()
+
+    def close_inherited(self) -> None:
+        """In a process forked from this one: drop the copy of the connection (the parent keeps its own)."""
+        if self.connection is not None:
+            self.connection.close()
+
+
+# --- fork ----------------------------------------------------------------------------------------------------
+
+
+def install_fork_handler() -> None:
+    """Processes forked from here join too: the handler is registered once and switched on and off."""
+    global _fork_handler_registered
+
+    def switch_on():
+        global _fork_handler_active
+        _fork_handler_active = True
+
+        def switch_off() -> None:
+            global _fork_handler_active
+            _fork_handler_active = False
+
+        return switch_off
+
+    if not _fork_handler_registered:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_handler_registered = True
+    patches.install_undoable(FORK_PATCH, switch_on)
+
+
+def _after_fork_in_child() -> None:
+    if not _fork_handler_active:
+        return
+    try:
+        inherited, state.session = state.session, None
+        if inherited is not None:
+            for end in (inherited.children, inherited.parent_link):
+                if end is not None:
+                    end.close_inherited()
+        patches.uninstall_all(keep=(FORK_PATCH, ENVIRONMENT_PATCH, PREPARE_PATCH))
+        import_hooks.remove_all()
+        join_worker(os.environ, forked=True)
+    except Exception as err:
+        sys.stderr.write(f"[nrlprof] WARNING this forked process does not join its worker's windows: {err!r}\n")

@@ -1,0 +1,65 @@
+"""What a matched worker and the processes it starts say over the worker's channel: one JSON object a line.
+
+- child -> worker, once, at connection: `{"hello": {"name": <provisional name>}}` (the pid comes from the socket).
+- worker -> child: `{"actions": [<Action fields>...], "deadline": <CLOCK_MONOTONIC s>}`; the deadline is when
+  the worker stops waiting (NRL_PROFILE_TIMEOUT_S after it sent them).
+- child -> worker, one per actions line: `{"name": <its name>, "open": [<backend kinds with a window open>],
+  "records": [<window records>]}`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import asdict
+from typing import Any
+
+from nrlprof.runtime.process import Action
+
+ABSTRACT_PREFIX = "@"
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def actions_message(actions: tuple[Action, ...], deadline: float) -> bytes:
+    return encode({"actions": [asdict(a) for a in actions], "deadline": deadline})
+
+
+def actions_of(message: dict[str, Any]) -> tuple[Action, ...]:
+    return tuple(Action(**fields) for fields in message["actions"])
+
+
+class LineReader:
+    """Bytes in, whole messages out; a line that is not a JSON object is dropped."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        messages = []
+        for line in lines:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                messages.append(message)
+        return messages
+
+
+def socket_address(address: str) -> str:
+    """`@name` is a Linux abstract socket (no file; it goes with the process that holds it)."""
+    return "\0" + address[1:] if address.startswith(ABSTRACT_PREFIX) else address
+
+
+def peer_ids(connection: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket, as the kernel says."""
+    import struct
+
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", credentials)
+    return pid, uid

@@ -1,0 +1,165 @@
+"""A matched worker's channel to its child processes, without Ray: registration, late and dead children, what the
+worker's environment gives its children and takes back, how children are named, which processes join."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nrlprof.runtime import patches
+from nrlprof.runtime.child import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
+
+WORKER_PROGRAM = textwrap.dedent(
+    """
+    import json, multiprocessing, os, signal, sys, time
+    from nrlprof.config.env import load_plan
+    from nrlprof.runtime.dispatch import apply_in_actor
+    from nrlprof.runtime.process import START, STEP, STOP, Action
+    from nrlprof.runtime.activation import activate_worker
+    from nrlprof.workers.identity import WorkerIdentity
+    from nrlprof.workers.matching import match_worker
+    from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
+
+    def engine(connection):
+        connection.send(os.getpid())
+        connection.recv()
+
+    def window(first, last, inside=lambda: None):
+        records = apply_in_actor(None, (Action("memory", START, first, last, first),))
+        inside()
+        for step in range(first + 1, last + 1):
+            records += apply_in_actor(None, (Action("memory", STEP, step=step),))
+        return records + apply_in_actor(None, (Action("memory", STOP),))
+
+    if __name__ == "__main__":
+        directory = sys.argv[1]
+        plan = load_plan({"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*generation*", "NRL_MEMORY_PROFILE_STEP_RANGE": "1:9",
+                          "NRL_MEMORY_PROFILE_DIR": directory, "NRL_PROFILE_TIMEOUT_S": "1"})
+        identity = WorkerIdentity("VllmGenerationWorker", None, 3)
+        os.environ[PLAN_VARIABLE] = plan.to_json()
+        os.environ[WORKER_VARIABLE] = worker_descriptor(identity, match_worker(plan, identity))
+        before = {name: os.environ.get(name) for name in ("PYTHONPATH", "NRLPROF_CHANNEL")}
+        session = activate_worker(os.environ)
+        out = {"environment": {name: os.environ.get(name) for name in before}}
+        context = multiprocessing.get_context("spawn")
+        pipes = []
+        for index in range(2):
+            ours, theirs = context.Pipe()
+            context.Process(target=engine, args=(theirs,), name=f"EngineCore_{index}", daemon=True).start()
+            pipes.append(ours)
+        pids = [pipe.recv() for pipe in pipes]
+        while len(session.children) < 2:
+            time.sleep(0.05)
+        out["pids"] = pids
+        os.kill(pids[0], signal.SIGSTOP)
+        began = time.monotonic()
+        first = window(1, 3)
+        out["first_window_s"] = time.monotonic() - began
+        os.kill(pids[0], signal.SIGCONT)
+        time.sleep(1)
+        second = window(5, 6, inside=lambda: os.kill(pids[1], signal.SIGKILL) or time.sleep(0.5))
+        out["records"] = first + second
+        import nrlprof
+        nrlprof.disable()
+        out["restored"] = {name: os.environ.get(name) for name in before} == before
+        print(json.dumps(out))
+    """
+)
+
+
+def test_late_and_dead_children_are_recorded_and_the_environment_is_given_back(tmp_path):
+    program = tmp_path / "worker.py"
+    program.write_text(WORKER_PROGRAM)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "RAY_"))}
+    result = subprocess.run(
+        [sys.executable, str(program), str(tmp_path / "memory")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    stopped, killed = out["pids"]
+
+    channel = json.loads(out["environment"]["NRLPROF_CHANNEL"])
+    assert channel["address"].startswith("@nrlprof-")
+    assert out["environment"]["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("runtime", "child_site"))
+    assert out["restored"], "nrlprof.disable() gives the worker's environment back"
+
+    assert out["first_window_s"] < 6, "a stopped child is waited on once, for NRL_PROFILE_TIMEOUT_S=1"
+    assert "did not answer" in result.stderr
+    worker = [(r["window"], r["status"], r["steps"]) for r in out["records"] if r["worker"] == "vllm_generation_worker"]
+    assert worker == [("1-3", "ok", [1, 2, 3]), ("5-6", "ok", [5, 6])]
+    by_child = {(r["pid"], r["window"]): r for r in out["records"] if r["pid"] in (stopped, killed)}
+    late = by_child[(stopped, "1-3")]
+    assert (late["worker"], late["rank"], late["status"]) == ("vllm_generation_worker.engine_core_0", 3, "late")
+    assert by_child[(killed, "1-3")]["status"] == "ok"
+    assert by_child[(stopped, "5-6")]["status"] == "ok", "a new window: the child caught up and is not late"
+    gone = by_child[(killed, "5-6")]
+    assert (gone["worker"], gone["status"], gone["files"]) == ("vllm_generation_worker.engine_core_1", "exited", [])
+    assert gone["steps"] == [5], "the steps it was in: killed in step 5, found gone when step 6 began"
+    written = [p.name for p in (tmp_path / "memory" / "vllm_generation_worker.engine_core_1" / "3").iterdir()]
+    assert written == [f"vllm_generation_worker.engine_core_1.rank3.steps1-3.{killed}.memory.json"]
+
+
+def test_an_undoable_patch_is_named_and_reverted():
+    state = {"on": False}
+
+    def apply():
+        state["on"] = True
+        return lambda: state.update(on=False)
+
+    patches.install_undoable("test: a switch", apply)
+    patches.install_undoable("test: a switch", apply)
+    assert state["on"] and "test: a switch" in patches.installed()
+    patches.uninstall_all(keep=("test: a switch",))
+    assert state["on"]
+    patches.uninstall("test: a switch")
+    assert not state["on"] and "test: a switch" not in patches.installed()
+
+
+@pytest.mark.parametrize(
+    ("argv", "helper"),
+    [
+        (["python", "-c", "from multiprocessing.forkserver import main; main(3, 4, [], **{})"], FORKSERVER),
+        (["python", "-c", "from multiprocessing.resource_tracker import main;main(5)"], "resource_tracker"),
+        (["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(7)", SPAWNED_FLAG], None),
+        (["python", "engine.py"], None),
+    ],
+)
+def test_multiprocessing_helpers_are_told_from_the_processes_they_serve(argv, helper):
+    assert multiprocessing_helper(argv) == helper
+
+
+NAMES = textwrap.dedent(
+    """
+    import ctypes, multiprocessing, sys
+    from nrlprof.runtime.process_name import child_part
+
+    def named(queue):
+        queue.put(child_part())
+
+    if __name__ == "__main__":
+        print(child_part())
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, b"EngineCoreProc", 0, 0, 0)  # PR_SET_NAME, as setproctitle does
+        print(child_part())
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        process = context.Process(target=named, args=(queue,), name="EngineCore_0")
+        process.start()
+        print(queue.get())
+        process.join()
+    """
+)
+
+
+def test_a_child_is_named_by_its_multiprocessing_name_else_its_title_else_its_executable(tmp_path):
+    program = tmp_path / "names.py"
+    program.write_text(NAMES)
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, check=True)
+    executable = Path(sys.executable).name
+    assert result.stdout.split() == [executable, "engine_core_proc", "engine_core_0"]
