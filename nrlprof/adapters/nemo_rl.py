@@ -31,9 +31,7 @@ def take_over_nsys_helpers(session: Any, module: Any) -> None:
     for name, blank in BLANKED.items():
         if hasattr(module, name):
             patches.install(f"nemo_rl.utils.nsys.{name}", module, name, lambda _, value=blank: value)
-    logger.info(
-        "nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys): its steps drive nrlprof's windows"
-    )
+    logger.info("nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys): its steps drive nrlprof's windows")
 
 
 def take_over_nsight_config(session: Any, module: Any) -> None:
