@@ -22,9 +22,12 @@ SUBCOMMANDS = {
     "patch-ray": ("nrlprof.rayfix.patch_ray", "fix Ray's nsight/rocprof-sys plugins on disk (--check, --revert)"),
     "collect": (
         "nrlprof.tools.commands.collect",
-        "copy one job's reports, traces and manifests from every node into one folder",
+        "copy one job's reports, traces and manifests from every node (with no cluster: this machine) into one folder",
     ),
-    "merge": ("nrlprof.tools.commands.merge", "merge torch traces into one Chrome/Perfetto timeline"),
+    "merge": (
+        "nrlprof.tools.commands.merge",
+        "one Chrome/Perfetto timeline of a run's traces, nsys captures and step anatomy",
+    ),
     "summary": ("nrlprof.tools.commands.summary", "worker x step time, GPU, memory and step-anatomy figures"),
     "diff": ("nrlprof.tools.commands.diff", "two runs' per-step time and GPU figures side by side, with the change"),
     "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),

@@ -12,9 +12,16 @@ BAD_INPUT = 2
 INTERRUPTED = 130
 
 MEANINGS = {
-    OK: "done",
-    PARTIAL: "done in part: an input skipped (or every one), a node that failed, a check that found a problem",
-    BAD_INPUT: "nothing done: a missing input, a bad option, an output path that cannot be written",
+    OK: "done: everything asked for was done",
+    PARTIAL: (
+        "done in part: an input skipped or unreadable (or every one), nothing found to take, a node or file that "
+        "failed, or a check that found a problem (doctor: an error on a node; patch-ray --check: a plugin file not "
+        "fixed on disk; plan: a misspelled NRL_* variable)"
+    ),
+    BAD_INPUT: (
+        "nothing done: bad input (a missing input, a bad option or setting, an nsys option the installed nsys does "
+        "not know, no cluster at --address, an output path that cannot be written)"
+    ),
     INTERRUPTED: "interrupted",
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -89,7 +90,10 @@ def test_step_anatomy_of_every_step_printed(demo_run):
     assert text.count(path) == 4, text
     for step in (1, 2, 3, 4):
         assert f"\nstep {step}: " in text
-    assert "vllm_generation_worker.vllm_tensor_parallel_worker.generate  2 call(s), ranks 0-1" in text
+    # the tensor-parallel workers, created by the generation worker, matched a pattern of their own: every view
+    # names them as their traces do
+    assert "vllm_tensor_parallel_worker.generate  2 call(s), ranks 0-1" in text
+    assert "vllm_generation_worker.vllm_tensor_parallel_worker" not in text
     assert f"nrlprof summary {out}" in text
     # nrlprof's own time in the driver, apart from the job's: warm-up, start and stop of the window 2-3
     for step, work in ((1, "prepare torch 2-3"), (2, "start torch 2-3"), (4, "stop torch")):
@@ -120,3 +124,22 @@ def test_settings_defaults_and_nsys_when_found(tmp_path, monkeypatch):
     assert environ["NRL_TORCH_PROFILE_STEP_RANGE"] == environ["NRL_NSYS_PROFILE_STEP_RANGE"] == "3:5"
     assert environ["NRL_NSYS_WORKER_PATTERNS"] == "*policy*"
     assert torch_dir == tmp_path / "mine"
+
+
+def test_the_demo_writes_and_reads_manifests_like_a_real_job(demo_run):
+    result, out = demo_run
+    manifests = sorted((out / "manifests").glob("manifest-*.jsonl"))
+    assert len(manifests) == 6  # the controller, two policy ranks, the generation worker, its two children
+    assert "profiled windows, from the manifests (6):" in result.stdout
+    done = subprocess.run([sys.executable, "-m", "nrlprof", "summary", "--json", str(out)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    windows = sorted((o["worker"], o["rank"], o["status"]) for o in data["profiler_overhead"])
+    assert windows == sorted([("controller", None, "ok"), ("dtensor_policy_worker", 0, "ok"),
+                              ("dtensor_policy_worker", 1, "ok"), ("vllm_generation_worker", 0, "ok"),
+                              ("vllm_tensor_parallel_worker", 0, "ok"), ("vllm_tensor_parallel_worker", 1, "ok")],
+                             key=str)  # fmt: skip
+    groups = {p["worker"] for step in data["anatomy"]["steps"].values() for p in step["phases"]}
+    assert groups == {"dtensor_policy_worker", "vllm_generation_worker", "vllm_tensor_parallel_worker",
+                      "reward_worker"}  # fmt: skip

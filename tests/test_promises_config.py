@@ -47,7 +47,8 @@ def test_plan_command_one_window_renders_stop_and_the_report_name():
     output = option_value(nsys["command"], "-o")
     assert output.endswith("/logs/nsight/<worker>_3-4_%p")
     assert output.replace("<worker>", "dtensor_policy_worker").endswith("/dtensor_policy_worker_3-4_%p")
-    assert argv[-2:] == ["default_worker.py", "..."] and argv[-3] == sys.executable, "the interpreter is kept"
+    # the worker's own interpreter, kept (not this CLI's: a worker may run a venv of its own)
+    assert argv[-2:] == ["default_worker.py", "..."] and argv[-3] == "<python>"
     folder = output.rsplit("/", 1)[0]
     assert nsys["files"] == [{"node": EACH_NODE, "path": f"{folder}/<worker>_3-4_<pid>.nsys-rep"}]
 

@@ -17,6 +17,7 @@ from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
 
 NAMES = ("policy.train [step 3]", "policy.train [step 4]", "[bold]loud[/bold]", "*[pP]olicy*", "odd :smile: \\")
+LABELS = ("policy.train", *NAMES[2:])  # as the ranges table shows them: by label, the step in its own column
 
 
 def plan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -70,19 +71,19 @@ def test_summary_prints_range_and_worker_names_as_text(tmp_path):
     console = Console(file=io.StringIO(), width=250, emoji=False)
     render_summary(summarize(traces_with_odd_names(tmp_path), nsys=""), console)
     text = console.file.getvalue()
-    for name in NAMES:
+    for name in LABELS:
         assert name in text
     assert "pol[red]icy rank 0" in text
-    # the two steps' ranges are two rows, told apart by their suffix
-    rows = [line for line in text.splitlines() if "policy.train [step" in line]
-    assert len(rows) == 2 and rows[0] != rows[1]
+    # one range across steps: one row, its time in each step's column, the `[step n]` left out of its label
+    (row,) = [line for line in text.splitlines() if "policy.train" in line]
+    assert "[step" not in row and row.count("0.01") == 2, row
 
 
 def test_summary_command_prints_names_as_text(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["summary", str(traces_with_odd_names(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in NAMES) and "😄" not in out
+    assert all(name in out for name in LABELS) and "😄" not in out
 
 
 def test_summary_prints_skip_reasons_and_notes_as_text(tmp_path, capsys, monkeypatch):

@@ -430,7 +430,7 @@ def test_a_missing_input_raises_and_leaves_no_output(tmp_path):
 
 def test_empty_directory_raises(tmp_path):
     (tmp_path / "in").mkdir()
-    with pytest.raises(ToolError, match="no readable torch trace found"):
+    with pytest.raises(ToolError, match="nothing to merge"):
         merge_traces([tmp_path / "in"], tmp_path / "timeline.json")
     assert not (tmp_path / "timeline.json").exists()
 

@@ -149,12 +149,18 @@ def _resolve_interpolations(data: dict, spec: str) -> dict:
         raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"an interpolation does not resolve: {err}") from None
 
 
-def plan_from_file(spec: str, base: Plan | None = None) -> Plan:
-    """The plan in `path.yaml` or in the section `path.yaml:dotted.key` (the NRL_PROFILE_CONFIG forms)."""
+def load_config_file(spec: str) -> tuple[str, str | None, Mapping]:
+    """(path, dotted key or None, the whole document) of an NRL_PROFILE_CONFIG value, read as the plan reads it."""
     path, dotted = _split_spec(spec)
     root = _load_yaml(path, spec)
     if not isinstance(root, Mapping):
         raise ConfigError(CONFIG_FILE_VARIABLE, spec, FILE_FORM, f"{path!r} does not hold a mapping")
+    return path, dotted, root
+
+
+def plan_from_file(spec: str, base: Plan | None = None) -> Plan:
+    """The plan in `path.yaml` or in the section `path.yaml:dotted.key` (the NRL_PROFILE_CONFIG forms)."""
+    path, dotted, root = load_config_file(spec)
     section: object = root
     if dotted is not None:
         found, section = lookup(root, dotted)
@@ -166,4 +172,4 @@ def plan_from_file(spec: str, base: Plan | None = None) -> Plan:
     return plan_from_section(dict(section), root, prefix, base, f"file:{spec}")
 
 
-__all__ = ["CONFIG_FILE_VARIABLE", "MAX_FILE_BYTES", "plan_from_file"]
+__all__ = ["CONFIG_FILE_VARIABLE", "MAX_FILE_BYTES", "load_config_file", "plan_from_file"]

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nrlprof import exit_codes
+from nrlprof.layout import LOGS_DIR, MANIFEST_DIR, MANIFEST_GLOB, NSIGHT_DIR
 
 if TYPE_CHECKING:
     from nrlprof.demo.job import StepResult
+    from nrlprof.tools.figures.model import Summary
 
 DEFAULT_OUT = "nrlprof-demo"
 DEFAULT_RANGE = "3:5"
@@ -77,18 +79,18 @@ def run(args: argparse.Namespace) -> int:
     import nrlprof
 
     nrlprof.activate_from_env()  # `import nrlprof` ran before the variables above were set
-    reports = _run_job(args.steps, torch_dir.parent / "nsys")
+    out = torch_dir.parent
+    reports, manifests = _run_job(args.steps, out)
     print()
-    _print_files(torch_dir, reports, nsys is not None)
+    _print_files(torch_dir, reports, manifests, nsys is not None)
     print()
-    _print_step_table(torch_dir)
-    print()
-    _print_step_anatomy(Path(os.environ["NRL_STEP_ANATOMY_DIR"]).expanduser().resolve())
+    _print_summary(out)
     return exit_codes.OK
 
 
-def _run_job(steps: int, nsys_dir: Path) -> list[Path]:
-    """The job on a fresh local cluster; the Nsight Systems reports copied into `nsys_dir`."""
+def _run_job(steps: int, out: Path) -> tuple[list[Path], list[Path]]:
+    """The job on a fresh local cluster; then, as `nrlprof collect` takes them, the session's Nsight Systems
+    reports (into `<out>/nsys`) and the manifests its processes wrote (into `<out>/manifests`)."""
     import ray
 
     import nrlprof
@@ -99,29 +101,29 @@ def _run_job(steps: int, nsys_dir: Path) -> list[Path]:
         workers = create_workers()
         run_steps(workers, steps, nrlprof.step, report=_print_step)
         nrlprof.finish()
-        return _copy_nsys_reports(nsys_dir)
+        session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
     finally:
         ray.shutdown()
+    logs = session_dir / LOGS_DIR
+    reports = _copy(logs / NSIGHT_DIR, "*.nsys-rep", out / "nsys")
+    return reports, _copy(logs / MANIFEST_DIR, MANIFEST_GLOB, out / "manifests")
 
 
 def _print_step(result: StepResult) -> None:
     print(f"step {result.step}: mean reward {result.reward:+.3f}, loss {result.loss:+.4f}, {result.seconds:.2f} s")
 
 
-def _copy_nsys_reports(destination: Path) -> list[Path]:
-    """Ray writes nsys reports under its session directory (one per node); this cluster has one node."""
-    import ray
-
-    session_dir = ray._private.worker.global_worker.node.get_session_dir_path()
-    reports = sorted((Path(session_dir) / "logs" / "nsight").glob("*.nsys-rep"))
+def _copy(source: Path, pattern: str, destination: Path) -> list[Path]:
+    """The files of the session dir's `source` matching `pattern`, copied into `destination` (this cluster has
+    one node: the session dir is here)."""
     copied = []
-    for report in reports:
+    for path in sorted(source.glob(pattern)):
         destination.mkdir(parents=True, exist_ok=True)
-        copied.append(Path(shutil.copy2(report, destination / report.name)))
+        copied.append(Path(shutil.copy2(path, destination / path.name)))
     return copied
 
 
-def _print_files(torch_dir: Path, nsys_reports: list[Path], nsys_found: bool) -> None:
+def _print_files(torch_dir: Path, nsys_reports: list[Path], manifests: list[Path], nsys_found: bool) -> None:
     files = sorted(p for p in torch_dir.rglob("*") if p.is_file() and not _hidden(p.relative_to(torch_dir)))
     print(f"torch profiler traces ({len(files)}) under {torch_dir}:")
     for path in files:
@@ -132,6 +134,9 @@ def _print_files(torch_dir: Path, nsys_reports: list[Path], nsys_found: bool) ->
             print(f"  {path.name}")
     elif nsys_found:
         print("no Nsight Systems report: nsys captures only while CUDA is available in the worker")
+    if manifests:
+        print(f"manifests ({len(manifests)}, one per profiled process: its windows, files and status) "
+              f"under {manifests[0].parent}")  # fmt: skip
 
 
 def _hidden(relative: Path) -> bool:
@@ -139,18 +144,37 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def _print_step_table(torch_dir: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def _print_summary(out: Path) -> None:
+    """Step times, the windows the manifests record, and the step anatomy: what `nrlprof summary <out>` reads."""
     from nrlprof.errors import ToolError
     from nrlprof.tools.figures.summarize import summarize
 
     try:
-        summary = summarize(torch_dir)
+        summary = summarize(out)
     except ToolError as err:
-        print(f"nrlprof demo: no step times: {err}", file=sys.stderr)
+        print(f"nrlprof demo: nothing to summarise: {err}", file=sys.stderr)
         return
+    _print_step_table(summary)
+    print()
+    _print_windows(summary)
+    print()
+    anatomy = summary.sections.get("anatomy")
+    if anatomy is None:
+        print(f"nrlprof demo: no step anatomy under {out}", file=sys.stderr)
+    else:
+        from nrlprof.tools.render.anatomy_text import render_anatomy_text
+
+        print(render_anatomy_text(anatomy), end="")
+    print(f"Everything together (traces, manifests and step anatomy): nrlprof summary {out}")
+    print(f"One timeline:   nrlprof merge {out} -o {out / 'timeline.json.gz'}")
+    print(f"One HTML page:  nrlprof report {out} -o {out / 'report.html'}")
+
+
+def _print_step_table(summary: Summary) -> None:
+    from rich.table import Table
+
+    from nrlprof.tools.render.console import print_table, terminal
+
     table = Table(title="Step wall time (ms), from each trace's ProfilerStep#N")
     table.add_column("worker")
     for step in summary.steps:
@@ -158,24 +182,18 @@ def _print_step_table(torch_dir: Path) -> None:
     for worker in summary.workers:
         cells = [_ms(worker.step_wall_ms.get(step)) for step in summary.steps]
         table.add_row(worker.label, *cells)
-    Console().print(table)
+    print_table(terminal(), table)
     print("The first step of a window includes starting the profilers in every worker (logged above).")
-    print(f"Full breakdown: nrlprof summary {torch_dir}")
-    print(f"One timeline:   nrlprof merge {torch_dir} -o {torch_dir.parent / 'timeline.json.gz'}")
 
 
-def _print_step_anatomy(anatomy_dir: Path) -> None:
-    """Every step of the job and every worker group, profiled or not: from Ray's task events."""
-    from nrlprof.anatomy.files import run_directories
-    from nrlprof.tools.figures.anatomy import anatomy_summary
-    from nrlprof.tools.render.anatomy_text import render_anatomy_text
-
-    runs = run_directories(anatomy_dir) if anatomy_dir.is_dir() else []
-    if not runs:
-        print(f"nrlprof demo: no step anatomy under {anatomy_dir}", file=sys.stderr)
-        return
-    print(render_anatomy_text(anatomy_summary(runs[-1])), end="")
-    print(f"Everything together (traces and step anatomy): nrlprof summary {anatomy_dir.parent}")
+def _print_windows(summary: Summary) -> None:
+    """Each process's window as its manifest records it: status, and the time to start and stop its profiler."""
+    print(f"profiled windows, from the manifests ({len(summary.overhead)}):")
+    for item in summary.overhead:
+        print(f"  {item.label}: {item.backend} window {item.window} {item.status}, profiler start "
+              f"{item.start_ms:,.1f} ms, stop {item.stop_ms:,.1f} ms (pid {item.pid})")  # fmt: skip
+    for note in summary.notes:
+        print(f"  note: {note}")
 
 
 def _ms(value: float | None) -> str:

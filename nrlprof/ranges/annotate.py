@@ -6,6 +6,7 @@ import functools
 import time
 from collections.abc import Callable
 
+from nrlprof.layout import range_name
 from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
 from nrlprof.runtime import state
 
@@ -19,10 +20,6 @@ def timings() -> dict[str, dict[str, float]]:
 
 def reset_timings() -> None:
     state.timings.clear()
-
-
-def range_name(label: str, step: int | None) -> str:
-    return label if step is None else f"{label} [step {step}]"
 
 
 def window_open() -> bool:

@@ -417,7 +417,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
-    check_help = "change nothing; exit 0 if every plugin file present is fixed, else 1"
+    check_help = "change nothing; exit 0 if every plugin file present is fixed on disk, else 1 (a problem found)"
     mode.add_argument("--check", action="store_true", help=check_help)
     mode.add_argument("--revert", action="store_true", help="remove the fix and restore Ray's original files")
     parser.add_argument("--ray-dir", help="the Ray package directory (default: where `import ray` finds it)")
@@ -463,9 +463,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(states: list[FileState]) -> int:
+    """EXIT_UNFIXED (the table's "a check that found a problem") when a plugin file present is not fixed."""
     for state in states:
         print(state.describe())
-    return EXIT_OK if all(state.state in (*FIXED_STATES, MISSING) for state in states) else EXIT_UNFIXED
+    unfixed = [state.plugin.relpath for state in states if state.state not in (*FIXED_STATES, MISSING)]
+    if not unfixed:
+        return EXIT_OK
+    print(
+        f"nrlprof patch-ray: {len(unfixed)} plugin file(s) not fixed on disk (exit {EXIT_UNFIXED}). That is fine where "
+        f"the runtime-env agent loads nrlprof's fix in memory instead: {_IN_MEMORY_ROUTE}; `nrlprof doctor` tells "
+        "which route each node has.",
+        file=sys.stderr,
+    )
+    return EXIT_UNFIXED
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ class BadInput(ClusterError):
     """Input the command cannot work with (no cluster, unwritable directory, a bad option value)."""
 
 
+class NoClusterFound(BadInput):
+    """No running cluster where one was looked for: none recorded or running here, or none answering there."""
+
+
 class NodeLost(ClusterError):
     """The node stopped answering (died, was removed, timed out)."""
 
@@ -72,7 +76,7 @@ def locate(address: str | None) -> str:
         return canonicalize_bootstrap_address_or_die(address or AUTO_ADDRESS)
     except (ConnectionError, ValueError) as err:
         where = f"--address {address!r}" if address else "RAY_ADDRESS / the local Ray instance"
-        raise BadInput(f"no Ray cluster found from {where}: {err}") from None
+        raise NoClusterFound(f"no Ray cluster found from {where}: {err}") from None
 
 
 def probe_address(address: str, given: str | None = None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -85,7 +89,7 @@ def probe_address(address: str, given: str | None = None, timeout_s: float = CON
     except ValueError:
         raise BadInput(f"address {name} is not of the form host:port") from None
     except OSError as err:
-        raise BadInput(f"no Ray cluster reachable at {name}: {err.strerror or err}") from None
+        raise NoClusterFound(f"no Ray cluster reachable at {name}: {err.strerror or err}") from None
 
 
 def connect(address: str | None = None) -> bool:

@@ -1,4 +1,5 @@
-"""`nsys` stand-in command line: profile, export --type sqlite, --version; `stats` and the rest unsupported."""
+"""`nsys` stand-in command line: profile (and `profile --help`), export --type sqlite, --version; `stats` and the
+rest unsupported. Like nsys, `profile` refuses an option it does not know (profile_help)."""
 
 from __future__ import annotations
 
@@ -51,10 +52,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["profile"]:
         from nsys_standin.capture import CaptureSession
-        from nsys_standin.options import UsageError, split_profile
+        from nsys_standin.options import LONG_WITH_VALUE, UsageError, split_profile
+        from nsys_standin.profile_help import profile_help, refusal, unknown_option
 
+        if argv[1:2] in (["--help"], ["-h"]) or (argv[1:2] and argv[1].startswith("--help=")):
+            print(profile_help(), end="")
+            return 0
         try:
-            session = CaptureSession(split_profile(argv[1:]), VERSION)
+            options = split_profile(argv[1:])
+        except UsageError as error:
+            print(f"nsys stand-in: {error}", file=sys.stderr)
+            return 1
+        unknown = unknown_option(options.options, LONG_WITH_VALUE)
+        if unknown is not None:
+            print(refusal(unknown), end="", file=sys.stderr)
+            return 1
+        try:
+            session = CaptureSession(options, VERSION)
         except UsageError as error:
             print(f"nsys stand-in: {error}", file=sys.stderr)
             return 1

@@ -38,6 +38,8 @@ class NodeCheck:
     hostname: str
     error: str | None = None
     nsys: ToolCheck = field(default_factory=lambda: ToolCheck(NSYS_TOOL))
+    nsys_options: dict[str, list[str]] | None = None  # what `nsys profile --help` lists there: long, short names
+    nsys_options_detail: str = ""
     rocprof: ToolCheck = field(default_factory=lambda: ToolCheck(ROCPROF_TOOL))
     cuda: bool = False
     cuda_detail: str = ""
@@ -168,6 +170,29 @@ def _fix_problems(check: NodeCheck, key: str, tool: str) -> list[Problem]:
     ]
 
 
+def _nsys_option_problems(check: NodeCheck, plan: Any) -> list[Problem]:
+    """The plan's nsys options that the node's nsys does not know: it would not launch the workers."""
+    from nrlprof.config.nsys_known import NsysOptions, unknown_nsys_options
+
+    if not check.nsys.found or check.nsys_options is None:
+        return []
+    known = NsysOptions(frozenset(check.nsys_options["long"]), frozenset(check.nsys_options["short"]))
+    unknown = unknown_nsys_options(plan, known)
+    if not unknown:
+        return []
+    version = f" {check.nsys.version}" if check.nsys.version else ""
+    return [
+        Problem(
+            ERROR,
+            check.label,
+            f"nsys{version} ({check.nsys.path}) does not know the plan's option(s) {', '.join(unknown)}: "
+            "it would refuse to launch the profiled workers",
+            "remove them from NRL_NSYS_EXTRA_OPTIONS (or the config file), or install an nsys that has them "
+            "(`nsys profile --help` lists its options)",
+        )
+    ]
+
+
 def _patch_command(check: NodeCheck) -> str:
     """`nrlprof patch-ray`, aimed at the Ray the runtime-env agent imports when that is known."""
     if check.agent.ray_dir:
@@ -179,6 +204,7 @@ def node_problems(check: NodeCheck, plan: Any, report: DoctorReport, output_dir_
     if check.error:
         return [Problem(ERROR, check.label, f"the checks could not run: {check.error}", "see the node's Ray logs")]
     problems: list[Problem] = []
+    problems += _nsys_option_problems(check, plan)
     if plan.backend("nsys") is not None:
         problems += _tool_problems(check, check.nsys, "NRL_NSYS_WORKER_PATTERNS")
         problems += _fix_problems(check, "nsight", "nsys")

@@ -75,6 +75,18 @@ def tool_check(name: str, timeout_s: float = VERSION_TIMEOUT_S) -> ToolCheck:
     return check
 
 
+def nsys_options_here(nsys: ToolCheck) -> tuple[dict[str, list[str]] | None, str]:
+    """The options `nsys profile --help` lists here (`{"long": [...], "short": [...]}`), or None and why not."""
+    if nsys.path is None:
+        return None, "nsys not on PATH"
+    from nrlprof.config.nsys_known import read_profile_help
+
+    known, why = read_profile_help(nsys.path)
+    if known is None:
+        return None, why
+    return {"long": sorted(known.long), "short": sorted(known.short)}, ""
+
+
 def parse_version(text: str) -> str | None:
     """`NVIDIA Nsight Systems version 2025.1.1.103-test` -> `2025.1.1.103-test`; else the first line."""
     match = re.search(r"\bv?(\d+(?:\.\d+)+[\w.+-]*)", text)
@@ -203,6 +215,7 @@ def python_version() -> str:
 def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     """Runs on the node: every check, as plain data."""
     nsys, rocprof = tool_check(NSYS_TOOL), tool_check(ROCPROF_TOOL)
+    nsys_options, nsys_options_detail = nsys_options_here(nsys)
     cuda, cuda_detail = cuda_check()
     found = interpreters(node_id)
     agent_hook, agent_detail = agent_check(found["raylet_environ"], found["raylet_pid"])
@@ -210,6 +223,8 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     writable, writable_detail = writable_check(output_dir)
     return {
         "nsys": asdict(nsys),
+        "nsys_options": nsys_options,
+        "nsys_options_detail": nsys_options_detail,
         "rocprof": asdict(rocprof),
         "cuda": cuda,
         "cuda_detail": cuda_detail,

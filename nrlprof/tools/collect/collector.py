@@ -1,4 +1,5 @@
-"""`nrlprof collect`: copy one job's nrlprof outputs from every node of a running Ray cluster into one directory.
+"""`nrlprof collect`: copy one job's nrlprof outputs from every node of a running Ray cluster into one directory
+(with no cluster, from this machine's Ray session dirs: collect.local, by the same rules and into the same layout).
 
 The job is a Ray session: by default the newest `session_*` dir (on any node) holding nrlprof manifests, else the
 cluster's current one; `--session NAME` names another, `--all-sessions` takes them all. On each alive node a task
@@ -90,14 +91,22 @@ class CollectResult:
     rejected: list[dict[str, str]] = field(default_factory=list)  # inputs refused or unreadable: node, path, reason
     bytes_copied: int = 0
     seconds: float = 0.0
+    local: bool = False  # read from this machine's Ray temp dir, no cluster joined (collect.local)
+    temp_dir: str = ""  # that temp dir
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.failed and not self.node_errors and not self.rejected
 
     @property
+    def found_nothing(self) -> bool:
+        return not self.copied and not self.skipped and not self.failed
+
+    @property
     def exit_code(self) -> int:
-        return exit_codes.outcome(self.ok)
+        """PARTIAL when a file, node or input failed or was refused, or when there was nothing to take."""
+        return exit_codes.outcome(self.ok and not self.found_nothing)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -212,11 +221,19 @@ def _split_unchanged(
 
 
 def default_allowed_roots(environ: dict[str, str] | None = None) -> list[str]:
-    """The torch output dir configured here (NRL_TORCH_PROFILE_DIR or its default), as an absolute path."""
+    """The output dirs configured here, as absolute paths: the torch dir (NRL_TORCH_PROFILE_DIR or its default)
+    and the memory backend's (NRL_MEMORY_PROFILE_DIR, or the plan's, or its default)."""
     from nrlprof.config.env import load_plan
+    from nrlprof.config.memory import DEFAULT_MEMORY_DIR
+    from nrlprof.config.plan import MEMORY
+    from nrlprof.config.variables import MEMORY_DIR_VARIABLE
 
-    plan = load_plan(os.environ if environ is None else environ)
-    return [os.path.abspath(os.path.expanduser(plan.torch.directory))]
+    environ = os.environ if environ is None else environ
+    plan = load_plan(environ)
+    memory = plan.backend(MEMORY)
+    memory_dir = (memory.output_dir if memory else None) or environ.get(MEMORY_DIR_VARIABLE, "").strip()
+    directories = [plan.torch.directory, memory_dir or DEFAULT_MEMORY_DIR]
+    return list(dict.fromkeys(os.path.abspath(os.path.expanduser(d)) for d in directories))
 
 
 def collect(

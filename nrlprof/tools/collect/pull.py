@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -77,41 +78,54 @@ def make_parents(to: Path, key: str) -> Path:
     return path / PurePosixPath(key).name
 
 
+def write_checked(file: RemoteFile, local: Path, chunks: Iterable[bytes], chunk_size: int, meter: ByteMeter,
+                  where: str = "") -> None:  # fmt: skip
+    """`file`'s bytes, `chunk_size` at a time from `chunks`, into `local` through a temporary part beside it: each
+    chunk its expected length, the whole its listed sha256, the source's mode and mtime; renamed into place when
+    all is well, nothing left at `local` or beside it otherwise. `where`: the source's place, for the messages."""
+    part = local.with_name(local.name + PART_SUFFIX)
+    digest = hashlib.sha256()
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()  # a leftover part, or a link planted in its place: removed, never followed
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            offsets = iter(range(0, file.size, chunk_size))
+            for offset, data in zip(offsets, chunks, strict=False):
+                if len(data) != min(chunk_size, file.size - offset):
+                    raise FileFailed(f"{file.source} shrank{where} while copying; run collect again")
+                out.write(data)
+                digest.update(data)
+                meter.add(len(data))
+            if next(offsets, None) is not None:
+                raise FileFailed(f"{file.source} shrank{where} while copying; run collect again")
+            os.fchmod(out.fileno(), file.mode & 0o777)
+        if digest.hexdigest() != file.sha256:
+            raise FileFailed(f"{file.source} changed{where} while copying (sha256 differs); run collect again")
+        os.utime(part, ns=(file.mtime_ns, file.mtime_ns), follow_symlinks=False)
+        os.replace(part, local)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def pull_file(node: NodeInfo, file: RemoteFile, local: Path, transfer: Transfer, meter: ByteMeter) -> None:
     """Stream one file from its node (at most `depth` chunks ahead), verify its sha256, rename it into place."""
     import ray
 
-    part = local.with_name(local.name + PART_SUFFIX)
-    digest = hashlib.sha256()
     chunks = (
         _remote_streamer()
         .options(**pinned(node.node_id), num_returns="streaming", _generator_backpressure_num_objects=transfer.depth)
         .remote(file.source, file.size, transfer.chunk_size)
     )
     what, timeout_s = f"reading {file.source}", transfer.read_timeout_s
+    received = (get_from_node(_next_chunk(chunks, node, what, timeout_s), timeout_s, node, what)
+                for _ in range(0, file.size, transfer.chunk_size))  # fmt: skip
     try:
-        with contextlib.suppress(FileNotFoundError):
-            part.unlink()  # a leftover part, or a link planted in its place: removed, never followed
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            for offset in range(0, file.size, transfer.chunk_size):
-                data = get_from_node(_next_chunk(chunks, node, what, timeout_s), timeout_s, node, what)
-                if len(data) != min(transfer.chunk_size, file.size - offset):
-                    raise FileFailed(f"{file.source} shrank on the node while copying; run collect again")
-                out.write(data)
-                digest.update(data)
-                meter.add(len(data))
-            os.fchmod(out.fileno(), file.mode & 0o777)
-        if digest.hexdigest() != file.sha256:
-            raise FileFailed(f"{file.source} changed on the node while copying (sha256 differs); run collect again")
-        os.utime(part, ns=(file.mtime_ns, file.mtime_ns), follow_symlinks=False)
-        os.replace(part, local)
+        write_checked(file, local, received, transfer.chunk_size, meter, " on the node")
     except BaseException:
         with contextlib.suppress(Exception):
             ray.cancel(chunks)
         raise
-    finally:
-        part.unlink(missing_ok=True)
 
 
 def _next_chunk(chunks: Any, node: NodeInfo, what: str, timeout_s: float) -> Any:

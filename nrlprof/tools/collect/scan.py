@@ -119,19 +119,28 @@ def _real_dirs(base: Path, parts: list[str], scan: Scan | None = None) -> bool:
     return True
 
 
+def session_listing(temp_dir: str) -> dict[str, Any]:
+    """The session dirs of a Ray temp dir, whether each holds manifests, and the session dirs refused."""
+    root = Path(os.path.realpath(temp_dir))
+    scan = Scan(str(root))
+    sessions = [{"name": s.name, "manifests": bool(_manifest_entries(s))} for s in session_dirs(root, scan)]
+    return {"sessions": sessions, "rejected": scan.rejected}
+
+
 def list_sessions(temp_dir: str) -> dict[str, Any]:
     """Runs on a node: its session dirs, whether each holds manifests, and the node's current session."""
     import ray
 
-    root = Path(os.path.realpath(temp_dir))
-    scan = Scan(str(root))
     current = Path(ray._private.worker._global_node.get_session_dir_path()).name
-    sessions = [{"name": s.name, "manifests": bool(_manifest_entries(s))} for s in session_dirs(root, scan)]
-    return {"current": current, "sessions": sessions, "rejected": scan.rejected}
+    return {"current": current, **session_listing(temp_dir)}
 
 
-def _walk(directory: Path, scan: Scan, inside: list[tuple[str, str]], backend: str = "files") -> None:
-    """Every regular file below `directory` that lies inside a root; links are reported, never followed."""
+def _walk(
+    directory: Path, scan: Scan, inside: list[tuple[str, str]], backend: str = "files", dest: str | None = None
+) -> None:
+    """Every regular file below `directory` that lies inside a root; links are reported, never followed.
+
+    `dest`: the files go to `dest/<path below directory>` (else as `_take_listed` places them)."""
     for current, dirs, names in os.walk(directory):
         for name in sorted(dirs):
             if os.path.islink(os.path.join(current, name)):
@@ -146,7 +155,11 @@ def _walk(directory: Path, scan: Scan, inside: list[tuple[str, str]], backend: s
             if stat.S_ISLNK(info.st_mode):
                 scan.reject(path, "symbolic link, not followed")
             elif stat.S_ISREG(info.st_mode) and _inside(path, inside):
-                _take_listed(path, backend, scan)
+                if dest is None:
+                    _take_listed(path, backend, scan)
+                else:
+                    relative = os.path.relpath(path, directory).replace(os.sep, "/")
+                    scan.found.setdefault(path, f"{dest}/{relative}")
 
 
 def _take_listed(path: str, backend: str, scan: Scan) -> None:
@@ -264,6 +277,18 @@ def scan_outputs(temp_dir: str, sessions: list[str] | None, allowed_roots: list[
             for name, backend in manifest_listings(entry.path, scan):
                 _add_listed(name, backend, scan, listed_roots)
     return scan
+
+
+def take_tree(directory: Path, scan: Scan, roots: list[str], dest: str) -> None:
+    """Every regular file below `directory` as `dest/<its path below directory>`, under the rule above: inside
+    one of `roots`, reached through no symbolic link (each one met is reported)."""
+    info = _lstat(directory)
+    if info is None:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        scan.reject(directory, "symbolic link to a directory, not followed")
+    elif stat.S_ISDIR(info.st_mode):
+        _walk(directory, scan, root_pairs(roots), dest=dest)  # each file checked to lie inside a root
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:

@@ -1,4 +1,5 @@
-"""`nrlprof merge`: torch traces of a run in one Chrome/Perfetto timeline (tools.merge), the chosen part of it.
+"""`nrlprof merge`: a run's torch traces, Nsight Systems captures, memory figures and step anatomy in one
+Chrome/Perfetto timeline (tools.merge), the chosen part of it.
 
 With `--address` instead of inputs, the traces are read and cut on the nodes that hold them (tools.remote): only
 the chosen events move.
@@ -10,6 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nrlprof import exit_codes
 from nrlprof.tools.commands.options import (
@@ -22,6 +24,9 @@ from nrlprof.tools.commands.options import (
 )
 from nrlprof.tools.merge.select import Selection
 from nrlprof.tools.progress import progress_bar
+
+if TYPE_CHECKING:
+    from nrlprof.tools.merge.timeline import MergeResult
 
 RANKS_FORM = "ranks and ranges of ranks, such as 0,1 or 0-3,8"
 
@@ -96,14 +101,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
-        mb = result.bytes_in / 1e6
-        print(
-            f"merged {len(result.merged)} trace(s), {result.events_out} events, {mb:.1f} MB "
-            f"in {result.seconds:.1f} s -> {result.output}"
-        )
+        print(f"merged {merged_text(result)}: {result.events_out} events, {result.bytes_in / 1e6:.1f} MB "
+              f"in {result.seconds:.1f} s -> {result.output}")  # fmt: skip
     for path, reason in result.unplaced:
         print(f"nrlprof merge: note: {path}: {reason}", file=sys.stderr)
     for path, reason in result.skipped:
         print(f"nrlprof merge: warning: skipped {path}: {reason}", file=sys.stderr)
-    placed_nothing = not result.merged and not result.counter_events  # every input skipped or unplaced
-    return exit_codes.outcome(not result.skipped and not (placed_nothing and result.unplaced))
+    return exit_codes.outcome(not result.skipped and not (result.placed_nothing and result.unplaced))
+
+
+def merged_text(result: MergeResult) -> str:
+    """What went into the timeline: `2 torch trace(s), 1 Nsight Systems capture(s), the step anatomy`."""
+    parts = [f"{len(result.merged)} torch trace(s)"]
+    if result.nsys_captures:
+        parts.append(f"{len(result.nsys_captures)} Nsight Systems capture(s)")
+    if result.memory_files:
+        parts.append(f"memory figures of {result.memory_files} file(s)")
+    if result.anatomy_events:
+        parts.append(f"the step anatomy ({result.anatomy_events} spans)")
+    return ", ".join(parts)

@@ -1,16 +1,37 @@
-"""`nrlprof plan`: what the current variables/config would profile (tools.plan), as text or JSON."""
+"""`nrlprof plan`: the whole of what the current variables/config would do (tools.plan), as text or JSON.
+
+Per backend its targets, windows, command and files; the step anatomy; where the steps come from; whether the
+controller is captured; the torch switches; the workers' interpreter; what the config file held and what it
+could not read; the NRL_* variables nrlprof does not read. The plan's nsys options are checked against
+`nsys profile --help` of the nsys here, if any.
+
+Exit: 0; 1 when a variable nrlprof does not read is close to one it does (a misspelling); 2 for bad settings,
+an nsys option the installed nsys does not know, or no cluster at --address.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
+from typing import Any
 
 from nrlprof import exit_codes
 from nrlprof.config.env import load_plan
+from nrlprof.config.misspelled import misspelled_variables
+from nrlprof.config.plan import Plan
 from nrlprof.tools.commands.options import add_option
 from nrlprof.tools.plan.describe import BackendView, describe
 from nrlprof.tools.plan.live import live_matches
+from nrlprof.tools.plan.overview import WORKER_PYTHON, PlanOverview, overview
+
+NOTHING = (
+    "nothing is configured: nrlprof does nothing in this environment. Set a backend's patterns and steps "
+    "(NRL_NSYS_*, NRL_TORCH_PROFILE_*, NRL_MEMORY_PROFILE_*, NRL_ROCPROF_*), NRL_PROFILE_CONFIG, NRL_STEP_ANATOMY=1, "
+    "NRL_STEP_METHOD or NRL_PROFILE_FRAMEWORK_CONFIG=1"
+)
+NO_BACKEND = "no profiler is configured (no backend's patterns and steps, nor a profiled role in NRL_PROFILE_CONFIG)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,11 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """OK; PARTIAL when an NRL_* variable looks misspelled. Bad settings raise ConfigError (exit 2)."""
+    unknown = misspelled_variables(os.environ)
     plan = load_plan(os.environ)
-    if not plan.active:
-        print("nothing is configured: set NRL_NSYS_* / NRL_TORCH_PROFILE_* / NRL_ROCPROF_* or NRL_PROFILE_CONFIG")
-        return exit_codes.OK
-    views = describe(plan)
+    checked = check_nsys(plan)
+    spec = os.environ.get("NRL_PROFILE_CONFIG", "").strip()
+    config_file = None
+    if spec:
+        from nrlprof.tools.plan.config_file import config_file_findings
+
+        config_file = config_file_findings(spec, plan)
+    whole = overview(plan, os.environ, unknown, config_file, checked)
+    views = describe(plan, WORKER_PYTHON)
     live = sizes = None
     if args.address:
         from nrlprof.tools.cluster import connected
@@ -35,37 +63,132 @@ def run(args: argparse.Namespace) -> int:
             live = live_matches(plan, args.address)
             sizes = expected_sizes(plan, job_rates(args.address))
     if args.json:
-        print(json.dumps({"backends": [v.__dict__ for v in views], "live": live, "expected_sizes": sizes}, indent=2))
-        return exit_codes.OK
-    _print(views, live, sizes)
-    return exit_codes.OK
+        data = {"backends": [v.__dict__ for v in views], **whole.to_json(), "live": live, "expected_sizes": sizes}
+        print(json.dumps(data, indent=2))
+    else:
+        _print(whole, views, live, sizes)
+    misspelled = any(item["closest"] for item in whole.unknown_variables)
+    return exit_codes.outcome(not misspelled)
 
 
-def _print(views: list[BackendView], live: list[dict] | None, sizes: list[dict] | None) -> None:
-    from rich.table import Table
+def check_nsys(plan: Plan) -> str:
+    """The plan's nsys options checked against the nsys here (ConfigError for one it does not know); what was done."""
+    from nrlprof.config.nsys_known import check_nsys_options, plan_nsys_options, read_profile_help
 
+    if not plan_nsys_options(plan):
+        return ""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        return "nsys not found here: its options were not checked (`nrlprof doctor` checks them on every node)"
+    known, why = read_profile_help(nsys)
+    if known is None:
+        return f"not checked: {why}"
+    check_nsys_options(plan, known, nsys)
+    return f"every nsys option is one `{nsys} profile --help` lists"
+
+
+def _print(whole: PlanOverview, views: list[BackendView], live: list[dict] | None, sizes: list[dict] | None) -> None:
     from nrlprof.tools.render.console import plain, terminal
 
     console = terminal()
+    if not whole.configured:
+        console.print(plain(NOTHING), soft_wrap=True)
+        _print_variables(whole, console)
+        return
+    if not views:
+        console.print(plain(NO_BACKEND), soft_wrap=True)
     for view in views:
-        console.rule(f"[bold]{plain(view.kind)}")
-        table = Table("pattern", "ranks", "discrete", "methods")
-        for t in view.targets:
-            methods = ",".join(t["methods"]) or "-"
-            table.add_row(plain(t["pattern"]), plain(t["ranks"]), plain(t["discrete"]), plain(methods))
-        console.print(table)
-        console.print(f"windows: {plain(', '.join(view.windows))}")
-        console.print(f"command: {plain(view.command)}", soft_wrap=True)
-        for entry in view.files:
-            console.print(f"files:   {plain(entry['path'])}  [dim]({plain(entry['node'])})[/dim]", soft_wrap=True)
-        for note in view.notes:
-            console.print(f"note:    {plain(note)}")
+        _print_backend(view, console)
+    _print_whole(whole, console)
+    _print_live(live, sizes, console)
+
+
+def _print_backend(view: BackendView, console: Any) -> None:
+    from rich.table import Table
+
+    from nrlprof.tools.render.console import plain, print_table
+
+    console.rule(f"[bold]{plain(view.kind)}")
+    table = Table("pattern", "ranks", "discrete", "methods")
+    for t in view.targets:
+        methods = ",".join(t["methods"]) or "-"
+        table.add_row(plain(t["pattern"]), plain(t["ranks"]), plain(t["discrete"]), plain(methods))
+    print_table(console, table)
+    console.print(f"windows: {plain(', '.join(view.windows))}")
+    console.print(f"command: {plain(view.command)}", soft_wrap=True)
+    for entry in view.files:
+        console.print(f"files:   {plain(entry['path'])}  [dim]({plain(entry['node'])})[/dim]", soft_wrap=True)
+    for note in view.notes:
+        console.print(f"note:    {plain(note)}", soft_wrap=True)
+
+
+def _print_whole(whole: PlanOverview, console: Any) -> None:
+    from nrlprof.tools.render.console import plain
+
+    def line(text: str) -> None:
+        console.print(plain(text), soft_wrap=True)
+
+    console.rule("[bold]the rest of the plan" if whole.settings["sources"] else "[bold]the plan")
+    anatomy = whole.anatomy
+    state = f"on, into {anatomy['directory']}" if anatomy["enabled"] else "off"
+    line(f"step anatomy: {state} ({anatomy['why']}): {anatomy['what']}")
+    line("steps, in order of precedence:")
+    for number, source in enumerate(whole.steps, start=1):
+        line(f"  {number}. {source}")
+    line("controller:")
+    for text in whole.controller:
+        line(f"  {text}")
+    if whole.torch is not None:
+        switches = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in whole.torch.items() if k != "directory")
+        line(f"torch switches: {switches}; traces under {whole.torch['directory']}")
+    line(f"interpreter: {whole.interpreter}")
+    settings = whole.settings
+    sources = ", ".join(settings["sources"]) or "-"
+    line(f"settings: log level {settings['log_level']}, timeout {settings['timeout_s']:g} s; from {sources}")
+    if whole.nsys_options_checked:
+        line(f"nsys options: {whole.nsys_options_checked}")
+    _print_config_file(whole.config_file, line)
+    _print_variables(whole, console)
+
+
+def _print_config_file(found: dict[str, Any] | None, line: Any) -> None:
+    if found is None:
+        return
+    read = ", ".join(found["backends"]) or "no backend"
+    line(f"NRL_PROFILE_CONFIG {found['path']}: {read} read from it")
+    for item in found["found"]:
+        line(f"  found: {item}")
+    for item in found["unread"]:
+        line(f"  could not read: {item}")
+    if found["advice"]:
+        line(f"  to profile those roles, {found['advice']}")
+
+
+def _print_variables(whole: PlanOverview, console: Any) -> None:
+    from nrlprof.tools.render.console import plain
+
+    for item in whole.unknown_variables:
+        if item["closest"]:
+            text = f"warning: {item['name']} is not an nrlprof variable: did you mean {item['closest']}?"
+            console.print(f"[yellow]{plain(text)}[/]", soft_wrap=True)
+        else:
+            text = f"note: {item['name']} is not read by nrlprof (a framework's own setting?)"
+            console.print(plain(text), soft_wrap=True)
+
+
+def _print_live(live: list[dict] | None, sizes: list[dict] | None, console: Any) -> None:
+    from rich.table import Table
+
+    from nrlprof.tools.render.console import plain, print_table
+
     if live is not None:
-        table = Table("worker", "rank", "backend", "pattern", "node", title="live actors that would be profiled")
+        title = "live actors that would be profiled"
+        table = Table("worker", "rank", "backend", "pattern", "node", "interpreter", title=title)
         for row in live:
-            cells = (row["worker"], row["rank"], row["backend"], row["pattern"], row["node_id"][:12])
+            cells = (row["worker"], row["rank"], row["backend"], row["pattern"], row["node_id"][:12],
+                     row.get("interpreter") or "the worker's own (Ray's default worker command)")  # fmt: skip
             table.add_row(*map(plain, cells))
-        console.print(table)
+        print_table(console, table)
     if sizes:
         title = "expected size per rank and window, at the rate of the job's windows written so far"
         table = Table("backend", "worker", "window", "per rank", "per step", "from windows", title=title)
@@ -73,4 +196,4 @@ def _print(views: list[BackendView], live: list[dict] | None, sizes: list[dict] 
             cells = (row["backend"], row["worker"], row["window"], f"{row['bytes_per_rank'] / 1e6:,.1f} MB",
                      f"{row['bytes_per_step'] / 1e6:,.1f} MB", ", ".join(row["from_windows"]))  # fmt: skip
             table.add_row(*map(plain, cells))
-        console.print(table)
+        print_table(console, table)

@@ -12,6 +12,7 @@ from nrlprof.anatomy.files import latest_run
 from nrlprof.tools.read.anatomy import (
     NS_PER_MS,
     RAY_INTERNAL_PREFIX,
+    ProfiledNames,
     call_record,
     clock_offsets,
     load_run,
@@ -22,16 +23,19 @@ from nrlprof.tools.read.anatomy import (
 GROWTH_MIN_STEPS = 3  # steps a phase must run in for its growth to be judged
 
 
-def anatomy_summary(directory: str | os.PathLike) -> dict:
-    """`{"steps": {"<n>": {"wall_ms", "phases", "idle_ms", "critical_path"}}, ...}` of the latest run."""
-    return build_model(load_run(latest_run(directory)))
+def anatomy_summary(directory: str | os.PathLike, profiled: ProfiledNames | None = None) -> dict:
+    """`{"steps": {"<n>": {"wall_ms", "phases", "idle_ms", "critical_path"}}, ...}` of the latest run.
+
+    `profiled`: the names of the processes that wrote profiler files (read.anatomy.profiled_names), which the
+    workers of those processes take here too."""
+    return build_model(load_run(latest_run(directory)), profiled)
 
 
-def build_model(run: dict) -> dict:
+def build_model(run: dict, profiled: ProfiledNames | None = None) -> dict:
     meta = run["meta"]
     tasks = run["tasks"]
     offsets, bounds = clock_offsets(tasks, meta.get("driver_node_id", ""), meta.get("job_id", ""))
-    names = worker_names(run["actors"], tasks)
+    names = worker_names(run["actors"], tasks, profiled)
     calls = [call_record(t, names, offsets) for t in tasks if t.get("kind") == "call"]
     calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
     calls.sort(key=lambda c: c["start"])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.tools.figures.memory import MemoryReading, read_memory
-from nrlprof.tools.figures.nsys_capture import CaptureNote, NsysCapture, read_reports
+from nrlprof.tools.figures.nsys_capture import CaptureNote, NsysCapture, export_stem, read_reports
 from nrlprof.tools.figures.trace_pool import Reader, default_jobs, read_one, read_traces
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.inputs import Inputs
@@ -34,6 +34,7 @@ class FileSetFigures:
     reports_without_nsys: int = 0  # reports `nsys stats` could not summarise: no nsys where they are
     captures: list[NsysCapture] = field(default_factory=list)
     capture_notes: list[CaptureNote] = field(default_factory=list)
+    unread_reports: list[Path] = field(default_factory=list)  # reports with no export and no nsys to make one
     memory: MemoryReading = field(default_factory=MemoryReading)
     manifests: list[LoadedManifest] = field(default_factory=list)
     names: set[str] = field(default_factory=set)  # every file name present, for the manifests' missing files
@@ -47,6 +48,7 @@ class FileSetFigures:
         for item in (*self.nsys_reports, *self.captures):
             item.path = rename(item.path)
         self.capture_notes = [CaptureNote(rename(n.path), n.reason, n.from_report) for n in self.capture_notes]
+        self.unread_reports = [rename(p) for p in self.unread_reports]
         memory = self.memory
         for file in memory.files:
             file.path = rename(file.path)
@@ -76,5 +78,7 @@ def read_file_set(
     figures.nsys_reports, _ = summarize_nsys(reports, nsys)  # its one note: no nsys, said by the assembly
     figures.reports_without_nsys = len(reports) if nsys is None else 0
     figures.captures, figures.capture_notes = read_reports(reports, exports, nsys or None)
+    read = {export_stem(c.path) for c in figures.captures} | {export_stem(n.path) for n in figures.capture_notes}
+    figures.unread_reports = [r for r in reports if export_stem(r) not in read]  # no nsys to export them
     figures.manifests = [load_manifest(path) for path in found.manifests]
     return figures

@@ -44,14 +44,21 @@ def hta_figures(workers: Sequence[WorkerSummary]) -> tuple[list[dict[str, Any]],
     except ImportError:
         return [], ["HolisticTraceAnalysis is not installed (pip install HolisticTraceAnalysis): no HTA figures"]
     groups: dict[tuple[str, str], dict[int, Path]] = {}
+    with_kernels: set[str] = set()
     for worker in workers:
         if worker.source != "torch" or worker.rank is None:
             continue
+        if worker.kernels or worker.step_gpu:
+            with_kernels.add(worker.worker)
         for path in worker.files:
             groups.setdefault((worker.worker, read_header(path).window), {})[worker.rank] = path
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     for (name, window), files in sorted(groups.items()):
+        if name not in with_kernels:
+            notes.append(f"HTA was not run on {name} window {window}: no GPU kernels in these traces (a CPU-only "
+                         "run?); HTA's breakdown is of GPU time")  # fmt: skip
+            continue
         with tempfile.TemporaryDirectory(prefix="nrlprof-hta-") as folder:
             for rank, path in files.items():
                 suffix = next(s for s in reversed(TRACE_SUFFIXES) if path.name.endswith(s))
@@ -63,8 +70,16 @@ def hta_figures(workers: Sequence[WorkerSummary]) -> tuple[list[dict[str, Any]],
             try:
                 rows += _analyse(TraceAnalysis, folder, name, window)
             except Exception as exc:  # HTA raises anything on traces it does not expect
-                notes.append(f"HTA could not analyse {name} window {window}: {type(exc).__name__}: {exc}")
+                notes.append(f"HTA could not analyse {name} window {window}: {_why(exc)}")
     return rows, notes
+
+
+def _why(exc: Exception) -> str:
+    """HTA's failure as a reason: pandas' lookups failing mean it found none of the events it needs."""
+    detail = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, (IndexError, KeyError)):
+        return f"it found none of the GPU or communication events its analysis needs in these traces ({detail})"
+    return detail
 
 
 def _analyse(analysis_class: Any, folder: str, worker: str, window: str) -> list[dict[str, Any]]:

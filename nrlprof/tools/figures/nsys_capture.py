@@ -11,23 +11,24 @@ export are ns since the capture started; spans are returned in µs since the Uni
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import (
-    NSYS_EXPORT_SUFFIX,
-    NVTX_DOMAIN,
-    NVTX_STEP_PREFIX,
-    nsys_stem,
-    parse_nsys_name,
-    step_number,
-)
+from nrlprof.layout import NSYS_EXPORT_SUFFIX, NVTX_DOMAIN, NVTX_STEP_PREFIX, step_number
 from nrlprof.tools.figures.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm
+from nrlprof.tools.read.nsys_export import capture_identity, export_sqlite, export_stem
 
-EXPORT_TIMEOUT_S = 600
+__all__ = [
+    "CaptureNote",
+    "NsysCapture",
+    "capture_identity",
+    "export_sqlite",
+    "export_stem",
+    "read_capture",
+    "read_reports",
+]
 _NVTX_DOMAIN_CREATE = 75
 _NVTX_RANGES = (59, 60)  # NvtxStartEndRange, NvtxPushPopRange
 _ACTIVITY_TABLES = (("CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", MEMSET))
@@ -61,32 +62,6 @@ class CaptureNote:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
-
-
-def capture_identity(path: Path) -> tuple[str, str, int | None]:
-    """(worker, window, pid) from a report or export file name; the stem as worker when it is not nrlprof's."""
-    stem = nsys_stem(path.name)
-    parsed = parse_nsys_name(stem)
-    return (parsed.worker, parsed.window, parsed.pid) if parsed else (stem, "", None)
-
-
-def export_stem(path: Path) -> str:
-    """The name a report and its export share (layout.nsys_stem)."""
-    return nsys_stem(path.name)
-
-
-def export_sqlite(nsys: str, report: Path, directory: Path) -> Path:
-    """`nsys export --type sqlite` of `report` into `directory`; ToolError when nsys fails."""
-    output = directory / (export_stem(report) + NSYS_EXPORT_SUFFIX)
-    command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(output), str(report)]
-    try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolError(f"nsys export failed: {exc}", report) from exc
-    if run.returncode != 0 or not output.is_file():
-        detail = (run.stderr or run.stdout).strip().splitlines()
-        raise ToolError(f"nsys export failed: {detail[-1] if detail else f'exit status {run.returncode}'}", report)
-    return output
 
 
 def read_reports(

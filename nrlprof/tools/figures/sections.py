@@ -13,6 +13,7 @@ from nrlprof.tools.read.inputs import Inputs
 
 if TYPE_CHECKING:
     from nrlprof.tools.figures.memory import MemoryReading
+    from nrlprof.tools.read.anatomy import ProfiledNames
 
 
 def memory_section(reading: MemoryReading) -> dict[str, Any] | None:
@@ -26,11 +27,16 @@ def memory_section(reading: MemoryReading) -> dict[str, Any] | None:
     return model
 
 
-def anatomy_section(directory: Path, found: Inputs) -> dict[str, Any] | None:
-    from nrlprof.tools.figures.anatomy import anatomy_summary
+def anatomy_run(directory: Path, found: Inputs) -> Path | None:
+    """The latest step-anatomy run in `directory` or below it, if any."""
     from nrlprof.tools.read.anatomy import anatomy_runs
 
     runs = anatomy_runs(directory, found.anatomy_dirs)
-    if not runs:
-        return None
-    return anatomy_summary(runs[-1])
+    return runs[-1] if runs else None
+
+
+def anatomy_section(run: Path | None, profiled: ProfiledNames | None = None) -> dict[str, Any] | None:
+    """The step anatomy of `run`, its workers named as their profiler files name them (`profiled`)."""
+    from nrlprof.tools.figures.anatomy import anatomy_summary
+
+    return None if run is None else anatomy_summary(run, profiled)

@@ -4,7 +4,8 @@
 HTML views of it live in `nrlprof.tools.render`. Torch traces are read one by one (figures.trace_stats),
 several at once (figures.trace_pool), and combined per worker rank. Nsight Systems captures give the same
 per-step figures from their SQLite export (figures.nsys_capture), and whole-report tables from `nsys stats`
-when nsys is on PATH. A trace or manifest that cannot be read is listed in `skipped`.
+when nsys is on PATH. A trace, manifest or nsys report that cannot be read (no export beside it and no nsys to
+make one, or an export that fails) is listed in `skipped`.
 """
 
 from __future__ import annotations
@@ -15,20 +16,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import CONTROLLER
+from nrlprof.layout import CONTROLLER, range_label
 from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
 from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.memory import MemoryReading
 from nrlprof.tools.figures.model import TOP, OpStat, Span, Summary, WorkerSummary
 from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem
-from nrlprof.tools.figures.sections import anatomy_section, memory_section
+from nrlprof.tools.figures.sections import anatomy_run, anatomy_section, memory_section
 from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_stats import TraceStats
+from nrlprof.tools.read.anatomy import ProfiledProcess
 from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import manifest_view
 
 Item = TypeVar("Item")
 NOTHING_FOUND = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
+UNREAD_REPORT = (
+    "nsys not found to export this report (install Nsight Systems, or put its `nsys export --type sqlite` beside it)"
+)
 
 
 def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
@@ -40,7 +45,7 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     """
     directory = Path(directory)
     found = find_inputs([directory])  # the one walk of the directory
-    anatomy = anatomy_section(directory, found) if directory.is_dir() else None
+    anatomy = anatomy_run(directory, found) if directory.is_dir() else None
     figures = read_file_set(found, nsys, progress, jobs)
     if not figures.inputs and anatomy is None:
         raise ToolError(NOTHING_FOUND, directory)
@@ -50,11 +55,12 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
 def assemble(
     directory: Path | str,
     parts: list[FileSetFigures],
-    anatomy: dict[str, Any] | None = None,
+    anatomy: Path | None = None,
     order: Callable[[Path], Any] | None = None,
 ) -> Summary:
     """One summary of the figures of several sets of files (or of one), as if all were read in one walk.
 
+    `anatomy`: the step-anatomy run to add, its workers named as their profiler files name them.
     `order`: the key that puts paths in the order of that walk (default: the paths themselves); items of a
     kind are taken in that order, as `summarize` takes them from one directory.
     """
@@ -68,7 +74,7 @@ def assemble(
         ordered((s for p in parts for s in p.memory.skipped), lambda s: s[0]),
         ordered((e for p in parts for e in p.memory.snapshots), lambda e: e["path"]),
     )
-    sections = {"memory": memory_section(memory), "anatomy": anatomy}
+    sections = {"memory": memory_section(memory), "anatomy": anatomy_section(anatomy, profiled_processes(parts))}
     summary = Summary(
         directory,
         skipped=ordered((u for p in parts for u in p.unreadable), lambda u: u[0]),
@@ -94,12 +100,34 @@ def assemble(
     captures = sorted((c for p in parts for c in p.captures), key=lambda c: (c.from_report, key(c.path)))
     summary.workers.extend(capture_summary(c, manifests.rank_of_file) for c in captures)
     notes = sorted((n for p in parts for n in p.capture_notes), key=lambda n: (n.from_report, key(n.path)))
-    summary.notes.extend(map(str, notes))
+    summary.notes.extend(str(n) for n in notes if not n.from_report)  # a .sqlite that is no export: no input
+    summary.skipped.extend((n.path, n.reason) for n in notes if n.from_report)
+    unread = ordered((r for p in parts for r in p.unread_reports), lambda r: r)
+    summary.skipped.extend((r, UNREAD_REPORT) for r in unread)
     summary.notes.extend(manifests.notes)
     summary.skipped.extend(manifests.unreadable)
     summary.overhead = manifests.overhead
     summary.stragglers = stragglers(summary.workers)
     return summary
+
+
+def profiled_processes(parts: list[FileSetFigures]) -> dict[int, tuple[str, int | None]]:
+    """pid -> (worker, rank) of the processes that wrote the profiler files read (read.anatomy.profiled_names)."""
+    from nrlprof.tools.read.anatomy import profiled_names
+
+    found: list[ProfiledProcess] = []
+    for part in parts:
+        for header, _ in part.traces:
+            worker = CONTROLLER if header.is_controller else header.worker
+            found.append((header.host, header.pid, worker, None if header.is_controller else header.rank))
+        for manifest in part.manifests:
+            for record in manifest.lines:
+                if isinstance(record, dict) and isinstance(record.get("worker"), str):
+                    rank = record.get("rank")
+                    found.append((record.get("host"), record.get("pid"), record["worker"],
+                                  rank if isinstance(rank, int) else None))  # fmt: skip
+        found += [(None, c.pid, c.worker, None) for c in part.captures]
+    return profiled_names(found)
 
 
 def capture_summary(capture: NsysCapture, rank_of_file: dict[str, int]) -> WorkerSummary:
@@ -112,12 +140,13 @@ def capture_summary(capture: NsysCapture, rank_of_file: dict[str, int]) -> Worke
         summary.steps.append(Span(str(step), start, end))
     summary.step_gpu = capture.step_gpu
     windows = sorted((lo, hi, step) for lo, hi, step in capture.steps)
-    for label, start, end in capture.ranges:
-        step = next((s for lo, hi, s in windows if lo <= start <= hi), None)
+    for name, start, end in capture.ranges:
+        label, named_step = range_label(name)
+        step = next((s for lo, hi, s in windows if lo <= start <= hi), named_step)
         per_step = summary.ranges_ms.setdefault(label, {})
         per_step[step] = per_step.get(step, 0.0) + (end - start) / 1000
         summary.range_calls[label] = summary.range_calls.get(label, 0) + 1
-        summary.ranges.append(Span(label, start, end))
+        summary.ranges.append(Span(name, start, end))
     kernels = [OpStat(name, calls, total, total) for name, (calls, total) in capture.kernels.items()]
     summary.kernels = sorted(kernels, key=lambda s: -s.total_us)[:TOP]
     summary.gpu_spans = [Span(name, start, end) for start, end, name in capture.gpu_spans]

@@ -4,7 +4,8 @@ The trace is streamed batch by batch, each event decoded into the few fields rea
 (read.trace_events; a slice with values of other types is read as dicts, then made Events by
 `_as_events`). A step's wall time is the duration of its `ProfilerStep#<n>` user annotation; every other
 user annotation (nrlprof.annotate, record_function, `<worker>.<method>` remote calls) is summed per label
-into the step whose span contains its start ("-" when none does). Operators (`cpu_op`) get their self
+into the step whose span contains its start ("-" when none does); the `[step n]` nrlprof adds to a range's
+name is left out of its label (and gives its step when no step span holds it). Operators (`cpu_op`) get their self
 time (duration less that of the operators directly inside them on the same thread); kernels
 (`cat == "kernel"`) their total time. GPU time per step (figures.gpu_time): a kernel, memcpy or memset
 belongs to the step in which the runtime call that launched it started (linked by `args.correlation`); in
@@ -203,9 +204,10 @@ def _steps_and_ranges(
     for index, (name, ts, dur) in enumerate(annotations):
         if name.startswith(STEP_PREFIX):
             continue
-        step = next((s for lo, hi, s in windows if lo <= ts <= hi), None)
-        stats.ranges_us[name][step] += dur
-        stats.range_calls[name] += 1
+        label, named_step = layout.range_label(name)  # `<label> [step n]`: one label across steps
+        step = next((s for lo, hi, s in windows if lo <= ts <= hi), named_step)
+        stats.ranges_us[label][step] += dur
+        stats.range_calls[label] += 1
         item = (dur, -index, Span(name, ts + base_us, ts + dur + base_us))
         if len(longest) < MAX_SPANS:
             heapq.heappush(longest, item)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from nrlprof.anatomy.files import latest_run
 from nrlprof.tools.read.anatomy import (
     NS_PER_MS,
     RAY_INTERNAL_PREFIX,
+    ProfiledNames,
     anatomy_runs,
     call_record,
     clock_offsets,
@@ -22,12 +22,14 @@ PROCESS_PREFIX = "anatomy: "
 STEPS_PROCESS = "anatomy: driver steps"
 
 
-def anatomy_trace_events(directory: str | os.PathLike) -> list[dict]:
-    """`ph: X` spans in µs since the epoch (driver clock): each call, and each step on a driver track."""
+def anatomy_trace_events(directory: str | os.PathLike, profiled: ProfiledNames | None = None) -> list[dict]:
+    """`ph: X` spans in µs since the epoch (driver clock): each call, and each step on a driver track.
+
+    `profiled`: the names of the processes that wrote profiler files (read.anatomy.profiled_names)."""
     run = load_run(latest_run(directory))
     meta = run["meta"]
     offsets, _ = clock_offsets(run["tasks"], meta.get("driver_node_id", ""), meta.get("job_id", ""))
-    names = worker_names(run["actors"], run["tasks"])
+    names = worker_names(run["actors"], run["tasks"], profiled)
     calls = [call_record(t, names, offsets) for t in run["tasks"] if t.get("kind") == "call"]
     calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
     windows = step_windows(run["steps"], calls)
@@ -104,18 +106,13 @@ def _step_of(starts: list[int], windows: list[tuple[int, int, int]], t: int) -> 
     return windows[index][0]
 
 
-def anatomy_tracks(inputs: list[Path], anatomy_dirs: list[Path], origin_ns: int, pid_base: int) -> list[dict[str, Any]]:
-    """The step anatomy's spans (Ray's task events) of the latest run under the inputs, on the merge's clock.
+def find_anatomy_run(inputs: list[Path], anatomy_dirs: list[Path]) -> Path | None:
+    """The latest step-anatomy run under the inputs (the first input directory that holds one).
 
     `anatomy_dirs`: the directories named `step_anatomy` found under the inputs (tools.read.inputs).
     """
     for directory in (Path(p) for p in inputs if Path(p).is_dir()):
         runs = anatomy_runs(directory, anatomy_dirs)
         if runs:
-            events = anatomy_trace_events(runs[-1])
-            for event in events:
-                event["pid"] = pid_base + int(event.get("pid", 0))
-                if "ts" in event:
-                    event["ts"] = float(event["ts"]) - origin_ns / 1000
-            return events
-    return []
+            return runs[-1]
+    return None

@@ -1,14 +1,19 @@
-"""Merge every torch trace of a run (and optionally Ray's timeline) into one Chrome/Perfetto trace.
+"""Merge every torch trace of a run, its Nsight Systems captures, memory figures and step anatomy (and optionally
+Ray's timeline) into one Chrome/Perfetto trace. Any of them alone is enough: an nsys-only or anatomy-only run
+merges too.
 
 Streaming, one batch of events at a time, so memory stays bounded whatever the input size:
-- timestamps move onto the earliest `baseTimeNanoseconds` of the inputs (kept as the output's);
+- timestamps move onto the earliest `baseTimeNanoseconds` of the inputs, or the earliest capture start (kept as
+  the output's; with neither, the step anatomy's first step);
 - processes get new integer pids, one per (host, pid, rank, worker, original pid), named
   `<worker> rank <r> (<host>)` or `controller (<host>)` by `process_name` metadata events;
 - flow ids (`id`) and `args.correlation` / `args["External id"]` of the i-th input move up by i * 2**40 so
   they stay distinct; ids that are not integers in [0, 2**40) become strings prefixed `<i>:`;
 - every input event is written (of the traces, and steps, a Selection keeps: select.py); the only additions
   are one `process_name` event per new pid and the memory backend's figures found under the inputs, as
-  counter tracks of their process (memory_tracks.py).
+  counter tracks of their process (memory_tracks.py); Nsight Systems captures, a process each
+  (nsys_tracks.py: kept whole, chosen by worker and rank only); the step anatomy's spans, its workers named as
+  the profiler files name them (anatomy_tracks.py).
 (The rewriting of each event: rewrite.py.) Before anything is written, the output's size is estimated
 (estimate.py): past what Perfetto's UI opens, the merge stops and names filters that fit, unless forced.
 
@@ -20,8 +25,8 @@ processes at once (`jobs`).
 Bad inputs: a trace that cannot be read (not JSON, cut short, damaged gzip, nested too deep, an event
 that is not an object or values of types a trace does not hold) is skipped with its reason in
 `MergeResult.skipped`, its part dropped, and the output holds every other trace. With `strict=True` the
-first bad trace raises ToolError instead. A missing input, or inputs holding no trace (nor memory figures), raise
-ToolError; when every trace is skipped, the output holds none of them.
+first bad trace (or nsys report) raises ToolError instead. A missing input, or inputs holding nothing to merge,
+raise ToolError; when every input is skipped, the output holds none of them.
 The output is written under a temporary name and renamed into place only when complete; on any error
 nothing is left at `output`.
 """
@@ -42,15 +47,21 @@ from typing import Any
 import orjson
 
 from nrlprof.errors import ToolError
+from nrlprof.layout import CONTROLLER
 from nrlprof.tools.merge import estimate as sizes
+from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events, find_anatomy_run
 from nrlprof.tools.merge.estimate import SizedTrace, estimate, fitting_filters, text_size, too_large
 from nrlprof.tools.merge.memory_tracks import earliest_us, group_key, memory_counter_tracks
+from nrlprof.tools.merge.nsys_tracks import Capture, capture_events, nsys_inputs
+from nrlprof.tools.merge.nsys_tracks import estimated_bytes as nsys_estimated_bytes
 from nrlprof.tools.merge.rewrite import PID_BLOCK, RayRewriter, TraceRewriter
 from nrlprof.tools.merge.select import EVERYTHING, Selection, in_spans, step_spans
 from nrlprof.tools.merge.sink import Meter, Segment, Sink
 from nrlprof.tools.output import check_output
 from nrlprof.tools.progress import ProgressCallback
+from nrlprof.tools.read.anatomy import ProfiledProcess, profiled_names
 from nrlprof.tools.read.inputs import find_inputs
+from nrlprof.tools.read.manifests import LoadedManifest, load_manifest
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.traces import (
     ReadProgress,
@@ -63,6 +74,9 @@ from nrlprof.tools.read.traces import (
     unexpected_content,
 )
 
+NOTHING_TO_MERGE = (
+    "nothing to merge: no torch trace, Nsight Systems report or export, memory figures or step-anatomy run found"
+)
 _BYTES_PER_JOB = 256 << 20  # a worker process costs ~0.5 s to start: worth it past this much input
 # Values of types the rewriter does not expect (a hostile or foreign trace): the trace is skipped.
 _CONTENT_ERRORS = (TypeError, AttributeError, ValueError, KeyError, OverflowError, RecursionError)
@@ -83,12 +97,19 @@ class MergeResult:
     counter_events: int = 0
     unplaced: list[tuple[Path, str]] = field(default_factory=list)  # memory figures with no place on the clock
     anatomy_events: int = 0  # step-anatomy spans: every worker group's calls, profiled or not
+    nsys_captures: list[Path] = field(default_factory=list)  # Nsight Systems reports (or exports) drawn
+    nsys_events: int = 0  # their NVTX ranges and GPU activities, and the names of their tracks
     estimated_bytes: int = 0  # of JSON text, estimated before writing
     text_bytes: int = 0  # of JSON text written (inside the gzip, for `.gz`)
 
     @property
     def events_out(self) -> int:
         return self.events_in + self.events_added
+
+    @property
+    def placed_nothing(self) -> bool:
+        """Nothing of the inputs is on the timeline: every one skipped, or unplaced."""
+        return not (self.merged or self.counter_events or self.nsys_events or self.anatomy_events)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +126,8 @@ class MergeResult:
             "memory_files": self.memory_files,
             "counter_events": self.counter_events,
             "anatomy_events": self.anatomy_events,
+            "nsys_captures": [str(p) for p in self.nsys_captures],
+            "nsys_events": self.nsys_events,
             "unplaced": [{"path": str(p), "reason": reason} for p, reason in self.unplaced],
             "estimated_bytes": self.estimated_bytes,
             "text_bytes": self.text_bytes,
@@ -118,8 +141,9 @@ class MergeInputs:
     traces: list[SizedTrace]
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     memory_files: list[MemoryFile] = field(default_factory=list)
-    anatomy_inputs: list[Path] = field(default_factory=list)
-    anatomy_dirs: list[Path] = field(default_factory=list)
+    anatomy_run: Path | None = None
+    captures: list[Capture] = field(default_factory=list)  # Nsight Systems captures, read here
+    profiled: list[ProfiledProcess] = field(default_factory=list)  # who wrote profiler files, beside the traces
 
 
 # Writes the parts of `tasks`, in their order, each once it is in task.part here.
@@ -150,17 +174,37 @@ def merge_traces(
     unreadable = [*unreadable, *memory_unreadable]
     if unreadable and strict:
         raise ToolError(unreadable[0][1], unreadable[0][0])
-    if not headers and not unreadable and not memory_files:
-        raise ToolError("no readable torch trace found", ", ".join(map(str, inputs)))
+    anatomy = find_anatomy_run(list(inputs), found.anatomy_dirs)
+    nsys_found = found.nsys_reports or found.nsys_exports
+    if not headers and not unreadable and not memory_files and not nsys_found and anatomy is None:
+        raise ToolError(NOTHING_TO_MERGE, ", ".join(map(str, inputs)))
+    manifests = [load_manifest(path) for path in found.manifests]
     sized = [SizedTrace(h, text_size(h.path), h.path.stat().st_size) for h in headers]
-    merge = MergeInputs(sized, unreadable, memory_files, list(inputs), found.anatomy_dirs)
-    return write_timeline(merge, output, lambda tasks, meter: _parts(tasks, jobs, meter), ray_timeline, progress,
-                          strict, compress_level, selection, force, started, jobs)  # fmt: skip
+    with nsys_inputs(found.nsys_reports, found.nsys_exports, shutil.which("nsys"), manifests) as nsys:
+        if nsys.skipped and strict:
+            raise ToolError(nsys.skipped[0][1], nsys.skipped[0][0])
+        merge = MergeInputs(sized, [*unreadable, *nsys.skipped], memory_files, anatomy, nsys.captures,
+                            manifest_processes(manifests))  # fmt: skip
+        return write_timeline(merge, output, lambda tasks, meter: _parts(tasks, jobs, meter), ray_timeline,
+                              progress, strict, compress_level, selection, force, started, jobs)  # fmt: skip
+
+
+def manifest_processes(manifests: list[LoadedManifest]) -> list[ProfiledProcess]:
+    """(host, pid, worker, rank) of every process the manifests record a window of."""
+    found: list[ProfiledProcess] = []
+    for manifest in manifests:
+        for record in manifest.lines:
+            if isinstance(record, dict) and isinstance(record.get("worker"), str):
+                rank = record.get("rank")
+                found.append((record.get("host"), record.get("pid"), record["worker"],
+                              rank if isinstance(rank, int) else None))  # fmt: skip
+    return found
 
 
 def check_size(merge: MergeInputs, selection: Selection, force: bool, ray_timeline: Path | None) -> int:
     """The timeline's estimated JSON bytes; ToolError past what Perfetto's UI opens, unless `force`."""
     extra = text_size(Path(ray_timeline)) if ray_timeline is not None else 0
+    extra += nsys_estimated_bytes([c for c in merge.captures if selection.keeps_process(c.worker, c.rank)])
     estimated = estimate(merge.traces, selection, extra)
     limit = sizes.PERFETTO_UI_LIMIT_BYTES  # read now: tests lower it
     if estimated > limit and not force:
@@ -190,12 +234,18 @@ def write_timeline(
     headers = sorted((t.header for t in merge.traces if selection.keeps(t.header)), key=TraceHeader.sort_key)
     memory_files = [f for f in merge.memory_files if selection.keeps_process(f.worker, f.rank)]
     memory_origin_us = earliest_us(memory_files)
+    captures = [c for c in merge.captures if selection.keeps_process(c.worker, c.rank)]
     disk = {t.header.path: t.disk_bytes for t in merge.traces}
     result = MergeResult(output, skipped=list(merge.unreadable), estimated_bytes=estimated,
                          jobs=jobs or _default_jobs(sum(disk.values()), headers))  # fmt: skip
+    profiled = profiled_names([*merge.profiled, *(_header_process(t.header) for t in merge.traces),
+                               *((None, c.pid, c.worker, c.rank) for c in merge.captures)])  # fmt: skip
+    anatomy = anatomy_trace_events(merge.anatomy_run, profiled) if merge.anatomy_run else []  # µs since the epoch
     origin_ns = min(
-        [h.base_time_ns for h in headers] + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else []),
-        default=0,
+        [h.base_time_ns for h in headers]
+        + ([int(memory_origin_us * 1000)] if memory_origin_us is not None else [])
+        + [c.start_ns for c in captures if c.start_ns],
+        default=_earliest_ns(anatomy),
     )
     groups: dict[tuple[Any, ...], int] = {}
     for header in headers:
@@ -246,9 +296,16 @@ def write_timeline(
         result.unplaced.extend(counters.skipped)
         sink.write_events(counters.events)
         result.memory_files, result.counter_events = counters.files, len(counters.events)
-        from nrlprof.tools.merge.anatomy_tracks import anatomy_tracks  # only once the traces are merged
-
-        anatomy = anatomy_tracks(merge.anatomy_inputs, merge.anatomy_dirs, origin_ns, PID_BLOCK * (len(groups) + 2))
+        for index, capture in enumerate(captures):
+            for batch in capture_events(capture, PID_BLOCK * (len(groups) + 3) + index + 1, origin_ns):
+                sink.write_events(batch)
+                result.nsys_events += len(batch)
+            result.nsys_captures.append(capture.source)
+        anatomy_base = PID_BLOCK * (len(groups) + 2)
+        for event in anatomy:
+            event["pid"] = anatomy_base + int(event.get("pid", 0))
+            if "ts" in event:
+                event["ts"] = float(event["ts"]) - origin_ns / 1000
         sink.write_events(anatomy)
         result.anatomy_events = len(anatomy)
         if ray_timeline is not None:
@@ -259,7 +316,7 @@ def write_timeline(
             for pid, name in result.processes.items()
         ]
         sink.write_events(added)
-        result.events_added = len(added) + result.counter_events
+        result.events_added = len(added) + result.counter_events + result.nsys_events + result.anatomy_events
         sink.write(_document_tail(result))
         sink.commit()
         result.text_bytes = sink.text_bytes
@@ -288,6 +345,17 @@ def _add_ray_timeline(
     names.update(ray.names)
     result.events_in += ray.count
     result.bytes_in += path.stat().st_size
+
+
+def _header_process(header: TraceHeader) -> ProfiledProcess:
+    if header.is_controller:
+        return (header.host, header.pid, CONTROLLER, None)
+    return (header.host, header.pid, header.worker, header.rank)
+
+
+def _earliest_ns(events: list[dict[str, Any]]) -> int:
+    """The earliest time of spans in µs since the epoch, in ns; 0 when there is none."""
+    return int(min((float(e["ts"]) for e in events if "ts" in e), default=0.0) * 1000)
 
 
 def _default_jobs(total_bytes: int, inputs: list[Any]) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from nrlprof.layout import (
     trace_file_name,
 )
 from nrlprof.rayfix.fix import render_tool_options
+from nrlprof.tools.plan.overview import WORKER_PYTHON
 from nrlprof.workers.identity import WorkerIdentity
 
 SESSION_DIR = "<ray session dir>"
@@ -57,15 +57,20 @@ def _command(backend: BackendPlan, interpreter: str) -> str:
     if backend.kind == NSYS:
         config, flags, output = _nsys_config(backend)
         argv = ["nsys", "profile", *render_tool_options(config), "-o", output, *[f"--{f}" for f in flags]]
-        return shlex.join(argv) + f" {shlex.quote(interpreter)} default_worker.py ..."
+        return shlex.join(argv) + f" {_interpreter(interpreter)} default_worker.py ..."
     if backend.kind == ROCPROF:
         fragment = backend_class(ROCPROF).runtime_env_fragment(backend, _example_identity())["_rocprof_sys"]
         argv = ["rocprof-sys-python", *render_tool_options(fragment["args"]), "--"]
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(fragment["env"].items()))
-        return f"{env} PYTHON_EXECUTABLE={shlex.quote(interpreter)} {shlex.join(argv)} default_worker.py ..."
+        return f"{env} PYTHON_EXECUTABLE={_interpreter(interpreter)} {shlex.join(argv)} default_worker.py ..."
     if backend.kind == MEMORY:
         return "(in-process: host RSS and CUDA allocator figures per step, allocator snapshot per window; no wrapper)"
     return "(in-process: torch.profiler.profile per window, no wrapper)"
+
+
+def _interpreter(interpreter: str) -> str:
+    """The worker's interpreter in a command: a path quoted for the shell, the placeholder as it is."""
+    return interpreter if interpreter == WORKER_PYTHON else shlex.quote(interpreter)
 
 
 def nsys_report_names(output: str, capture_range_end: str | None) -> list[str]:
@@ -121,7 +126,8 @@ def _memory_files(backend: BackendPlan) -> list[dict]:
     return files
 
 
-def describe(plan: Plan, interpreter: str = sys.executable) -> list[BackendView]:
+def describe(plan: Plan, interpreter: str = WORKER_PYTHON) -> list[BackendView]:
+    """Per backend, what it profiles; `interpreter`: the worker's, when known (else a placeholder)."""
     views = []
     for backend in plan.backends:
         targets = [

@@ -15,6 +15,7 @@ offset 0; a node the driver sent no call to keeps its own clock (offset 0, no bo
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, read_lines, run_directories
@@ -78,8 +79,57 @@ def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> tuple[dic
     return offsets, bounds
 
 
-def worker_names(actors: list[dict], tasks: list[dict]) -> dict[str, tuple[str, int]]:
-    """actor id -> (worker, rank): the driver's names; actors created inside workers under `<parent>.<child>`."""
+# pid -> (worker, rank) of the processes that wrote profiler files (manifests, traces, reports)
+ProfiledNames = Mapping[int, tuple[str, "int | None"]]
+ProfiledProcess = tuple["str | None", "int | None", str, "int | None"]  # host, pid, worker, rank
+
+
+def profiled_names(processes: Iterable[ProfiledProcess]) -> dict[int, tuple[str, int | None]]:
+    """pid -> (worker, rank) from (host, pid, worker, rank) of processes that wrote profiler files; a pid two
+    hosts share, or that two names claim, is left out (the step anatomy knows a worker's node, not its host)."""
+    found: dict[int, set[tuple[str | None, str, int | None]]] = defaultdict(set)
+    for host, pid, worker, rank in processes:
+        if isinstance(pid, int) and worker:
+            found[pid].add((host, worker, rank))
+    names = {}
+    for pid, claims in found.items():
+        if len({(w, r) for _, w, r in claims}) == 1 and len({h for h, _, _ in claims} - {None}) <= 1:
+            _, worker, rank = next(iter(claims))
+            names[pid] = (worker, rank)
+    return names
+
+
+def worker_names(
+    actors: list[dict], tasks: list[dict], profiled: ProfiledNames | None = None
+) -> dict[str, tuple[str, int]]:
+    """actor id -> (worker, rank): the driver's names; actors created inside workers under `<parent>.<child>`.
+
+    `profiled`: the names of the processes that wrote profiler files (`profiled_names`). An actor whose process
+    is one of them takes the name (and rank) its files carry, and so do the others the anatomy grouped with it:
+    a child a pattern matched itself keeps its own name, as nrlprof names it when it profiles it.
+    """
+    names = _anatomy_names(actors, tasks)
+    return _as_profiled(names, tasks, profiled) if profiled else names
+
+
+def _as_profiled(
+    names: dict[str, tuple[str, int]], tasks: list[dict], profiled: ProfiledNames
+) -> dict[str, tuple[str, int]]:
+    pids = {t["actor_id"]: t["pid"] for t in tasks if isinstance(t.get("pid"), int) and t.get("actor_id") in names}
+    joined = {actor for actor, pid in pids.items() if pid in profiled}
+    renamed: dict[str, str] = {}  # anatomy name -> the files' name
+    result = dict(names)
+    for actor in sorted(joined):
+        worker, rank = profiled[pids[actor]]
+        renamed.setdefault(names[actor][0], worker)
+        result[actor] = (worker, names[actor][1] if rank is None else rank)
+    for actor, (name, rank) in names.items():
+        if actor not in joined and name in renamed:
+            result[actor] = (renamed[name], rank)
+    return result
+
+
+def _anatomy_names(actors: list[dict], tasks: list[dict]) -> dict[str, tuple[str, int]]:
     from nrlprof.workers.identity import snake_case
 
     names: dict[str, tuple[str, int]] = {a["actor_id"]: (a["worker"], int(a["rank"])) for a in actors}

@@ -23,6 +23,7 @@ class Overhead:
     stop_ms: float
     started_at: float = 0.0
     stopped_at: float = 0.0
+    status: str = "ok"  # the window's, as the manifest records it
 
     @property
     def label(self) -> str:
@@ -30,7 +31,7 @@ class Overhead:
 
     def to_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
-                "host": self.host, "pid": self.pid, "start_ms": round(self.start_ms, 3),
+                "host": self.host, "pid": self.pid, "status": self.status, "start_ms": round(self.start_ms, 3),
                 "stop_ms": round(self.stop_ms, 3)}  # fmt: skip
 
 
@@ -132,7 +133,8 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     pid = record.get("pid") if _is_int(record.get("pid")) else None
     worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
-    return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times)
+    status = str(record.get("status", "ok"))
+    return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times, status)
 
 
 def _is_int(value: object) -> bool:

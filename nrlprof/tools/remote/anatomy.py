@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.figures.sections import anatomy_section
+from nrlprof.tools.figures.sections import anatomy_run
 from nrlprof.tools.read.inputs import Inputs
 
 
@@ -18,12 +17,12 @@ def default_anatomy_dir() -> Path:
     return Path(anatomy_settings(os.environ, backends_configured=False).directory)
 
 
-def local_anatomy(directory: Path | None) -> dict[str, Any] | None:
+def local_anatomy(directory: Path | None) -> Path | None:
     """The newest step-anatomy run in `directory` (given: it must hold one), or in the default dir if any."""
     if directory is None:
         default = default_anatomy_dir()
-        return anatomy_section(default, Inputs()) if default.is_dir() else None
-    section = anatomy_section(Path(directory), Inputs())
-    if section is None:
+        return anatomy_run(default, Inputs()) if default.is_dir() else None
+    run = anatomy_run(Path(directory), Inputs())
+    if run is None:
         raise ToolError("no step-anatomy run found here (expected a run-* directory, or step_anatomy/)", directory)
-    return section
+    return run

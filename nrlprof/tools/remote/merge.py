@@ -20,6 +20,7 @@ from nrlprof.errors import ToolError
 from nrlprof.tools.cluster import alive_nodes, connected, run_on_nodes
 from nrlprof.tools.collect.collector import allowed_roots
 from nrlprof.tools.collect.pull import LIST_TIMEOUT_S
+from nrlprof.tools.merge.anatomy_tracks import find_anatomy_run
 from nrlprof.tools.merge.estimate import SizedTrace, text_size
 from nrlprof.tools.merge.select import EVERYTHING, Selection
 from nrlprof.tools.merge.sink import Meter
@@ -155,7 +156,7 @@ def merge_on_cluster(
         merge, where = _node_headers(listings, list_timeout_s, lines)
         if strict and merge.unreadable:
             raise ToolError(merge.unreadable[0][1], merge.unreadable[0][0])
-        merge.anatomy_inputs = [anatomy] if anatomy.is_dir() else []
+        merge.anatomy_run = find_anatomy_run([anatomy], []) if anatomy.is_dir() else None
         make_parts = remote_parts(where, jobs_per_node, read_timeout_s, lines)
         result = write_timeline(merge, output, make_parts, ray_timeline, progress, strict, selection=selection,
                                 force=force)  # fmt: skip

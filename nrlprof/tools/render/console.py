@@ -1,7 +1,9 @@
-"""A summary, or two runs compared, as rich tables on a terminal. Names from traces are escaped: `[` is no markup.
+"""A summary, or two runs compared, as rich tables. Names from traces are escaped: `[` is no markup.
 
-One worker's summary fits a screen: tables have a bounded number of rows and names are cut to NAME_WIDTH
-(kernels by their short name); `summary --json` has everything in full.
+One worker's summary fits a screen: tables have a bounded number of rows and, on a terminal, names are cut to
+NAME_WIDTH (kernels by their short name); `summary --json` has everything in full. On a terminal a table fits
+its width, the name columns wrapping so that no column is lost; written to a file or a pipe, every table is
+printed at its full width, names whole, whatever the terminal's (`print_table`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 NAME_WIDTH = 48
 MAX_ROWS = 40  # per table
+UNBOUNDED_WIDTH = 100_000  # a table measured for a file or a pipe: as wide as its content
 GPU_COLUMNS = (("wall", None), ("kernels", "gpu_kernel_ms"), ("busy %", "gpu_busy_pct"), ("idle", "gpu_idle_ms"),
                ("comm", "comm_ms"), ("memcpy", "memcpy_ms"))  # fmt: skip
 
@@ -33,14 +36,29 @@ def terminal(stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False, highlight=False)
 
 
+def print_table(console: Console, table: Any) -> None:
+    """`table` fitted to a terminal; at its full width when the output is a file or a pipe (no column cut)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = console.width
+    needed = console.measure(table, options=console.options.update_width(UNBOUNDED_WIDTH)).maximum
+    console.width = max(width, needed)  # rich caps a print's width at the console's
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def plain(value: object) -> str:
     """`value` as text that rich prints as is."""
     return escape(str(value))
 
 
-def name(value: object) -> str:
-    """A name from a trace, cut to NAME_WIDTH and escaped."""
-    return plain(truncate(str(value), NAME_WIDTH))
+def name(value: object, console: Console | None = None) -> str:
+    """A name from a trace, escaped; cut to NAME_WIDTH on a terminal (whole in a file or a pipe)."""
+    text = str(value)
+    return plain(truncate(text, NAME_WIDTH) if console is None or console.is_terminal else text)
 
 
 def render_summary(summary: Summary, console: Console | None = None) -> None:
@@ -72,9 +90,10 @@ def _table(title: str, columns: list[tuple[str, str]]) -> Any:
 
     table = Table(title=title)
     for column, justify in columns:
-        numbers = justify == "right"
-        table.add_column(column, justify=justify, no_wrap=True, overflow="ellipsis",
-                         min_width=len(column) if numbers else min(len(column), 12))  # fmt: skip
+        if justify == "right":  # figures: never cut; names wrap first where the terminal is narrow
+            table.add_column(column, justify=justify, no_wrap=True, min_width=len(column))
+        else:
+            table.add_column(column, justify=justify, overflow="fold", min_width=min(len(column), 12))
     return table
 
 
@@ -82,7 +101,7 @@ def _print(table: Any, rows: list[list[str]], console: Console) -> None:
     for row in rows[:MAX_ROWS]:
         table.add_row(*row)
     if rows:
-        console.print(table)
+        print_table(console, table)
     if len(rows) > MAX_ROWS:
         console.print(f"... {len(rows) - MAX_ROWS} more row(s) in `nrlprof summary --json`")
 
@@ -98,7 +117,7 @@ def _step_table(summary: Summary, console: Console) -> None:
         for step, wall in sorted(w.step_wall_ms.items()):
             figures = w.step_gpu[step].to_json() if step in w.step_gpu else {}
             cells = [_ms(wall), *[_ms(figures.get(key)) for _, key in columns[1:]]]
-            rows.append([name(w.label), str(step), *cells])
+            rows.append([name(w.label, console), str(step), *cells])
     _print(table, rows, console)
 
 
@@ -107,12 +126,18 @@ def _ranges_table(summary: Summary, console: Console) -> None:
     outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
     columns: list[int | None] = [*steps, None] if outside else list(steps)
     title = "Annotated ranges (ms per step" + ("; '-' = outside any profiled step)" if outside else ")")
-    table = _table(title, [("worker", "left"), ("range", "left"), ("calls", "right"),
+    table = _table(title, [("range", "left"), ("worker", "left"), ("calls", "right"),
                            *[(str(s) if s is not None else "-", "right") for s in columns]])  # fmt: skip
+    found = [(label, index, w, per_step) for index, w in enumerate(summary.workers)
+             for label, per_step in w.ranges_ms.items()]  # fmt: skip
     rows = [
-        [name(w.label), name(label), str(w.range_calls.get(label, 0)), *[_ms(per_step.get(s)) for s in columns]]
-        for w in summary.workers
-        for label, per_step in sorted(w.ranges_ms.items())
+        [
+            name(label, console),
+            name(w.label, console),
+            str(w.range_calls.get(label, 0)),
+            *[_ms(per_step.get(s)) for s in columns],
+        ]
+        for label, _, w, per_step in sorted(found, key=lambda item: item[:2])  # grouped by label
     ]
     _print(table, rows, console)
 
@@ -120,21 +145,23 @@ def _ranges_table(summary: Summary, console: Console) -> None:
 def _top_tables(summary: Summary, console: Console) -> None:
     head = [("worker", "left"), ("name", "left"), ("calls", "right")]
     table = _table("Top operators (by self time)", [*head, ("self ms", "right"), ("total ms", "right")])
-    rows = [[name(w.label), name(op.name), str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
+    rows = [[name(w.label, console), name(op.name, console), str(op.calls), _ms(op.self_us / 1000),
+             _ms(op.total_us / 1000)]
             for w in summary.workers for op in w.ops]  # fmt: skip
     _print(table, rows, console)
     table = _table("Top kernels (by total time; full names in --json)", [*head, ("total ms", "right")])
-    rows = [[name(w.label), name(short_kernel_name(k.name)), str(k.calls), _ms(k.total_us / 1000)]
+    rows = [[name(w.label, console), name(short_kernel_name(k.name), console), str(k.calls),
+             _ms(k.total_us / 1000)]
             for w in summary.workers for k in w.kernels]  # fmt: skip
     _print(table, rows, console)
 
 
 def _overhead_table(summary: Summary, console: Console) -> None:
     table = _table("Profiler overhead (starting / stopping the profiler, not the workload)",
-                   [("worker", "left"), ("window", "left"), ("backend", "left"), ("host", "left"), ("pid", "right"),
-                    ("start ms", "right"), ("stop ms", "right")])  # fmt: skip
-    rows = [[name(o.label), plain(o.window), plain(o.backend), name(o.host), str(o.pid), _ms(o.start_ms),
-             _ms(o.stop_ms)] for o in summary.overhead]  # fmt: skip
+                   [("worker", "left"), ("window", "left"), ("backend", "left"), ("status", "left"), ("host", "left"),
+                    ("pid", "right"), ("start ms", "right"), ("stop ms", "right")])  # fmt: skip
+    rows = [[name(o.label, console), plain(o.window), plain(o.backend), plain(o.status), name(o.host, console),
+             str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)] for o in summary.overhead]  # fmt: skip
     _print(table, rows, console)
 
 
@@ -143,7 +170,7 @@ def _hta_table(summary: Summary, console: Console) -> None:
                ("comm/compute overlap %", "comm_comp_overlap_pct"))  # fmt: skip
     table = _table("HolisticTraceAnalysis, whole window per rank", [("worker", "left"), ("window", "left"),
                    ("rank", "right"), *[(c, "right") for c, _ in columns]])  # fmt: skip
-    rows = [[name(r["worker"]), plain(r["window"]), str(r["rank"]), *[_ms(r.get(k)) for _, k in columns]]
+    rows = [[name(r["worker"], console), plain(r["window"]), str(r["rank"]), *[_ms(r.get(k)) for _, k in columns]]
             for r in summary.hta or []]  # fmt: skip
     _print(table, rows, console)
 
@@ -157,8 +184,8 @@ def _render_nsys(report: NsysReport, console: Any) -> None:
             continue
         columns = [c for c in rows[0] if c in (key, "Instances") or c.startswith(("Time", "Total Time"))]
         table = _table(plain(f"{report.path.name}: {title}"), [(plain(c), "left") for c in columns])
-        cells = [[name(short_kernel_name(row.get(c, "")) if c == "Name" else row.get(c, "")) for c in columns]
-                 for row in rows[:TOP]]  # fmt: skip
+        cells = [[name(short_kernel_name(row.get(c, "")) if c == "Name" else row.get(c, ""), console)
+                  for c in columns] for row in rows[:TOP]]  # fmt: skip
         _print(table, cells, console)
 
 
@@ -179,12 +206,12 @@ def render_diff(result: dict[str, Any], console: Any = None) -> None:
         table.add_column(column, justify="left" if column == "figure" else "right", no_wrap=True)
     for row in result["rows"]:
         who = row["worker"] if row["rank"] is None else f"{row['worker']} rank {row['rank']}"
-        for name, figure in row["figures"].items():
+        for key, figure in row["figures"].items():
             pct = f"{figure['change_pct']:+.1f}%" if figure["change_pct"] is not None else ""
-            table.add_row(plain(truncate(who, 40)), str(row["step"]), _label(name), f"{figure['a']:.4g}",
+            table.add_row(name(who, console), str(row["step"]), _label(key), f"{figure['a']:.4g}",
                           f"{figure['b']:.4g}", f"{figure['change']:+.4g}", pct)  # fmt: skip
     if result["rows"]:
-        console.print(table)
+        print_table(console, table)
     if "anatomy" in result:
         from nrlprof.tools.render.anatomy_text import anatomy_diff_lines
 

@@ -275,13 +275,13 @@ def _tables(summary: Summary) -> list[str]:
         parts += [f'<p class="straggler">{_e(line)}</p>' for line in lines]
     outside = any(None in per for w in summary.workers for per in w.ranges_ms.values())
     columns: list[int | None] = [*steps, None] if outside else list(steps)
+    found = [(label, index, w, per) for index, w in enumerate(summary.workers) for label, per in w.ranges_ms.items()]
     rows = [
-        [w.label, label, str(w.range_calls.get(label, 0)), *[_ms(per.get(s)) for s in columns]]
-        for w in summary.workers
-        for label, per in sorted(w.ranges_ms.items())
+        [label, w.label, str(w.range_calls.get(label, 0)), *[_ms(per.get(s)) for s in columns]]
+        for label, _, w, per in sorted(found, key=lambda item: item[:2])  # grouped by label
     ]
     if rows:
-        head = ["worker", "range", "calls", *[str(s) if s is not None else "outside steps" for s in columns]]
+        head = ["range", "worker", "calls", *[str(s) if s is not None else "outside steps" for s in columns]]
         parts += ["<h2>Annotated ranges (ms per step)</h2>", _table(head, rows, text_columns=2)]
     rows = [[w.label, op.name, str(op.calls), _ms(op.self_us / 1000), _ms(op.total_us / 1000)]
             for w in summary.workers for op in w.ops]  # fmt: skip
@@ -298,11 +298,11 @@ def _tables(summary: Summary) -> list[str]:
 def _overhead_tables(summary: Summary) -> list[str]:
     if not summary.overhead:
         return []
-    head = ["worker", "window", "backend", "host", "pid", "start ms", "stop ms"]
-    rows = [[o.label, o.window, o.backend, o.host, str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)]
+    head = ["worker", "window", "backend", "status", "host", "pid", "start ms", "stop ms"]
+    rows = [[o.label, o.window, o.backend, o.status, o.host, str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)]
             for o in summary.overhead]  # fmt: skip
     title = "Profiler overhead (time to start and stop the profiler in each process, not the workload)"
-    return [f"<h2>{title}</h2>", _table(head, rows, text_columns=4)]
+    return [f"<h2>{title}</h2>", _table(head, rows, text_columns=5)]
 
 
 def _section_lanes(summary: Summary) -> list[str]:
