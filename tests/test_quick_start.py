@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,12 +64,20 @@ def fresh_venv(tmp_path_factory) -> Path:
     return venv
 
 
-def test_the_quick_start_on_one_machine_is_true(fresh_venv, tmp_path):
+@pytest.fixture
+def short_ray_tmpdir():
+    """A Ray temp dir with a short path: Ray's socket paths under it must stay within AF_UNIX's 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="nrq-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_quick_start_on_one_machine_is_true(fresh_venv, tmp_path, short_ray_tmpdir):
     job = tmp_path / "job"
     job.mkdir()
     (job / "train.py").write_text(TRAIN)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_", "PYTHONPATH"))}
-    env.update(PATH=f"{fresh_venv / 'bin'}:{env['PATH']}", RAY_TMPDIR=str(tmp_path / "ray"))
+    env.update(PATH=f"{fresh_venv / 'bin'}:{env['PATH']}", RAY_TMPDIR=str(short_ray_tmpdir))
     lines = quick_start_lines()
     assert "uv run train.py" in lines
     script = "\n".join("python train.py" if line == "uv run train.py" else line for line in lines)

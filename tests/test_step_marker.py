@@ -25,20 +25,21 @@ def test_a_step_is_each_run_of_matching_calls_after_another_method():
     marker = StepMarker(StepMethod("*policy*", "train"))
     policy, gen = ("dtensor_policy_worker",), ("vllm_generation_worker",)
     calls = [
-        (gen, "generate"),
-        (policy, "train"),  # step 1
-        (policy, "train"),  # the fan-out to a second rank: still step 1
-        (gen, "generate"),
-        (policy, "train"),  # step 2
-        (policy, "train"),
-        (policy, "train"),  # repeated calls in a row: still step 2
-        (policy, "checkpoint"),
-        (policy, "train"),  # step 3: another method of the same worker came between
-        (gen, "train"),  # a matching method on a worker the pattern does not select: no step, and ends the run
-        (policy, "train"),  # step 4
+        (gen, "generate", "g"),
+        (policy, "train", 0),  # step 1
+        (policy, "train", 1),  # the fan-out to a second rank: still step 1
+        (gen, "generate", "g"),
+        (policy, "train", 0),  # step 2
+        (policy, "train", 1),
+        (policy, "train", 0),  # a worker this run already reached: step 3 (a loop that calls nothing else)
+        (policy, "train", 1),
+        (policy, "checkpoint", 0),
+        (policy, "train", 1),  # step 4: another method came between
+        (gen, "train", "g"),  # a matching method on a worker the pattern does not select: no step, ends the run
+        (policy, "train", 0),  # step 5
     ]
-    began = [marker.new_step(names, method) for names, method in calls]
-    assert began == [None, 1, None, None, 2, None, None, None, 3, None, 4]
+    began = [marker.new_step(names, method, worker) for names, method, worker in calls]
+    assert began == [None, 1, None, None, 2, None, 3, None, None, 4, None, 5]
 
 
 DRIVER = textwrap.dedent(
@@ -56,8 +57,6 @@ DRIVER = textwrap.dedent(
         ray.get(generation.generate.remote(step))
         ray.get([rollout.rollout.remote(step), reward.score.remote(step)])
         ray.get([w.train.remote(step) for w in policy])
-        if step == 3:
-            ray.get([w.train.remote(step) for w in policy])  # a second call in a row: the same step
     {explicit}
     print("DONE", flush=True)
     """

@@ -41,7 +41,7 @@ class CallWatcher:
         known = self.session.known_actors
         matches = any(self.marker.method_matches(actor_names(handle, known), method) for handle, method in calls)
         with self.order:
-            step = self.marker.call(matches)
+            step = self.marker.call(matches, tuple(_actor_key(handle) for handle, _ in calls))
             if step is not None:
                 self.session.marker_step(step, self.marker.description)
 
@@ -71,6 +71,13 @@ class CallWatcher:
                 from nrlprof.log import logger
 
                 logger.warning("nrlprof could not follow a method call (steps or workers may be missed): %s", err)
+
+
+def _actor_key(handle: Any) -> object:
+    try:
+        return handle._actor_id
+    except AttributeError:
+        return id(handle)
 
 
 def install(session: Any) -> None:

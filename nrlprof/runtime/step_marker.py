@@ -1,9 +1,10 @@
 """NRL_STEP_METHOD: steps found in the calls a controller submits, with no step code in the driver.
 
-Step n begins when the controller submits the n-th call of a matching method (on a worker matching the
-worker pattern) that follows a call of any other method. A worker group's fan-out of one call to N ranks is
-one step, and so are repeated calls in a row. The step's window actions are queued before that call is
-submitted, so they reach the workers first. Ray's and nrlprof's own calls (`__ray_call__`, ...) do not count.
+Step n begins when the controller submits a call of a matching method (on a worker matching the worker
+pattern) that follows a call of any other method, or that reaches a worker this run of matching calls has
+already reached (a loop that calls nothing else: each round is a step). A worker group's fan-out of one call
+to N ranks is one step. The step's window actions are queued before that call is submitted, so they reach the
+workers first. Ray's and nrlprof's own calls (`__ray_call__`, ...) do not count.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class StepMarker:
         self.description = f"the step marker NRL_STEP_METHOD={method.text}"
         self.step = 0
         self._in_run = False
+        self._reached: set[object] = set()
         self._lock = threading.Lock()
 
     def method_matches(self, names: tuple[str, ...], method_name: str) -> bool:
@@ -29,19 +31,22 @@ class StepMarker:
             fnmatchcase(name, self.method.worker) for name in names
         )
 
-    def new_step(self, names: tuple[str, ...], method_name: str) -> int | None:
+    def new_step(self, names: tuple[str, ...], method_name: str, worker: object = None) -> int | None:
         """The step this call begins, or None when it continues a run or is no step at all."""
-        return self.call(self.method_matches(names, method_name))
+        return self.call(self.method_matches(names, method_name), () if worker is None else (worker,))
 
-    def call(self, matches: bool) -> int | None:
-        """One call (or one run of a compiled graph) that matches the marker or not: the step it begins."""
+    def call(self, matches: bool, workers: tuple[object, ...] = ()) -> int | None:
+        """One call (or one run of a compiled graph) that matches the marker or not, reaching `workers`: the
+        step it begins."""
         with self._lock:
             if not matches:
                 self._in_run = False
                 return None
-            if self._in_run:
+            if self._in_run and self._reached.isdisjoint(workers):
+                self._reached.update(workers)
                 return None
             self._in_run = True
+            self._reached = set(workers)
             self.step += 1
             return self.step
 
