@@ -81,6 +81,20 @@ def test_report_html_escapes_labels(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
+def test_a_range_has_one_colour_and_one_legend_entry_across_steps(tmp_path):
+    trace = gpu_trace()
+    for step, ts in ((3, 1_000_100.0), (4, 1_000_300.0)):
+        trace["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": f"rollout/generate [step {step}]",
+                                     "pid": 1000, "tid": 1000, "ts": ts, "dur": 10.0, "args": {}})  # fmt: skip
+    write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", trace)
+    page = render_html(summarize(tmp_path, nsys=""))
+    fills = set(re.findall(r'fill="(#[0-9a-f]{6})"><title>rollout/generate \[step [34]\]', page))
+    assert len(fills) == 1, fills
+    (legend,) = re.findall(r'<div class="legend">(.*?)</div>', page)
+    assert legend.count("rollout/generate") == 1 and "[step" not in legend
+    assert f'<i style="background:{fills.pop()}"></i>rollout/generate</span>' in legend
+
+
 def test_bad_input_leaves_no_report(tmp_path):
     with pytest.raises(ToolError, match="no such file"):
         write_report(tmp_path / "missing", tmp_path / "report.html")

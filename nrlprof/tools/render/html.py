@@ -14,9 +14,9 @@ from __future__ import annotations
 import bisect
 import html
 import time
-import zlib
 from dataclasses import dataclass
 
+from nrlprof.layout import range_label
 from nrlprof.tools.figures.gpu_time import is_comm
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
@@ -24,7 +24,8 @@ from nrlprof.tools.read.manifests import Overhead
 from nrlprof.tools.render.text import step_lines
 
 WIDTH = 1160
-LABEL_WIDTH = 190
+LABEL_WIDTH = 270
+LANE_LABEL_CHARS = 38
 LANE = 60
 CPU_LANE = 44
 GPU_BAR = 12
@@ -126,8 +127,11 @@ class _Axis:
         return seg.x + (start - seg.start) * k, seg.x + (min(end, seg.end) - seg.start) * k
 
 
-def _color(label: str) -> str:
-    return PALETTE[zlib.crc32(label.encode()) % len(PALETTE)]
+def range_colors(workers: list[WorkerSummary]) -> dict[str, str]:
+    """One colour per range label, whatever step it ran in (`<label> [step n]`): the palette in label order, so
+    labels differ in colour up to the palette's size."""
+    labels = sorted({range_label(s.label)[0] for w in workers for s in w.ranges})
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
 
 
 def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None = None) -> str:
@@ -140,6 +144,7 @@ def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None =
         out.append('<text x="10" y="20">no step or range recorded</text></svg>')
         return "\n".join(out)
     axis = _Axis(spans, LABEL_WIDTH, WIDTH - LABEL_WIDTH - 10)
+    colors = range_colors(workers)
     origin = axis.segments[0].start
     for seg in axis.segments:
         out.append(f'<line x1="{seg.x:.1f}" y1="{AXIS - 4}" x2="{seg.x + seg.width:.1f}" y2="{AXIS - 4}" '
@@ -155,7 +160,7 @@ def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None =
         y = AXIS + row * LANE
         fill = "#f9fafb" if row % 2 else "#f3f4f6"
         out.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{LANE}" fill="{fill}"/>')
-        out.append(f'<text x="6" y="{y + LANE / 2 + 4}">{_e(_short(worker.label, 30))}</text>')
+        out.append(f'<text x="6" y="{y + LANE / 2 + 4}">{_e(_short(worker.label, LANE_LABEL_CHARS))}</text>')
         for step in sorted(worker.steps, key=lambda s: s.start_us):
             box = axis.clip(step.start_us, step.end_us)
             if box is None:
@@ -171,14 +176,14 @@ def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None =
                 f'fill="{color}" stroke="#93c5fd"/>'
                 f'<text x="{x0 + 3:.1f}" y="{y + 13}" fill="#1e3a8a">{_e(step.label)}</text></g>'
             )
-        out.extend(_range_bars(worker, axis, y))
+        out.extend(_range_bars(worker, axis, y, colors))
         out.extend(_gpu_lane(worker, axis, y + CPU_LANE))
         out.extend(_overhead_flags(worker, overhead or [], axis, y))
     out.append("</svg>")
     return "\n".join(out)
 
 
-def _range_bars(worker: WorkerSummary, axis: _Axis, y: float) -> list[str]:
+def _range_bars(worker: WorkerSummary, axis: _Axis, y: float, colors: dict[str, str]) -> list[str]:
     bars = []
     open_ends: list[float] = []
     for span in sorted(worker.ranges, key=lambda s: (s.start_us, -s.end_us)):
@@ -193,7 +198,7 @@ def _range_bars(worker: WorkerSummary, axis: _Axis, y: float) -> list[str]:
         ms = (span.end_us - span.start_us) / 1000
         bars.append(
             f'<rect x="{x0:.1f}" y="{y + 16 + depth * (BAR + 1)}" width="{max(x1 - x0, 1):.1f}" height="{BAR}" '
-            f'fill="{_color(span.label)}"><title>{_e(span.label)}: {ms:.2f} ms</title></rect>'
+            f'fill="{colors[range_label(span.label)[0]]}"><title>{_e(span.label)}: {ms:.2f} ms</title></rect>'
         )
     return bars
 
@@ -249,8 +254,9 @@ def _overhead_flags(worker: WorkerSummary, overhead: list[Overhead], axis: _Axis
 
 
 def _legend(workers: list[WorkerSummary]) -> str:
-    labels = sorted({s.label for w in workers for s in w.ranges})
-    items = [f'<span><i style="background:{_color(label)}"></i>{_e(label)}</span>' for label in labels]
+    items = [
+        f'<span><i style="background:{color}"></i>{_e(label)}</span>' for label, color in range_colors(workers).items()
+    ]
     if any(w.gpu_spans for w in workers):
         items += [f'<span><i style="background:{GPU_FILLS[k]}"></i>GPU {k}</span>' for k in GPU_FILLS]
     items.append(f'<span><i style="background:{OVERHEAD_FILL}"></i>profiler start/stop (overhead)</span>')
