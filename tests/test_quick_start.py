@@ -24,6 +24,9 @@ import ray
 
 @ray.remote(num_cpus=0)
 class DTensorPolicyWorker:
+    def get_logprobs(self, step):
+        return step
+
     def train(self, step):
         import torch
 
@@ -33,6 +36,7 @@ class DTensorPolicyWorker:
 ray.init(address="local", num_cpus=2, include_dashboard=False)
 workers = [DTensorPolicyWorker.remote() for _ in range(2)]
 for step in range(1, 7):
+    ray.get([worker.get_logprobs.remote(step) for worker in workers])
     ray.get([worker.train.remote(step) for worker in workers])
 """
 

@@ -25,21 +25,57 @@ def test_a_step_is_each_run_of_matching_calls_after_another_method():
     marker = StepMarker(StepMethod("*policy*", "train"))
     policy, gen = ("dtensor_policy_worker",), ("vllm_generation_worker",)
     calls = [
-        (gen, "generate", "g"),
-        (policy, "train", 0),  # step 1
-        (policy, "train", 1),  # the fan-out to a second rank: still step 1
-        (gen, "generate", "g"),
-        (policy, "train", 0),  # step 2
-        (policy, "train", 1),
-        (policy, "train", 0),  # a worker this run already reached: step 3 (a loop that calls nothing else)
-        (policy, "train", 1),
-        (policy, "checkpoint", 0),
-        (policy, "train", 1),  # step 4: another method came between
-        (gen, "train", "g"),  # a matching method on a worker the pattern does not select: no step, ends the run
-        (policy, "train", 0),  # step 5
+        (gen, "generate"),
+        (policy, "train"),  # step 1
+        (policy, "train"),  # the fan-out to a second rank: still step 1
+        (gen, "generate"),
+        (policy, "train"),  # step 2
+        (policy, "train"),
+        (policy, "train"),  # repeated calls in a row: still step 2
+        (policy, "checkpoint"),
+        (policy, "train"),  # step 3: another method of the same worker came between
+        (gen, "train"),  # a matching method on a worker the pattern does not select: no step, and ends the run
+        (policy, "train"),  # step 4
     ]
-    began = [marker.new_step(names, method, worker) for names, method, worker in calls]
-    assert began == [None, 1, None, None, 2, None, 3, None, None, 4, None, 5]
+    began = [marker.new_step(names, method) for names, method in calls]
+    assert began == [None, 1, None, None, 2, None, None, None, 3, None, 4]
+
+
+def test_a_run_that_reaches_a_worker_again_is_noted_not_counted():
+    marker = StepMarker(StepMethod("*policy*", "train"))
+    policy = ("dtensor_policy_worker",)
+    assert [marker.new_step(policy, "train", rank) for rank in (0, 1)] == [1, None]
+    assert not marker.repeated, "a fan-out reaches each worker once"
+    assert marker.new_step(policy, "train", 0) is None and marker.repeated  # the contract: still step 1
+
+
+ONE_METHOD_DRIVER = textwrap.dedent(
+    """
+    import sys, ray
+    sys.path.insert(0, {tests!r})
+    from workload import DTensorPolicyWorker
+
+    ray.init(address="local", num_cpus=4, include_dashboard=False)
+    policy = [DTensorPolicyWorker.remote() for _ in (0, 1)]
+    for step in range(1, 5):
+        ray.get([w.train.remote(step) for w in policy])
+    """
+)
+
+
+def test_a_loop_that_calls_only_the_marked_method_is_told_why_it_stays_in_step_1(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(ONE_METHOD_DRIVER.format(tests=TESTS))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env.update(NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS, NRL_STEP_METHOD="*policy*.train",
+               NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+               NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"))  # fmt: skip
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    told = [line for line in result.stderr.splitlines() if "a worker got the marked method again" in line]
+    assert len(told) == 1 and "NRL_STEP_METHOD=*policy*.train" in told[0] and "step 1 goes on" in told[0]
+    assert "window 2-3 started" not in result.stderr and not (tmp_path / "traces").exists()
 
 
 DRIVER = textwrap.dedent(
@@ -57,6 +93,8 @@ DRIVER = textwrap.dedent(
         ray.get(generation.generate.remote(step))
         ray.get([rollout.rollout.remote(step), reward.score.remote(step)])
         ray.get([w.train.remote(step) for w in policy])
+        if step == 3:
+            ray.get([w.train.remote(step) for w in policy])  # a second call in a row: the same step
     {explicit}
     print("DONE", flush=True)
     """

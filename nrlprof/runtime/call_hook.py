@@ -28,6 +28,7 @@ class CallWatcher:
         self.order = threading.Lock()
         self.graph_calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.failed = False
+        self.told_repeated = False
 
     def called(self, calls: list[tuple[Any, str]]) -> None:
         """(actor handle, method) pairs submitted together: one call of a method, or one run of a graph."""
@@ -44,6 +45,20 @@ class CallWatcher:
             step = self.marker.call(matches, tuple(_actor_key(handle) for handle, _ in calls))
             if step is not None:
                 self.session.marker_step(step, self.marker.description)
+        if self.marker.repeated and not self.told_repeated:
+            self.told_repeated = True
+            self._tell_repeated()
+
+    def _tell_repeated(self) -> None:
+        from nrlprof.log import logger
+
+        text = self.marker.method.text
+        logger.warning(
+            "NRL_STEP_METHOD=%s: a worker got the marked method again with no other method called between; "
+            "repeated calls in a row are one step, so step %d goes on. If each such call is a step, mark a "
+            "method the loop calls once per step beside other calls, or call nrlprof.step(n) at the top of each step",
+            text, self.marker.step,
+        )  # fmt: skip
 
     def graph(self, compiled: Any) -> list[tuple[Any, str]]:
         """The (actor, method) of every method node of a compiled graph."""

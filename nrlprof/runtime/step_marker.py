@@ -1,10 +1,11 @@
 """NRL_STEP_METHOD: steps found in the calls a controller submits, with no step code in the driver.
 
-Step n begins when the controller submits a call of a matching method (on a worker matching the worker
-pattern) that follows a call of any other method, or that reaches a worker this run of matching calls has
-already reached (a loop that calls nothing else: each round is a step). A worker group's fan-out of one call
-to N ranks is one step. The step's window actions are queued before that call is submitted, so they reach the
-workers first. Ray's and nrlprof's own calls (`__ray_call__`, ...) do not count.
+Step n begins when the controller submits the n-th call of a matching method (on a worker matching the
+worker pattern) that follows a call of any other method. A worker group's fan-out of one call to N ranks is
+one step, and so are repeated calls in a row. The step's window actions are queued before that call is
+submitted, so they reach the workers first. A run that reaches a worker twice is noted (`repeated`): a loop
+that calls nothing but the marked method never leaves step 1, and the controller says so once. Ray's and
+nrlprof's own calls (`__ray_call__`, ...) do not count.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class StepMarker:
         self.step = 0
         self._in_run = False
         self._reached: set[object] = set()
+        self.repeated = False
         self._lock = threading.Lock()
 
     def method_matches(self, names: tuple[str, ...], method_name: str) -> bool:
@@ -42,7 +44,8 @@ class StepMarker:
             if not matches:
                 self._in_run = False
                 return None
-            if self._in_run and self._reached.isdisjoint(workers):
+            if self._in_run:
+                self.repeated = self.repeated or not self._reached.isdisjoint(workers)
                 self._reached.update(workers)
                 return None
             self._in_run = True
