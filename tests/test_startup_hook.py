@@ -50,6 +50,21 @@ def test_with_no_nrl_variable_nothing_is_imported_and_nothing_printed():
     assert result.stderr == ""
 
 
+def test_only_a_variable_named_nrl_something_wakes_the_hook():
+    """The hook looks at the names alone: `NRL_` inside a value or a longer name is not a setting."""
+    code = """
+        import sys
+        print("nrlprof_startup" in sys.modules)
+        """
+    for env in (
+        clean_env(JOB_NOTE="NRL_NSYS_WORKER_PATTERNS=*", XNRL_NSYS_RANKS="0"),
+        clean_env(NRL_PROFILE_DISABLE="1"),
+    ):
+        result = run(code, env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == str("NRL_PROFILE_DISABLE" in env)
+
+
 def test_a_program_that_never_imports_nrlprof_is_active_before_its_own_code():
     result = run(
         """
