@@ -149,16 +149,11 @@ def step_number(name: str, prefix: str) -> int | None:
     return None
 
 
-def range_name(label: str, step: int | None) -> str:
-    """An annotated range as nrlprof names it in a trace: `<label> [step <n>]` while step n runs."""
-    return label if step is None else f"{label} [step {step}]"
-
-
 _RANGE_STEP = re.compile(rf"^(?P<label>.*) \[step (?P<step>\d{{1,{MAX_STEP_DIGITS}}})\]$", re.DOTALL)
 
 
 def range_label(name: str) -> tuple[str, int | None]:
-    """(label, step) of a range named by `range_name`; (name, None) for any other name."""
+    """(label, step) of a range named by `nrlprof.ranges.names.range_name`; (name, None) for any other name."""
     match = _RANGE_STEP.match(name) if name.endswith("]") else None
     return (match["label"], int(match["step"])) if match else (name, None)
 

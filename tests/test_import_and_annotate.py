@@ -32,6 +32,22 @@ def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_n
     assert result.stderr == ""
 
 
+# What `import nrlprof` may load with nothing set (bench/bench_import.py times it: < 5 ms over a bare interpreter).
+# A heavy module here is a regression to find before the benchmark does: `re`, `dataclasses`, `pathlib`,
+# `inspect`, `logging`, `socket` or `subprocess` each cost milliseconds.
+LIGHT_IMPORT = {"nrlprof", "nrlprof.errors", "nrlprof.ranges", "nrlprof.ranges.annotate", "nrlprof.ranges.names",
+                "nrlprof.ranges.nvtx", "nrlprof.runtime", "nrlprof.runtime.state"}  # fmt: skip
+HEAVY_STDLIB = ("re", "dataclasses", "pathlib", "inspect", "logging", "socket", "subprocess", "json", "threading")
+
+
+def test_import_with_nothing_configured_loads_only_the_light_modules():
+    code = "import sys\nbefore = set(sys.modules)\nimport nrlprof\nprint(*sorted(set(sys.modules) - before))"
+    result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, check=True)
+    loaded = set(result.stdout.split())
+    assert {m for m in loaded if m.startswith("nrlprof")} == LIGHT_IMPORT
+    assert loaded.isdisjoint(HEAVY_STDLIB), sorted(loaded.intersection(HEAVY_STDLIB))
+
+
 def test_import_with_variables_activates_and_its_ray_hooks_wait_for_ray():
     env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
     code = (

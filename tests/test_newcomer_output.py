@@ -14,7 +14,8 @@ from test_anatomy_model import DRIVER_NODE, DRIVER_TASK, JOB, MS, T0, actor_id, 
 from test_tools_merge import gpu_trace, record_cpu_trace, write_json
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
-from nrlprof.layout import range_label, range_name
+from nrlprof.layout import range_label
+from nrlprof.ranges.names import range_name
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.merge.timeline import merge_traces
 from nrlprof.tools.read.anatomy import profiled_names, worker_names

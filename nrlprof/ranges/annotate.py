@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable
 
-from nrlprof.layout import range_name
+from nrlprof.ranges.names import range_name
 from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
 from nrlprof.runtime import state
 
