@@ -1,7 +1,8 @@
 """Which way nrlprof's imports go (ARCHITECTURE.md), read from the code's own import statements by an AST walk.
 
 - No import cycle among nrlprof's modules, counting the imports at module level (`TYPE_CHECKING` blocks too).
-- No cycle through a tools module at all, counting the imports inside functions as well.
+- No cycle through a tools module at all, counting the imports inside functions as well; and nowhere two modules
+  that import each other, inside functions or not.
 - Each tools package imports only the packages below it; a command module imports no other command.
 - The post-run tools that read files offline (read, figures, merge, render) never import Ray.
 - Outside the tools, only the command line's front ends (`nrlprof.cli`, `nrlprof.demo`) import a tools module.
@@ -153,6 +154,12 @@ def test_the_walk_sees_the_package():
 
 def test_no_cycle_among_module_level_imports():
     assert cycles([e for e in imports() if e.module_level]) == []
+
+
+def test_no_two_modules_import_each_other_counting_imports_inside_functions():
+    edges = {(e.source, e.target): e for e in imports()}
+    mutual = [f"{_where(e)} and back" for (a, b), e in sorted(edges.items()) if a < b and (b, a) in edges]
+    assert mutual == []
 
 
 def test_no_cycle_through_the_tools_counting_imports_inside_functions():

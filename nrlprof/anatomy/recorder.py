@@ -215,12 +215,10 @@ def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subproces
     """`python -m nrlprof.anatomy.reader_process` for this driver's job, with the driver's Ray token if any."""
     import ray
 
-    import nrlprof
-
     node = ray._private.worker.global_worker.node
     # Without nrlprof's own variables: the reader is no driver to activate nrlprof in.
     env = {name: value for name, value in os.environ.items() if not name.startswith(("NRL_", "NRLPROF_"))}
-    package_root = str(Path(nrlprof.__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])  # the directory that holds nrlprof/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(ray_auth_environment())
     command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", node.gcs_address, node.cluster_id.hex()]

@@ -176,9 +176,11 @@ def _open_children(session: Session) -> None:
     if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
         return
     try:
+        from nrlprof.runtime.child import install_fork_handler
         from nrlprof.runtime.child_channel import open_children
 
         open_children(session)
+        install_fork_handler()
     except Exception as err:  # the worker itself is profiled all the same
         logger.warning("the processes this worker starts will not join its windows: %s", err)
 

@@ -301,9 +301,8 @@ def _writable(connection: socket.socket, deadline: float) -> bool:
 
 
 def open_children(session: Session) -> None:
-    """In a matched worker: listen for the processes it will start, and make them find the channel."""
-    from nrlprof.runtime.child import install_fork_handler
-
+    """In a matched worker: listen for the processes it will start, and make them find the channel (processes
+    forked from the worker are joined by nrlprof.runtime.child's fork handler, which the activation installs)."""
     process = session.process
     channel = ChildChannel(
         session.identity.name, session.identity.rank, process.role.node_ip, session.plan.timeout_s,
@@ -312,7 +311,6 @@ def open_children(session: Session) -> None:
     session.children = channel
     info = {"address": channel.address, "session_dir": process.role.session_dir, "node_ip": process.role.node_ip}
     patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
-    install_fork_handler()
 
 
 def _children_environment(channel_info: str) -> Callable[[], None]:

@@ -105,9 +105,8 @@ def package_fragment() -> dict:
 
     from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
 
-    import nrlprof
-
-    package = {"py_modules": [str(Path(nrlprof.__file__).parent)], "excludes": ["__pycache__", "*.pyc"]}
+    package_dir = Path(__file__).parent.parent  # nrlprof/, as `nrlprof.__file__` names it
+    package = {"py_modules": [str(package_dir)], "excludes": ["__pycache__", "*.pyc"]}
     with tempfile.TemporaryDirectory(prefix="nrlprof-ship-") as scratch:
         uploaded = upload_py_modules_if_needed(package, include_gitignore=False, scratch_dir=scratch)
     return {"py_modules": list(uploaded["py_modules"])}
