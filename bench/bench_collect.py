@@ -17,37 +17,21 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import ray
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
+from local_cluster import local_cluster, node_sessions
 
 from nrlprof.tools.collect.collector import CHUNK_SIZE, CollectResult, collect
 
 BLOCK = 4 * 1024 * 1024
 
 
-def start_cluster(base: Path) -> Cluster:
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "temp_dir": str(base / "h"), "include_dashboard": False},
-    )
-    for index in (1, 2):
-        cluster.add_node(num_cpus=1, temp_dir=str(base / f"w{index}"))
-    ray.init(address=cluster.address, log_to_driver=False)
-    return cluster
-
-
 def write_reports(base: Path, mb_per_node: int, files_per_node: int) -> list[Path]:
     """Random-content reports in each node's current session (random: no compression or dedup shortcut)."""
     per_file = mb_per_node * 1_000_000 // files_per_node
     paths = []
-    for node_dir in sorted(base.iterdir()):
-        session = next(p for p in node_dir.glob("session_2*") if not p.is_symlink())
+    for session in node_sessions(base):
         for index in range(files_per_node):
             path = session / "logs" / "nsight" / f"bench_{index}.nsys-rep"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-mib", type=int, default=CHUNK_SIZE // (1024 * 1024))
     args = parser.parse_args(argv)
 
-    base = Path(tempfile.mkdtemp(prefix="nrlb", dir="/tmp"))  # short: raylet socket paths are length-limited
-    work = Path(tempfile.mkdtemp(prefix="nrlprof-bench-"))
-    cluster = None
-    try:
-        cluster = start_cluster(base)
+    with local_cluster(3, "nrlb", dashboard=False) as (base, work, _address):
         paths = write_reports(base, args.mb_per_node, args.files_per_node)
         total = sum(p.stat().st_size for p in paths)
         for name in ("baseline", "hashing"):
@@ -123,12 +103,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chunk size {args.chunk_mib} MiB; ratio collect / shutil.copyfile: "
               f"cold {rates['cold'] / base_rate:.3f}, warm {rates['warm'] / base_rate:.3f}")  # fmt: skip
         return 0
-    finally:
-        ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

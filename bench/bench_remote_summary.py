@@ -27,12 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import ray
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_merge import BASE_NS, _body
+from local_cluster import local_cluster, node_sessions
 
 from nrlprof.manifest import WindowRecord, append_record
 from nrlprof.tools.collect.collector import collect
@@ -62,8 +59,7 @@ def plant(base: Path, nodes: int, mb_per_node: float, traces_per_node: int) -> l
     """Traces and a manifest in each node's session dir; returns each node's manifest."""
     body = _body(int(mb_per_node * 1e6 / traces_per_node))
     manifests = []
-    for node, temp_dir in enumerate(sorted(base.iterdir())):
-        session = next(p for p in temp_dir.glob("session_2*") if not p.is_symlink())
+    for node, session in enumerate(node_sessions(base)):
         files = []
         for index in range(traces_per_node):
             rank = node * traces_per_node + index
@@ -145,15 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces-per-node", type=int, default=2)
     args = parser.parse_args(argv)
 
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
-    base = Path(tempfile.mkdtemp(prefix="nrlq", dir="/tmp"))  # short: raylet socket paths are length-limited
-    work = Path(tempfile.mkdtemp(prefix="nrlprof-bench-"))
-    cluster = None
-    try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": str(base / "n0")})
-        for index in range(1, args.nodes):
-            cluster.add_node(num_cpus=1, temp_dir=str(base / f"n{index}"))
-        ray.init(address=cluster.address, log_to_driver=False)
+    with local_cluster(args.nodes, "nrlq") as (base, work, address):
         manifests = plant(base, args.nodes, args.mb_per_node, args.traces_per_node)
         summarize_cluster()  # Ray starts a worker process on every node: the first summary's cost, not counted
         print(f"{args.nodes} nodes, {args.traces_per_node} trace(s) of {args.mb_per_node / args.traces_per_node:.0f}"
@@ -165,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for count in range(1, args.nodes + 1):
             holding(manifests, count)
-            remote_w, copy_w, read_w, remote_json, local_json, received, listed, copied = warm(cluster.address, work)
-            remote_c, copy_c, read_c = timed(cluster.address, work)
+            remote_w, copy_w, read_w, remote_json, local_json, received, listed, copied = warm(address, work)
+            remote_c, copy_c, read_c = timed(address, work)
             if without_paths(remote_json) != without_paths(local_json):
                 print("the two summaries differ", file=sys.stderr)
                 return 1
@@ -187,12 +175,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{listed / 1e6:.0f} MB of traces) against {copied / 1e6:.0f} MB copied by collect"
         )
         return 0
-    finally:
-        ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
