@@ -32,7 +32,7 @@ from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import configure_logging, logger
 from nrlprof.runtime import import_hooks, patches, state
 from nrlprof.runtime.child_channel import ENVIRONMENT_PATCH
-from nrlprof.runtime.child_protocol import LineReader, actions_of, encode, socket_address
+from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
 from nrlprof.runtime.engine_switches import own_profiler_variable
 from nrlprof.runtime.process import ProcessProfiler
 from nrlprof.runtime.process_kind import CHILD, disabled, process_kind
@@ -47,7 +47,6 @@ FORK_PATCH = "os.register_at_fork(nrlprof children)"
 # Backends a child takes from its worker; rocprof-sys wraps the worker's own interpreter for its lifetime.
 CHILD_BACKENDS = (NSYS, TORCH, MEMORY)
 CONNECT_TIMEOUT_S = 10.0
-READ_SIZE = 1 << 16
 FORKSERVER = "forkserver"
 _MULTIPROCESSING_HELPERS = (FORKSERVER, "resource_tracker", "semaphore_tracker")
 # In the command line of a process `multiprocessing` spawned.
@@ -103,8 +102,12 @@ def join_worker(environ: Mapping[str, str] = os.environ, forked: bool = False) -
             return None
         return _join(environ, info)
     except Exception as err:
-        sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
+        _warn_not_joining(err)
         return None
+
+
+def _warn_not_joining(err: Exception) -> None:
+    sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
 
 
 def _join_once_prepared(spawn: ModuleType) -> None:
@@ -117,7 +120,7 @@ def _join_once_prepared(spawn: ModuleType) -> None:
                 if info is not None and state.session is None:
                     _join(os.environ, info)
             except Exception as err:
-                sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
+                _warn_not_joining(err)
 
         return prepare
 

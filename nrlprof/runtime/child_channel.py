@@ -28,14 +28,13 @@ from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.runtime import patches
-from nrlprof.runtime.child_protocol import LineReader, actions_message, peer_ids, socket_address
+from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
 from nrlprof.runtime.process import START, STEP, STOP, Action
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session
 
 LISTEN_BACKLOG = 128
-READ_SIZE = 1 << 16
 ENVIRONMENT_PATCH = "os.environ[PYTHONPATH, NRLPROF_CHANNEL] (nrlprof children)"
 SITE_DIR = Path(__file__).resolve().parent / "child_site"
 

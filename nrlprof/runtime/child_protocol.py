@@ -17,6 +17,7 @@ from typing import Any
 from nrlprof.runtime.process import Action
 
 ABSTRACT_PREFIX = "@"
+READ_SIZE = 1 << 16  # bytes read from a channel connection at a time, either end
 
 
 def encode(message: dict[str, Any]) -> bytes:
