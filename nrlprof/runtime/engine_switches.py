@@ -115,6 +115,8 @@ class EngineSwitches:
         return records
 
     def _start_all(self, instance: object, action: Action) -> None:
+        if own_profiler_variable(os.environ) is None:
+            return  # no engine records anything here: its attributes need no walk
         for kind, engine in find_engines(instance):
             directory = os.environ.get(kind.directory_variable, "").strip()
             if not directory:
