@@ -205,7 +205,15 @@ def node_summary(listing: NodeListing) -> dict[str, Any]:
     }
 
 
-def _split_unchanged(
+def note_listing(result: CollectResult, listing: NodeListing) -> None:
+    """The node's summary, and the files its manifests named that were missing or refused, into `result`."""
+    label = listing.node.label
+    result.nodes.append(node_summary(listing))
+    result.missing += [{"node": label, "path": p} for p in listing.missing]
+    result.rejected += [{"node": label, **item} for item in listing.rejected]
+
+
+def split_unchanged(
     to: Path, listing: NodeListing, index: dict[str, dict[str, Any]], result: CollectResult
 ) -> list[RemoteFile]:
     """Record the node's unchanged files as skipped; return the ones to copy."""
@@ -304,13 +312,11 @@ def pull_all(
     plans = []
     for listing in listings:
         label = listing.node.label
-        result.nodes.append(node_summary(listing))
-        result.missing += [{"node": label, "path": p} for p in listing.missing]
-        result.rejected += [{"node": label, **item} for item in listing.rejected]
+        note_listing(result, listing)
         if listing.error:
             result.node_errors.append(NodeError(label, listing.node.node_id, listing.error))
             continue
-        plans.append((listing.node, _split_unchanged(to, listing, index, result)))
+        plans.append((listing.node, split_unchanged(to, listing, index, result)))
     meter = ByteMeter(sum(f.size for _, files in plans for f in files), progress)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(plans)))) as pool:
         pulls = list(pool.map(lambda plan: pull_node(to, *plan, transfer, meter), plans))

@@ -29,10 +29,11 @@ from nrlprof.tools.collect.collector import (
     CollectResult,
     NodeListing,
     allowed_roots,
-    node_summary,
+    note_listing,
     prepare_destination,
+    split_unchanged,
 )
-from nrlprof.tools.collect.index import is_unchanged, known_sources, load_index, save_index
+from nrlprof.tools.collect.index import known_sources, load_index, save_index
 from nrlprof.tools.collect.pull import CHUNK_SIZE, FileOutcome, index_entry, make_parents, safe_key, write_checked
 from nrlprof.tools.collect.scan import (
     RemoteFile,
@@ -173,17 +174,8 @@ def copy_listing(
 ) -> None:
     """Copy the changed files of this machine's listing; fills `result` and `index`."""
     node, label = listing.node, listing.node.label
-    result.nodes.append(node_summary(listing))
-    result.missing += [{"node": label, "path": p} for p in listing.missing]
-    result.rejected += [{"node": label, **item} for item in listing.rejected]
-    changed = []
-    for file in listing.files:
-        key = f"{label}/{file.dest}"
-        if is_unchanged(to, key, file, index):
-            result.skipped.append(FileOutcome(label, key, file.size))
-            index[key] = index_entry(node, file)
-        else:
-            changed.append(file)
+    note_listing(result, listing)
+    changed = split_unchanged(to, listing, index, result)
     meter = ByteMeter(sum(f.size for f in changed), progress)
     for file in changed:
         key = f"{label}/{file.dest}"
