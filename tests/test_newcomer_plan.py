@@ -200,3 +200,15 @@ def test_plan_json_is_json_on_every_route(tmp_path):
             assert done.stdout == "" and done.stderr.startswith("nrlprof plan: ")
         else:
             json.loads(done.stdout)
+
+
+def test_plan_shows_the_options_a_controller_actor_runs_under_nsys_with():
+    import dataclasses
+
+    from nrlprof.tools.plan.overview import controller_capture
+
+    plan = load_plan({"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"})
+    plan = dataclasses.replace(plan, controller_nsys=(("t", "cuda,nvtx"), ("o", "controller run")))
+    assert controller_capture(plan)[-1] == (
+        "nsys: a controller actor runs under nsys with the controller's options: -t cuda,nvtx -o 'controller run'"
+    )

@@ -3,12 +3,14 @@ switches, the workers' interpreter, the variables nrlprof does not read and what
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, Plan
+from nrlprof.rayfix.fix import render_tool_options
 
 WORKER_PYTHON = "<python>"
 ANATOMY = (
@@ -113,7 +115,7 @@ def controller_capture(plan: Plan) -> list[str]:
     if plan.backend(NSYS) is not None or plan.controller_nsys:
         lines.append(NSYS_CONTROLLER)
         if plan.controller_nsys:
-            options = " ".join(f"--{k}={v}" if len(k) > 1 else f"-{k} {v}" for k, v in plan.controller_nsys)
+            options = shlex.join(render_tool_options(plan.controller_nsys_options))
             lines.append(f"nsys: a controller actor runs under nsys with the controller's options: {options}")
     return lines
 
