@@ -74,7 +74,7 @@ def test_each_lost_thread_warning_is_logged_once_and_neither_hides_the_other(mon
         assert torch_profiler._experimental_config(profile_memory=False) is not None  # torch 2.13 has it
         assert records == []
         for _ in range(2):
-            assert torch_profiler._experimental_config(profile_memory=True) is None
+            torch_profiler._experimental_config(profile_memory=True)
 
         def no_all_threads(**options):
             raise TypeError("unexpected keyword argument 'profile_all_threads'")
@@ -88,3 +88,38 @@ def test_each_lost_thread_warning_is_logged_once_and_neither_hides_the_other(mon
         "NRL_TORCH_PROFILE_MEMORY is on",
         "this torch profiler records only the thread that starts a window (no profile_all_threads)",
     ]
+
+
+def test_torch_builds_no_python_events_at_stop_unless_stacks_need_them(monkeypatch):
+    """trace_only: a third of torch's stop is building events nrlprof never reads; with_stack needs them, and a
+    torch without trace_only still records every thread."""
+    from torch._C import _profiler
+
+    from nrlprof.backends import torch_profiler
+
+    real = _profiler._ExperimentalConfig
+    asked: list[dict] = []
+    knows_trace_only = True
+
+    def recorded(**options):
+        if "trace_only" in options and not knows_trace_only:
+            raise TypeError("unexpected keyword argument 'trace_only'")
+        asked.append(options)
+        return real(**options)
+
+    monkeypatch.setattr(torch_profiler, "_WARNED", set())
+    monkeypatch.setattr(_profiler, "_ExperimentalConfig", recorded)
+
+    def options(profile_memory: bool, with_stack: bool = False) -> dict | None:
+        asked.clear()
+        config = torch_profiler._experimental_config(profile_memory, with_stack)
+        return None if config is None else asked[-1]
+
+    assert options(False) == {"profile_all_threads": True, "trace_only": True}
+    assert options(True) == {"trace_only": True}
+    assert options(False, with_stack=True) == {"profile_all_threads": True}
+    assert options(True, with_stack=True) is None
+    knows_trace_only = False
+    assert options(False) == {"profile_all_threads": True}
+    assert options(True) is None
+    assert real(trace_only=True).trace_only  # the option torch 2.13 reads at stop

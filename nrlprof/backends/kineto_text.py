@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import BinaryIO
 
 CHUNK_BYTES = 8 << 20
 # A string value after `...name": "` holding a `"` or `\` before its closing quote (one line; fast to scan).
-_SUSPECT = re.compile(rb'ame": "[^"\\\n]*["\\][^\n"]*"')
+# Possessive runs (Python 3.11+) never backtrack: the scan of a trace without such a name takes half the time.
+_RUN = b"*+" if sys.version_info >= (3, 11) else b"*"
+_SUSPECT = re.compile(rb'ame": "[^"\\\n]' + _RUN + rb'["\\][^\n"]' + _RUN + b'"')
 # The two kinds of line Kineto writes a free-text name on: an event's (or a metadata arg's) name, the trailer.
 _NAME_LINE = re.compile(rb'(?P<head>[ \t]*(?:\],)?"(?:name|traceName)": ")(?P<value>.*)(?P<tail>"(?:,| \})?)[ \t]*')
 

@@ -40,21 +40,28 @@ _NO_ALL_THREADS = (
 )
 
 
-def _experimental_config(profile_memory: bool):
-    """Record every thread's ops; None where this torch cannot, or with profile_memory (each said once in the log).
+def _experimental_config(profile_memory: bool, with_stack: bool = False):
+    """Every thread's ops, and no Python event objects built at stop; None where this torch has neither.
 
-    torch 2.13 records no `[memory]` events when profile_all_threads is on: memory profiling wins there.
+    profile_all_threads: off with profile_memory (torch 2.13 then records no `[memory]` events: memory profiling
+    wins; said once in the log). trace_only (torch >= 2.13): nrlprof only exports the trace, so torch need not
+    build the events a Python caller could read, which is about a third of its stop; with_stack needs them.
     """
     from torch._C._profiler import _ExperimentalConfig
 
     if profile_memory:
         _warn_once(_MEMORY_WITHOUT_ALL_THREADS)
-        return None
-    try:
-        return _ExperimentalConfig(profile_all_threads=True)
-    except TypeError:
-        _warn_once(_NO_ALL_THREADS)
-        return None
+    all_threads = {} if profile_memory else {"profile_all_threads": True}
+    trace_only = {} if with_stack else {"trace_only": True}
+    for options in ({**all_threads, **trace_only}, all_threads):
+        if not options:
+            return None
+        try:
+            return _ExperimentalConfig(**options)
+        except TypeError:
+            continue
+    _warn_once(_NO_ALL_THREADS)
+    return None
 
 
 def _warn_once(message: str) -> None:
@@ -168,7 +175,7 @@ class TorchBackend(Backend):
             profile_memory=settings.profile_memory,
             with_stack=settings.with_stack,
             with_flops=settings.with_flops,
-            experimental_config=_experimental_config(settings.profile_memory),
+            experimental_config=_experimental_config(settings.profile_memory, settings.with_stack),
             **options,
         )
         for key, value in self._metadata(window).items():
