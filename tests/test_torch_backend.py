@@ -74,7 +74,7 @@ def test_each_lost_thread_warning_is_logged_once_and_neither_hides_the_other(mon
         assert torch_profiler._experimental_config(profile_memory=False) is not None  # torch 2.13 has it
         assert records == []
         for _ in range(2):
-            torch_profiler._experimental_config(profile_memory=True)
+            assert torch_profiler._experimental_config(profile_memory=True).trace_only  # no all-threads; still a config
 
         def no_all_threads(**options):
             raise TypeError("unexpected keyword argument 'profile_all_threads'")
