@@ -79,11 +79,17 @@ def ray_cluster(stand_in_env, tmp_path_factory):
     os.environ["NRLPROF_FAKE_TOOL_LOG"] = str(stand_in_env["log"])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     install_agent_hook(os.environ)
+    ours = {name for name in os.environ if os.environ[name] != saved.get(name)}
     try:
         start_local_ray(ray)
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        # Only what this fixture set: `ray.init` sets RAY_AUTH_MODE here for the rest of the process, and a
+        # later cluster (ray.cluster_utils.Cluster) started without it refuses this driver's actors.
+        for name in ours:
+            if name in saved:
+                os.environ[name] = saved[name]
+            else:
+                os.environ.pop(name, None)
     yield ray
     ray.shutdown()
 
