@@ -72,24 +72,16 @@ def ray_cluster(stand_in_env, tmp_path_factory):
     """A local Ray cluster per test module; its runtime-env agent carries nrlprof's fix (the in-memory route)."""
     import ray
 
-    from nrlprof.rayfix.plugins_env import install_agent_hook
+    from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, with_agent_hook
 
-    saved = dict(os.environ)
-    os.environ["PATH"] = stand_in_env["PATH"]
-    os.environ["NRLPROF_FAKE_TOOL_LOG"] = str(stand_in_env["log"])
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
-    install_agent_hook(os.environ)
-    ours = {name for name in os.environ if os.environ[name] != saved.get(name)}
-    try:
+    # Undoes only what it set: `ray.init` sets RAY_AUTH_MODE here for the rest of the process, and a later
+    # cluster (ray.cluster_utils.Cluster) started without it refuses this driver's actors.
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("PATH", stand_in_env["PATH"])
+        environment.setenv("NRLPROF_FAKE_TOOL_LOG", str(stand_in_env["log"]))
+        environment.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+        environment.setenv(PLUGINS_VARIABLE, with_agent_hook(os.environ.get(PLUGINS_VARIABLE)))
         start_local_ray(ray)
-    finally:
-        # Only what this fixture set: `ray.init` sets RAY_AUTH_MODE here for the rest of the process, and a
-        # later cluster (ray.cluster_utils.Cluster) started without it refuses this driver's actors.
-        for name in ours:
-            if name in saved:
-                os.environ[name] = saved[name]
-            else:
-                os.environ.pop(name, None)
     yield ray
     ray.shutdown()
 
