@@ -32,7 +32,8 @@ out=""; prev=""
 for arg in "$@"; do [ "$prev" = "-o" ] && out="$arg"; prev="$arg"; done
 case "$1" in
   --version) echo "NVIDIA Nsight Systems version {NSYS_VERSION}";;
-  profile) [ "$mode" = report ] && printf NSYS > "$out.nsys-rep"; [ "$mode" = qdstrm ] && printf Q > "$out.qdstrm";;
+  profile) [ -z "$out" ] && exit 0  # `profile --help`, as real nsys, writes no file
+           [ "$mode" = report ] && printf NSYS > "$out.nsys-rep"; [ "$mode" = qdstrm ] && printf Q > "$out.qdstrm";;
   export) [ "$mode" = report ] && printf SQLITE > "$out";;
 esac
 exit 0
