@@ -47,6 +47,7 @@ def test_every_one_of_1000_steps_is_kept_though_the_gcs_drops_early_events(small
     held = len(fetch_raw_task_events())
     assert held <= GCS_TASK_LIMIT + 10, f"the GCS held {held} task events: the test would not show a loss"
     model = anatomy_summary(tmp_path)
+    assert model["incomplete_steps"] == [], "a read of the GCS came after it had let calls go"
     assert sorted(model["steps"], key=int) == [str(s) for s in range(1, STEPS + 1)]
     for label, step in model["steps"].items():
         assert [(p["worker"], p["method"], p["calls"], p["ranks"]) for p in step["phases"]] == [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
+from nrlprof.anatomy.files import ACTORS_FILE, GAPS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.errors import ConfigError, ToolError
 from nrlprof.tools.figures.anatomy import anatomy_summary
@@ -142,6 +142,22 @@ def test_the_drivers_own_window_work_is_its_steps_and_said_apart_from_the_phases
     assert "         2.0 +       5.0 ms  nrlprof in the driver: prepare torch 2-2\n" in text
     [stop] = [e for e in anatomy_trace_events(run_dir) if e["name"] == "nrlprof: stop torch"]
     assert (stop["ts"], stop["dur"]) == pytest.approx(((T0 + 1450 * MS) / 1000, 2000))
+
+
+def test_steps_in_a_time_the_gcs_may_have_let_calls_go_are_named_in_every_view(run_dir):
+    """A read that found Ray's GCS full of calls it never saw (gaps.jsonl): the steps it spans may lack calls."""
+    from nrlprof.tools.figures.summarize import summarize
+
+    assert anatomy_summary(run_dir)["incomplete_steps"] == []
+    run = next(run_dir.iterdir())
+    append_lines(run / GAPS_FILE, [{"since_ns": T0 + 1200 * MS, "at_ns": T0 + 1300 * MS, "held": 8}])
+    assert anatomy_summary(run_dir)["incomplete_steps"] == [2]
+    append_lines(run / GAPS_FILE, [{"since_ns": 0, "at_ns": T0 + 10 * MS, "held": 8}])  # since the job's start
+    model = anatomy_summary(run_dir)
+    assert model["incomplete_steps"] == [1, 2]
+    note = "step anatomy: steps 1-2 may lack calls: Ray's GCS was full"
+    assert note in render_anatomy_text(model)
+    assert any(n.startswith(note) for n in summarize(run_dir).to_json()["notes"])
 
 
 def test_no_run_is_a_clear_error(tmp_path):

@@ -17,10 +17,19 @@ dropped is absent from its phase.
 Reading incrementally: the serialized message starts with field 1, the task id (`0a 18` + 24 bytes), so
 a task already recorded, or another job's, is skipped by looking at those bytes, without parsing.  Only
 tasks that are not finished yet are parsed again on the next read.
+
+A call's events come from two processes, each sending once a second: its owner (the task info,
+`SUBMITTED_TO_WORKER`, `FINISHED`) and the worker that ran it (`RUNNING`, its node, its spans).  Either half
+can reach the GCS first, by more than a second on a loaded node; a call seen with one half is waited for
+`PROFILE_GRACE_S` (a time, not a number of reads: the last reads of a job come twice a second).  A finished
+call whose worker's half never comes is still kept, timed by its owner's stamps (`timed_by: "owner"`, from
+submission to the owner seeing its end, on the owner's clock): a call Ray ran is never left out.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 ACTOR_CREATION_TASK = 1
@@ -31,9 +40,8 @@ FINISHED = 11
 FAILED = 12
 TASK_ID_PREFIX = b"\x0a\x18"
 TASK_ID_BYTES = 24
-# A finished task whose profile events never come (dropped by a worker's buffer) is recorded from its
-# state timestamps after this many reads.
-PROFILE_GRACE_READS = 3
+# Seconds a call seen with only one process's half of its events is waited for (Ray sends every second).
+PROFILE_GRACE_S = 3.0
 
 
 def fetch_raw_task_events() -> list[bytes]:
@@ -55,20 +63,25 @@ class TaskEventReader:
     """Turns successive GCS reads into records of finished actor calls and actor creations of one job."""
 
     job_id: bytes
+    clock: Callable[[], float] = time.monotonic
     done: set[bytes] = field(default_factory=set)
-    waiting: dict[bytes, int] = field(default_factory=dict)
+    waiting: dict[bytes, float] = field(default_factory=dict)  # task id -> when first seen with one half
     pending: int = 0
     fresh: int = 0
+    owner_timed: int = 0
     held: set[bytes] = field(default_factory=set)
+    last_recorded: set[bytes] = field(default_factory=set)  # the calls of the last read that recorded any
+    kept_recorded: bool = False  # whether the GCS still holds one of them
 
     def read(self, raws: list[bytes], final: bool = False) -> list[dict]:
         """Records of the calls that finished since the last read; `pending` counts those still running.
 
-        `final`: the last read, where a call whose worker sent its span but whose end never came is kept."""
+        `final`: the last read, where a call is kept with whatever of its events reached the GCS."""
         records = []
         pending = 0
         seen = set()
         done = self.done
+        recorded_now = set()
         for raw in raws:
             key = task_key(raw)
             seen.add(key)
@@ -83,15 +96,29 @@ class TaskEventReader:
                 self.waiting.pop(key, None)
                 if record is not None:
                     records.append(record)
+                    recorded_now.add(key)
             else:
                 pending += 1
         self.pending = pending
         # Keys the GCS no longer holds cannot come back: forget them so a long job's set stays bounded.
         self.done = done & seen
+        for key in self.waiting.keys() - seen:
+            del self.waiting[key]
+        # The GCS lets the least recently updated finished calls go first: while one of the last recorded is
+        # held, no call that finished after them was let go.
+        self.kept_recorded = not self.last_recorded.isdisjoint(seen)
+        if recorded_now:
+            self.last_recorded = recorded_now
         # Tasks that reached the GCS since the last read: the rate at which it fills up.
         self.fresh = len(seen) - len(seen & self.held)
         self.held = seen
         return records
+
+    def _waited(self, key: bytes, final: bool) -> bool:
+        """Whether a call seen with only part of its events has been waited for long enough."""
+        now = self.clock()
+        first = self.waiting.setdefault(key, now)
+        return final or now - first >= PROFILE_GRACE_S
 
     def _parse(self, raw: bytes, key: bytes, final: bool = False) -> tuple[dict | None, bool]:
         from ray.core.generated import gcs_pb2
@@ -102,10 +129,8 @@ class TaskEventReader:
         info = event.task_info
         if not event.HasField("task_info"):
             # The worker's events reached the GCS before the owner's (which carry the task info); or the GCS
-            # evicted the task and then received its profile events again: after a few reads, kept as it is.
-            reads = self.waiting.get(key, 0) + 1
-            self.waiting[key] = reads
-            if reads < PROFILE_GRACE_READS and not final:
+            # evicted the task and then received its profile events again: kept as it is once waited for.
+            if not self._waited(key, final):
                 return None, False
             return _from_profile_only(event)
         if info.type not in (ACTOR_TASK, ACTOR_CREATION_TASK):
@@ -115,20 +140,21 @@ class TaskEventReader:
         if not ended and not final:
             return None, False  # parsed again at the next read: its span comes with its end
         span, whole = _profile_spans(event)
-        if whole is not None and not event.state_updates.node_id and not final:
-            # The worker's RUNNING (with its node) comes apart from its spans: wait for it a few reads.
-            reads = self.waiting.get(key, 0) + 1
-            self.waiting[key] = reads
-            if reads < PROFILE_GRACE_READS:
-                return None, False
+        if whole is not None and not event.state_updates.node_id and not self._waited(key, final):
+            return None, False  # the worker's RUNNING (with its node) comes apart from its spans
+        timed_by = "worker"
         if whole is None:
-            if not ended:
+            if not ended or not self._waited(key, final):
                 return None, False
-            reads = self.waiting.get(key, 0) + 1
-            self.waiting[key] = reads
-            if reads < PROFILE_GRACE_READS or RUNNING not in states:
-                return None, reads >= PROFILE_GRACE_READS
-            span = whole = (states[RUNNING], states.get(FINISHED) or states[FAILED])
+            if RUNNING in states:
+                span = whole = (states[RUNNING], states.get(FINISHED) or states[FAILED])
+            elif FINISHED in states and SUBMITTED_TO_WORKER in states:
+                # Only the owner's half came: from submission to the owner seeing the end, on the owner's clock.
+                span = whole = (states[SUBMITTED_TO_WORKER], states[FINISHED])
+                timed_by = "owner"
+                self.owner_timed += 1
+            else:
+                return None, True  # failed before any worker ran it: not a call that ran
         class_name, _, method = info.func_or_class_name.rpartition(".")
         record = {
             "task_id": event.task_id.hex(),
@@ -148,6 +174,8 @@ class TaskEventReader:
             "finished_ns": states.get(FINISHED) or states.get(FAILED, 0),
             "failed": FAILED in states,
         }
+        if timed_by != "worker":
+            record["timed_by"] = timed_by
         return record, True
 
 

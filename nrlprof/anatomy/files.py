@@ -2,8 +2,10 @@
 
 `<NRL_STEP_ANATOMY_DIR>/run-<UTC time>-<pid>/`: `meta.jsonl` (job, driver node), `steps.jsonl` (each
 `nrlprof.step(n)` and the finish, driver wall clock in ns), `actors.jsonl` (actor id -> worker, rank),
-`tasks.jsonl` (one finished actor-method call each).  Each write is one `os.write` of whole lines on an
-`O_APPEND` descriptor, so a reader never sees half a line from a live writer.
+`tasks.jsonl` (one finished actor-method call each), `gaps.jsonl` (the reads at which Ray's GCS, full, may
+have let calls go before they were read: from `since_ns`, 0 for the job's start, to `at_ns`).  Each write is
+one `os.write` of whole lines on an `O_APPEND` descriptor, so a reader never sees half a line from a live
+writer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ STEPS_FILE = "steps.jsonl"
 ACTORS_FILE = "actors.jsonl"
 TASKS_FILE = "tasks.jsonl"
 READER_FILE = "reader.jsonl"  # the reader process's own figures
+GAPS_FILE = "gaps.jsonl"
 RUN_PREFIX = "run-"
 
 

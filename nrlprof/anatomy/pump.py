@@ -4,6 +4,10 @@ Every read returns all the GCS holds, so reads are spaced by how fast the GCS fi
 when a quarter of its capacity has arrived since the last (the oldest are evicted first), at least a
 second and at most a minute apart.  At the end, Ray's workers send their last events within a second:
 they are waited for (a settle time, at most a limit) until no call is left unfinished.
+
+A read that finds the GCS full while it no longer holds any call recorded before may have come too late (the
+reads were too far apart, or the reader got no CPU): the time since the read before is written to
+`gaps.jsonl`, and the tools say which steps may lack calls.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nrlprof.anatomy.events import TaskEventReader
-from nrlprof.anatomy.files import TASKS_FILE, append_lines
+from nrlprof.anatomy.files import GAPS_FILE, TASKS_FILE, append_lines
 
 MIN_INTERVAL_S = 1.0
 MAX_INTERVAL_S = 60.0
@@ -27,6 +31,7 @@ class TaskEventPump:
     def __init__(self, job_id: bytes, run_dir: Path, capacity: int, fetch: Callable[[], list[bytes]]) -> None:
         self.reader = TaskEventReader(job_id)
         self.tasks_path = run_dir / TASKS_FILE
+        self.gaps_path = run_dir / GAPS_FILE
         self.capacity = capacity
         self.fetch = fetch
         self.interval_s = MIN_INTERVAL_S
@@ -34,12 +39,20 @@ class TaskEventPump:
         self.read_s = 0.0
         self.read_cpu_s = 0.0
         self._last_read = 0.0
+        self._last_read_ns = 0
+        self.gaps = 0
 
     def read(self, final: bool = False) -> int:
         """Append the calls finished since the last read; returns how many."""
         began, cpu_began = time.perf_counter(), time.thread_time()
-        records = self.reader.read(self.fetch(), final)
+        fetched_ns = time.time_ns()
+        held = self.fetch()
+        records = self.reader.read(held, final)
         append_lines(self.tasks_path, records)
+        if len(held) >= self.capacity and not self.reader.kept_recorded:
+            self.gaps += 1
+            append_lines(self.gaps_path, [{"since_ns": self._last_read_ns, "at_ns": fetched_ns, "held": len(held)}])
+        self._last_read_ns = fetched_ns
         now = time.perf_counter()
         self.reads += 1
         self.read_s += now - began

@@ -1,10 +1,11 @@
 """The process that reads Ray's task events for the driver, so the driver's own process pays nothing for it.
 
 Started by the driver's recorder (`python -m nrlprof.anatomy.reader_process`) with the GCS address, the
-cluster id, the job id, the run directory and the GCS's capacity; it runs at a lower priority (nice 10),
-connects to the GCS as `ray.timeline()` does (no `ray.init`: it is not a driver and makes no job), with
-the driver's token where the cluster uses token authentication (passed in its environment, as Ray passes
-it to its own workers).  It reads until the driver writes `finish` on its stdin, or its stdin closes (the
+cluster id, the job id, the run directory and the GCS's capacity.  It connects to the GCS as `ray.timeline()`
+does (no `ray.init`: it is not a driver and makes no job), with the driver's token where the cluster uses
+token authentication (passed in its environment, as Ray passes it to its own workers), reads once at once,
+then runs at a lower priority (nice 10): the GCS fills from the job's start, so the first read must not wait
+for an idle core.  It reads until the driver writes `finish` on its stdin, or its stdin closes (the
 driver ended, however it ended); then it reads the last events, writes its own figures to `reader.jsonl`
 and exits.
 """
@@ -53,14 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir")
     parser.add_argument("capacity", type=int)
     args = parser.parse_args(argv)
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C on the driver ends it through its stdin
     finishing = threading.Event()
     threading.Thread(target=watch_driver, args=(finishing,), daemon=True).start()
     accessor = connect(args.gcs_address, args.cluster_id)
     run_dir = Path(args.run_dir)
     pump = TaskEventPump(bytes.fromhex(args.job_id), run_dir, args.capacity, accessor.get_task_events)
+    pump.read()  # at once, and at the driver's priority: the GCS fills from the job's start
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
     while not finishing.wait(pump.interval_s):
         pump.read()
     began = time.perf_counter()
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         "reads": pump.reads,
         "read_s": pump.read_s,
         "read_cpu_s": pump.read_cpu_s,
+        "owner_timed": pump.reader.owner_timed,
+        "gaps": pump.gaps,
         "process_cpu_s": time.process_time(),
         "final_s": time.perf_counter() - began,
     }

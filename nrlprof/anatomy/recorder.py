@@ -49,6 +49,8 @@ class Recorder:
         self.read_cpu_s = 0.0
         self.reader_cpu_s = 0.0
         self.thread_cpu_s = 0.0
+        self.owner_timed = 0
+        self.gaps = 0
         self._marks_written = 0
         self._actors_written = 0
         self._connected = False
@@ -172,6 +174,19 @@ class Recorder:
                 self.read_s * 1000,
                 self.run_dir,
             )
+        if self.owner_timed:
+            logger.info(
+                "step anatomy: %d call(s) timed from submission to end by their caller: the worker's own "
+                "events never reached Ray's GCS",
+                self.owner_timed,
+            )
+        if self.gaps:
+            logger.warning(
+                "step anatomy: Ray's GCS was full (it keeps %d task events: RAY_task_events_max_num_task_in_gcs) "
+                "and may have let calls go before they were read; `nrlprof summary` names the steps that may lack "
+                "calls",
+                self._capacity,
+            )
 
     def _end_child(self) -> bool:
         """Ask the reader for its last reads and wait for it; True when it ended well."""
@@ -197,10 +212,14 @@ class Recorder:
             self.read_s += line["read_s"]
             self.read_cpu_s += line["read_cpu_s"]
             self.reader_cpu_s += line["process_cpu_s"]
+            self.owner_timed += line.get("owner_timed", 0)
+            self.gaps += line.get("gaps", 0)
         if self._pump is not None:
             self.reads += self._pump.reads
             self.read_s += self._pump.read_s
             self.read_cpu_s += self._pump.read_cpu_s
+            self.owner_timed += self._pump.reader.owner_timed
+            self.gaps += self._pump.gaps
 
 
 def mark_line(mark: tuple) -> dict:

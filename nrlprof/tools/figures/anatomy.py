@@ -9,6 +9,7 @@ import os
 from collections import defaultdict
 
 from nrlprof.anatomy.files import latest_run
+from nrlprof.config.steps import StepSelection
 from nrlprof.tools.read.anatomy import (
     NS_PER_MS,
     RAY_INTERNAL_PREFIX,
@@ -66,10 +67,29 @@ def build_model(run: dict, profiled: ProfiledNames | None = None) -> dict:
     return {
         "run": run.get("run"),
         "steps": steps,
+        "incomplete_steps": incomplete_steps(windows, run.get("gaps", [])),
         "workers": {g: sorted({r for n, r in names.values() if n == g}) for g in groups},
         "clock_offsets_ms": {node: off / NS_PER_MS for node, off in sorted(offsets.items())},
         "clock_offset_bounds_ms": {node: bound / NS_PER_MS for node, bound in sorted(bounds.items())},
     }
+
+
+def incomplete_steps(windows: list[tuple[int, int, int]], gaps: list[dict]) -> list[int]:
+    """The steps that overlap a time in which Ray's GCS, full, may have let calls go before they were read."""
+    spans = [(int(g.get("since_ns") or 0), int(g["at_ns"])) for g in gaps if "at_ns" in g]
+    return [step for step, begin, end in windows if any(since < end and begin <= at for since, at in spans)]
+
+
+def incomplete_note(model: dict) -> str | None:
+    """The sentence that says which steps may lack calls, if any may."""
+    steps = model.get("incomplete_steps") or []
+    if not steps:
+        return None
+    labels = ",".join(window.label for window in StepSelection.from_steps(steps).windows)
+    return (
+        f"step anatomy: steps {labels} may lack calls: Ray's GCS was full and let task events go "
+        "before they were read (raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`)"
+    )
 
 
 def profiler_time(marks: list[dict], begin: int, end: int) -> dict | None:

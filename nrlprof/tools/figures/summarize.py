@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER, range_label
+from nrlprof.tools.figures.anatomy import incomplete_note
 from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
 from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.memory import MemoryReading
@@ -105,6 +106,8 @@ def assemble(
     unread = ordered((r for p in parts for r in p.unread_reports), lambda r: r)
     summary.skipped.extend((r, UNREAD_REPORT) for r in unread)
     summary.notes.extend(manifests.notes)
+    if anatomy_note := incomplete_note(summary.sections.get("anatomy", {})):
+        summary.notes.append(anatomy_note)
     summary.skipped.extend(manifests.unreadable)
     summary.overhead = manifests.overhead
     summary.stragglers = stragglers(summary.workers)

@@ -18,7 +18,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, read_lines, run_directories
+from nrlprof.anatomy.files import (
+    ACTORS_FILE,
+    GAPS_FILE,
+    META_FILE,
+    STEPS_FILE,
+    TASKS_FILE,
+    read_lines,
+    run_directories,
+)
 from nrlprof.errors import ToolError
 
 NS_PER_MS = 1_000_000
@@ -50,6 +58,7 @@ def load_run(run: Path) -> dict:
         "steps": read_lines(run / STEPS_FILE),
         "actors": read_lines(run / ACTORS_FILE),
         "tasks": read_lines(run / TASKS_FILE),
+        "gaps": read_lines(run / GAPS_FILE),
     }
 
 
