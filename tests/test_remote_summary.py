@@ -25,14 +25,17 @@ from test_tools_memory import host_steps, write_figures
 from trace_reading import load_trace
 
 from nrlprof.cli import main
+from nrlprof.errors import ToolError
 from nrlprof.manifest import WindowRecord, append_record
-from nrlprof.tools.cluster import alive_nodes
+from nrlprof.tools.cluster import BadInput, alive_nodes
 from nrlprof.tools.collect.collector import collect
 from nrlprof.tools.commands import diff as diff_command
 from nrlprof.tools.commands import report as report_command
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.merge.select import Selection
 from nrlprof.tools.merge.timeline import merge_traces
+from nrlprof.tools.remote.job import ClusterJob
+from nrlprof.tools.remote.merge import merge_on_cluster
 from nrlprof.tools.remote.node_work import NICE
 from nrlprof.tools.remote.summary import summarize_cluster
 
@@ -126,7 +129,8 @@ def collected(job, tmp_path_factory, stand_in_env):
 def on_the_nodes(job):
     seen = []
     summary, reading = summarize_cluster(
-        allow_dirs=[str(job["base"])], progress=lambda done, total, files: seen.append((done, total, files))
+        ClusterJob(allow_dirs=(str(job["base"]),)),
+        progress=lambda done, total, files: seen.append((done, total, files)),
     )
     return summary.to_json(), reading, seen
 
@@ -168,7 +172,7 @@ def test_reading_is_polite_and_counts_files_and_bytes(on_the_nodes):
 
 
 def test_jobs_per_node_reads_with_that_many_processes_at_most(job):
-    summary, reading = summarize_cluster(allow_dirs=[str(job["base"])], jobs_per_node=2)
+    summary, reading = summarize_cluster(ClusterJob(allow_dirs=(str(job["base"]),), jobs_per_node=2))
     assert all(1 <= len(set(pids)) <= 2 for pids in reading.readers.values())
     assert len(summary.workers) == 6 and not reading.node_errors
 
@@ -208,6 +212,20 @@ def test_directory_and_address_together_are_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:  # argparse's own usage error
         main(["summary", "--address", "auto", "--jobs-per-node", "0"])
     assert exited.value.code == 2
+    for command in (["summary", str(tmp_path)], ["merge", str(tmp_path), "-o", str(tmp_path / "t.json")]):
+        assert main([*command, "--anatomy", str(tmp_path)]) == 2  # was ignored without a word
+        assert "--anatomy is for reading with --address" in capsys.readouterr().err
+
+
+def test_the_job_on_a_cluster_is_checked_before_any_cluster_is_joined(tmp_path):
+    with pytest.raises(BadInput, match="--jobs-per-node 0 is not a positive number"):
+        ClusterJob(jobs_per_node=0)
+    with pytest.raises(BadInput, match="--session and --all-sessions exclude each other"):
+        ClusterJob(session="session_x", all_sessions=True)
+    with pytest.raises(BadInput, match="--allow-dir '/' is not allowed"):
+        ClusterJob(allow_dirs=("/",))
+    with pytest.raises(ToolError, match="no step-anatomy run found here"):
+        merge_on_cluster(ClusterJob(address="127.0.0.1:1", anatomy_dir=tmp_path), tmp_path / "t.json")
 
 
 def test_merge_cuts_the_chosen_events_on_the_nodes_as_a_local_merge_does(job, tmp_path, capsys):
@@ -246,6 +264,31 @@ def test_plan_sizes_later_windows_at_the_rate_of_those_written(job, monkeypatch,
     assert sizes[0]["bytes_per_rank"] == round(4 * per_step) and sizes[1]["bytes_per_rank"] == round(per_step)
 
 
+def test_the_step_anatomy_named_with_anatomy_joins_the_summary_and_the_timeline_read_on_the_nodes(job, tmp_path):
+    """The driver wrote the step anatomy here; `--anatomy DIR` brings it beside the files read on the nodes."""
+    from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
+
+    run = tmp_path / "anatomy" / "run-20260101T000000Z-1"
+    run.mkdir(parents=True)
+    actor, t0 = "00" * 12 + "01000000", 1_700_000_000 * 10**9
+    append_lines(run / META_FILE, [{"job_id": "01000000", "driver_node_id": ""}])
+    append_lines(run / ACTORS_FILE, [{"actor_id": actor, "worker": "policy", "rank": 0, "class": "Policy"}])
+    append_lines(run / STEPS_FILE, [{"step": 3, "t_ns": t0}, {"finish": True, "t_ns": t0 + 10**9}])
+    call = {"task_id": "00" * 8 + actor, "actor_id": actor, "kind": "call", "class": "Policy", "method": "train",
+            "start_ns": t0 + 10**6, "end_ns": t0 + 5 * 10**8, "node_id": "", "pid": 1}  # fmt: skip
+    append_lines(run / TASKS_FILE, [call])
+    chosen = ClusterJob(job["address"], allow_dirs=(str(job["base"]),), anatomy_dir=tmp_path / "anatomy")
+    summary, _ = summarize_cluster(chosen)
+    [phase] = summary.sections["anatomy"]["steps"]["3"]["phases"]
+    assert (phase["worker"], phase["method"], phase["calls"]) == ("policy", "train", 1)
+    result, _ = merge_on_cluster(chosen, tmp_path / "timeline.json")
+    assert result.anatomy_events > 0
+    spans = [
+        e for e in load_trace(tmp_path / "timeline.json")["traceEvents"] if e.get("name") == "policy.train [step 3]"
+    ]
+    assert len(spans) == 1
+
+
 def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
     """Last in this module: it removes a worker node from the shared cluster."""
     victim = job["workers"][-1]
@@ -255,7 +298,8 @@ def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
         assert victim_label in {listing.node.label for listing in listings}
         job["cluster"].remove_node(victim)
 
-    summary, reading = summarize_cluster(allow_dirs=[str(job["base"])], read_timeout_s=60, after_listing=remove_node)
+    job_60s = ClusterJob(allow_dirs=(str(job["base"]),), read_timeout_s=60)
+    summary, reading = summarize_cluster(job_60s, after_listing=remove_node)
     [error] = reading.node_errors
     assert error.node == victim_label
     lost = [(str(p), reason) for p, reason in summary.skipped if str(p).startswith(f"{victim_label}:")]

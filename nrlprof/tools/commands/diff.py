@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import add_job_options, add_option, cluster_options, positive_int
+from nrlprof.tools.commands.options import add_job_options, add_option, cluster_job, positive_int
 
 RUN_HELP = "a directory of traces/reports, a `summary --json` file, or a cluster address (auto, host:port)"
 
@@ -36,7 +36,7 @@ def load_run(run: str, args: argparse.Namespace) -> dict[str, Any]:
         return load_summary(Path(run))
     from nrlprof.tools.remote.summary import summarize_cluster
 
-    summary, reading = summarize_cluster(run, **cluster_options(args))
+    summary, reading = summarize_cluster(cluster_job(args, address=run))
     for line in reading.lines():
         print(f"nrlprof diff: {line}", file=sys.stderr)
     return summary.to_json()

@@ -19,7 +19,7 @@ from nrlprof.tools.commands.options import (
     add_anatomy_option,
     add_cluster_reading,
     add_option,
-    cluster_options,
+    cluster_job,
     one_source,
 )
 from nrlprof.tools.merge.select import Selection
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
             from nrlprof.tools.remote.merge import merge_on_cluster
 
             result, lines = merge_on_cluster(
-                args.address, args.output, selection=selection, force=args.force, ray_timeline=args.ray_timeline,
-                strict=args.strict, progress=progress, anatomy_dir=args.anatomy, **cluster_options(args),
+                cluster_job(args), args.output, selection=selection, force=args.force, ray_timeline=args.ray_timeline,
+                strict=args.strict, progress=progress,
             )  # fmt: skip
         else:
             from nrlprof.tools.merge.timeline import merge_traces

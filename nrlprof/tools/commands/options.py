@@ -16,6 +16,7 @@ from nrlprof.errors import NrlprofError
 
 if TYPE_CHECKING:
     from nrlprof.tools.figures.model import Summary
+    from nrlprof.tools.remote.job import ClusterJob
 
 ANATOMY_HELP = "with --address: the step-anatomy dir to read here (default: $NRL_STEP_ANATOMY_DIR or ./step_anatomy)"
 
@@ -72,14 +73,18 @@ def add_cluster_reading(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of reading on the cluster that the parsed options give."""
-    return {
-        "session": args.session,
-        "all_sessions": args.all_sessions,
-        "allow_dirs": args.allow_dir,
-        "jobs_per_node": args.jobs_per_node,
-    }
+def cluster_job(args: argparse.Namespace, address: str | None = None) -> ClusterJob:
+    """The job on the cluster that the parsed options choose (at `address`, else `--address`)."""
+    from nrlprof.tools.remote.job import ClusterJob
+
+    return ClusterJob(
+        address=address if address is not None else args.address,
+        session=args.session,
+        all_sessions=args.all_sessions,
+        allow_dirs=tuple(args.allow_dir),
+        jobs_per_node=args.jobs_per_node,
+        anatomy_dir=getattr(args, "anatomy", None),
+    )
 
 
 def one_source(args: argparse.Namespace, name: str = "directory") -> bool:
@@ -93,6 +98,10 @@ def one_source(args: argparse.Namespace, name: str = "directory") -> bool:
                           ("--allow-dir", args.allow_dir or None)):  # fmt: skip
         if value is not None:
             raise UsageError(f"{option} chooses files on a cluster: it needs --address, not a {name.upper()}")
+    if getattr(args, "anatomy", None) is not None:
+        raise UsageError(
+            f"--anatomy is for reading with --address; the step anatomy under {name.upper()} is found there"
+        )
     return False
 
 
@@ -116,9 +125,7 @@ def summarise(args: argparse.Namespace, command: str) -> Summary:
     from nrlprof.tools.remote.summary import summarize_cluster
 
     with progress_bar("reading on the nodes") as progress:
-        summary, reading = summarize_cluster(
-            args.address, anatomy_dir=args.anatomy, progress=progress, **cluster_options(args)
-        )
+        summary, reading = summarize_cluster(cluster_job(args), progress=progress)
     for line in reading.lines():
         print(f"nrlprof {command}: {line}", file=sys.stderr)
     return summary

@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.cluster import alive_nodes, connected, run_on_nodes
-from nrlprof.tools.collect.collector import allowed_roots
-from nrlprof.tools.collect.pull import LIST_TIMEOUT_S
-from nrlprof.tools.merge.anatomy_tracks import find_anatomy_run
+from nrlprof.tools.cluster import connected, run_on_nodes
 from nrlprof.tools.merge.estimate import SizedTrace, text_size
 from nrlprof.tools.merge.select import EVERYTHING, Selection
 from nrlprof.tools.merge.sink import Meter
@@ -30,12 +27,11 @@ from nrlprof.tools.progress import ProgressCallback
 from nrlprof.tools.read.inputs import classify
 from nrlprof.tools.read.memory import read_memory_files
 from nrlprof.tools.read.traces import read_headers
-from nrlprof.tools.remote.anatomy import default_anatomy_dir
-from nrlprof.tools.remote.listing import NodeFile, NodeFiles, list_job_files
+from nrlprof.tools.remote.job import ClusterJob
+from nrlprof.tools.remote.listing import NodeFile, NodeFiles
 from nrlprof.tools.remote.node_work import NICE, Tally, relay
-from nrlprof.tools.remote.runner import READ_TIMEOUT_S, Share, run_shares
+from nrlprof.tools.remote.runner import Share, run_shares
 from nrlprof.tools.remote.shares import split_shares
-from nrlprof.tools.remote.summary import cluster_where
 
 CHUNK_SIZE = 8 << 20
 
@@ -129,7 +125,7 @@ def remote_parts(where: dict[str, tuple[NodeFiles, NodeFile]], jobs_per_node: in
 
 
 def merge_on_cluster(
-    address: str | None,
+    job: ClusterJob,
     output: Path,
     *,
     selection: Selection = EVERYTHING,
@@ -137,27 +133,19 @@ def merge_on_cluster(
     ray_timeline: Path | None = None,
     strict: bool = False,
     progress: ProgressCallback | None = None,
-    session: str | None = None,
-    all_sessions: bool = False,
-    allow_dirs: list[str] | None = None,
-    jobs_per_node: int = 1,
-    anatomy_dir: Path | None = None,
-    list_timeout_s: float = LIST_TIMEOUT_S,
-    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> tuple[MergeResult, list[str]]:
-    """The job's timeline, its traces read and cut on their nodes; what to say on stderr."""
+    """The timeline of `job`, its traces read and cut on their nodes; what to say on stderr."""
     output = check_output(Path(output))
-    roots = allowed_roots(allow_dirs)
-    anatomy = Path(anatomy_dir) if anatomy_dir is not None else default_anatomy_dir()
+    anatomy = job.anatomy_run()
     lines: list[str] = []
-    with connected(address):
-        sessions, listings = list_job_files(alive_nodes(), session, all_sessions, roots, list_timeout_s)
-        lines.append(f"the job of {cluster_where(address, sessions)}")
-        merge, where = _node_headers(listings, list_timeout_s, lines)
+    with connected(job.address):
+        sessions, listings = job.list_files()
+        lines.append(f"the job of {job.where(sessions)}")
+        merge, where = _node_headers(listings, job.list_timeout_s, lines)
         if strict and merge.unreadable:
             raise ToolError(merge.unreadable[0][1], merge.unreadable[0][0])
-        merge.anatomy_run = find_anatomy_run([anatomy], []) if anatomy.is_dir() else None
-        make_parts = remote_parts(where, jobs_per_node, read_timeout_s, lines)
+        merge.anatomy_run = anatomy
+        make_parts = remote_parts(where, job.jobs_per_node, job.read_timeout_s, lines)
         result = write_timeline(merge, output, make_parts, ray_timeline, progress, strict, selection=selection,
                                 force=force)  # fmt: skip
     return result, lines

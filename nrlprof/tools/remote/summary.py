@@ -16,18 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.cluster import BadInput, NodeError, alive_nodes, connected
-from nrlprof.tools.collect.collector import allowed_roots
-from nrlprof.tools.collect.pull import LIST_TIMEOUT_S
+from nrlprof.tools.cluster import NodeError, connected
 from nrlprof.tools.figures.file_set import FileSetFigures
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import NOTHING_FOUND, assemble
 from nrlprof.tools.progress import ProgressCallback
-from nrlprof.tools.remote.anatomy import local_anatomy
-from nrlprof.tools.remote.listing import NodeFiles, WalkOrder, list_job_files
+from nrlprof.tools.remote.job import ClusterJob
+from nrlprof.tools.remote.listing import NodeFiles, WalkOrder
 from nrlprof.tools.remote.node_work import NICE
 from nrlprof.tools.remote.read_figures import read_share
-from nrlprof.tools.remote.runner import READ_TIMEOUT_S, Share, run_shares
+from nrlprof.tools.remote.runner import Share, run_shares
 from nrlprof.tools.remote.shares import split_shares
 
 
@@ -60,50 +58,35 @@ class ClusterReading:
         return said
 
 
-def cluster_where(address: str | None, sessions: list[str] | None) -> str:
-    which = "every session" if sessions is None else ", ".join(sessions) or "no session"
-    return f"cluster {address or 'auto'}: {which}"
-
-
 def summarize_cluster(
-    address: str | None = None,
+    job: ClusterJob | None = None,
     *,
-    session: str | None = None,
-    all_sessions: bool = False,
-    allow_dirs: list[str] | None = None,
-    jobs_per_node: int = 1,
-    anatomy_dir: Path | None = None,
     progress: ProgressCallback | None = None,
-    list_timeout_s: float = LIST_TIMEOUT_S,
-    read_timeout_s: float = READ_TIMEOUT_S,
     after_listing: Callable[[list[NodeFiles]], None] | None = None,
 ) -> tuple[Summary, ClusterReading]:
-    """The job's summary, read on its nodes; BadInput for a bad option or no cluster, ToolError for no files.
+    """The summary of `job` (default: the job of the local cluster), read on its nodes; BadInput for no cluster,
+    ToolError for no files.
 
     `after_listing` runs between listing and reading (tests remove a node there).
     """
-    if jobs_per_node < 1:
-        raise BadInput(f"--jobs-per-node {jobs_per_node} is not a positive number")
-    if session is not None and all_sessions:
-        raise BadInput("--session and --all-sessions exclude each other")
+    job = job or ClusterJob()
     started = time.monotonic()
-    roots = allowed_roots(allow_dirs)
-    anatomy = local_anatomy(anatomy_dir)
-    with connected(address):
-        sessions, listings = list_job_files(alive_nodes(), session, all_sessions, roots, list_timeout_s)
+    anatomy = job.anatomy_run()
+    with connected(job.address):
+        sessions, listings = job.list_files()
         if after_listing is not None:
             after_listing(listings)
         shares = [
             Share(listing, files)
             for listing in listings
             if listing.error is None
-            for files in split_shares(listing.files, jobs_per_node)
+            for files in split_shares(listing.files, job.jobs_per_node)
         ]
         results = run_shares(
             shares, read_share, lambda share: ([f.source for f in share.files], NICE), "reading its files", progress,
-            read_timeout_s,
+            job.read_timeout_s,
         )  # fmt: skip
-    reading = ClusterReading(cluster_where(address, sessions), sessions, listings)
+    reading = ClusterReading(job.where(sessions), sessions, listings)
     parts: list[FileSetFigures] = []
     lost: list[tuple[Path, str]] = []
     for listing in listings:
