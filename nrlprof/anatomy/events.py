@@ -148,9 +148,9 @@ class TaskEventReader:
                 return None, False
             if RUNNING in states:
                 span = whole = (states[RUNNING], states.get(FINISHED) or states[FAILED])
-            elif FINISHED in states and SUBMITTED_TO_WORKER in states:
+            elif FINISHED in states:
                 # Only the owner's half came: from submission to the owner seeing the end, on the owner's clock.
-                span = whole = (states[SUBMITTED_TO_WORKER], states[FINISHED])
+                span = whole = (states.get(SUBMITTED_TO_WORKER) or min(states.values()), states[FINISHED])
                 timed_by = "owner"
                 self.owner_timed += 1
             else:
