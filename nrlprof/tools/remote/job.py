@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.errors import ToolError
@@ -17,7 +17,7 @@ from nrlprof.tools.remote.listing import NodeFiles, list_job_files
 from nrlprof.tools.remote.runner import READ_TIMEOUT_S
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClusterJob:
     """The job on the cluster at `address` (None: `RAY_ADDRESS`, else the local one), chosen as `collect` chooses
     it (`session`, `all_sessions`, `allow_dirs`); read by `jobs_per_node` processes on each node; its step
@@ -31,21 +31,18 @@ class ClusterJob:
     anatomy_dir: Path | None = None
     list_timeout_s: float = LIST_TIMEOUT_S
     read_timeout_s: float = READ_TIMEOUT_S
+    roots: list[str] = field(init=False)  # where files named by manifests may lie (collect's rule)
 
     def __post_init__(self) -> None:
         if self.jobs_per_node < 1:
             raise BadInput(f"--jobs-per-node {self.jobs_per_node} is not a positive number")
         if self.session is not None and self.all_sessions:
             raise BadInput("--session and --all-sessions exclude each other")
-        self.roots()  # a bad --allow-dir is refused before any cluster is joined
-
-    def roots(self) -> list[str]:
-        """The roots files named by manifests may lie under (collect's rule)."""
-        return allowed_roots(list(self.allow_dirs))
+        self.roots = allowed_roots(list(self.allow_dirs))  # a bad --allow-dir is refused before joining a cluster
 
     def list_files(self) -> tuple[list[str] | None, list[NodeFiles]]:
         """The job's session dirs and each live node's files in them; inside `cluster.connected(address)`."""
-        return list_job_files(alive_nodes(), self.session, self.all_sessions, self.roots(), self.list_timeout_s)
+        return list_job_files(alive_nodes(), self.session, self.all_sessions, self.roots, self.list_timeout_s)
 
     def anatomy_run(self) -> Path | None:
         """The newest step-anatomy run here (the driver wrote it here); ToolError where `anatomy_dir` was given

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nrlprof.tools.figures.anatomy import incomplete_note, phase_growth
+from nrlprof.tools.figures.anatomy import phase_growth
 
 
 def render_anatomy_text(model: dict) -> str:
@@ -10,8 +10,6 @@ def render_anatomy_text(model: dict) -> str:
     if not steps:
         return "step anatomy: no step recorded\n"
     lines = ["step anatomy (times from each step's start)"]
-    if note := incomplete_note(model):
-        lines.append(f"  {note}")
     for label, step in sorted(steps.items(), key=lambda item: int(item[0])):
         lines.append(f"step {label}: {step['wall_ms']:.1f} ms")
         if own := step.get("profiler"):
