@@ -1,55 +1,57 @@
-"""Shared fixtures: stand-in profiler tools on PATH and one real local Ray cluster per session."""
+"""Shared fixtures: stand-in profiler tools on PATH, one shared local Ray cluster and one shared multi-node cluster
+for the whole run, markers set from what a test needs, and the count of the clusters a run started."""
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import clusters
+from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins, tool_records
 
-TESTS_DIR = Path(__file__).parent
-STAND_IN_BODY = """\
-import sys
-sys.path.insert(0, {tests!r})
-from nsys_standin.{module} import main
-sys.exit(main())
-"""
-# No `python` here: Ray's unfixed plugin, which runs `nsys ... python`, cannot start a worker.
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def install_stand_ins(bin_dir: Path) -> Path:
-    """The stand-in `nsys` (tests/nsys_standin, its libraries built now) and `rocprof-sys-python`, run by this
-    interpreter."""
-    from nsys_standin import build
-
-    build.library_dir()
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool, module in (("nsys", "cli"), ("rocprof-sys-python", "rocprof")):
-        path = bin_dir / tool
-        path.write_text(f"#!{sys.executable}\n" + STAND_IN_BODY.format(tests=str(TESTS_DIR), module=module))
-        path.chmod(0o755)
-    return bin_dir
+# Fixtures that put a test on a Ray cluster: the shared ones, and those of modules that start their own.
+SHARED_CLUSTER_FIXTURES = {"ray_cluster", "shared_cluster", "multi_node_cluster"}
+CLUSTER_FIXTURES = SHARED_CLUSTER_FIXTURES | {
+    "ray_start_head", "local_ray", "small_gcs_cluster", "two_nodes", "cluster", "job", "token_cluster",
+    "unfixed_cluster", "demo_run",
+}  # fmt: skip
+BUILD_FIXTURES = {"fresh_venv", "bare_worker_venv"}
+NEEDS = {
+    "cluster": "a Ray cluster (the shared one, a multi-node one, or one of its own)",
+    "fresh_cluster": "a Ray cluster of its own: the cluster itself is what it tests (counted at the end)",
+    "build": "a build of the project (wheel, venv)",
+    "framework": "a framework's own code (verl, ...) installed by scripts/setup-venv",
+    "slow": "a long job (minutes)",
+}
 
 
-def tool_records(log_dir: Path, tool: str = "nsys") -> list[dict]:
-    records = [json.loads(p.read_text()) for p in sorted(log_dir.glob(f"{tool}-*.json"))]
-    return [r for r in records if r["command"][1:3] != ["-c", ""]]
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in NEEDS.items():
+        config.addinivalue_line("markers", f"{name}: needs {text}")
 
 
-def start_local_ray(ray, attempts: int = 2) -> None:
-    """`ray.init` of a local cluster; once more if Ray's fixed 30 s wait for its raylet ran out (a loaded machine)."""
-    for attempt in range(attempts):
-        try:
-            ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True, logging_level="WARNING")
-            return
-        except Exception as err:
-            if attempt == attempts - 1 or "timed out during startup" not in str(err):
-                raise
-            ray.shutdown()
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`cluster` on every test that needs one; tests on the multi-node cluster run together, after the others, so the
+    driver joins each shared cluster once."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & CLUSTER_FIXTURES or item.get_closest_marker("fresh_cluster"):
+            item.add_marker(pytest.mark.cluster)
+        if fixtures & BUILD_FIXTURES:
+            item.add_marker(pytest.mark.build)
+    items.sort(key=lambda item: "multi_node_cluster" in getattr(item, "fixturenames", ()))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("fresh_cluster"):
+        clusters.count_start("of their own, in tests")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    starts = ", ".join(f"{count} {kind}" for kind, count in sorted(clusters.STARTS.items())) or "none"
+    terminalreporter.write_line(f"Ray clusters started: {sum(clusters.STARTS.values())} ({starts})")
 
 
 @pytest.fixture(autouse=True)
@@ -67,23 +69,66 @@ def stand_in_env(tmp_path_factory):
     return {"bin": bin_dir, "log": log_dir, "PATH": f"{bin_dir}:{SYSTEM_PATH}"}
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(stand_in_env, tmp_path_factory):
-    """A local Ray cluster per test module; its runtime-env agent carries nrlprof's fix (the in-memory route)."""
-    import ray
+@pytest.fixture(scope="session")
+def token_auth():
+    """Token auth on for this run, as `ray.init()` turns it on in Ray 2.60; every cluster started here uses it."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setenv("RAY_AUTH_MODE", "token")
+        # On a loaded machine the GCS may take longer than Ray's default 30 s to write its port.
+        environment.setenv("RAY_gcs_server_port_wait_time_s", "120")
+        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
 
+        ensure_token_if_auth_enabled(None, create_token_if_missing=True)
+        yield
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(stand_in_env, token_auth):
+    """One local Ray cluster for the whole run; its raylet sees the stand-in tools and its runtime-env agent carries
+    nrlprof's fix (the in-memory route)."""
     from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, with_agent_hook
 
-    # Undoes only what it set: `ray.init` sets RAY_AUTH_MODE here for the rest of the process, and a later
-    # cluster (ray.cluster_utils.Cluster) started without it refuses this driver's actors.
+    # Only the cluster's processes take these; the driver's own environment is put back at once.
     with pytest.MonkeyPatch.context() as environment:
         environment.setenv("PATH", stand_in_env["PATH"])
         environment.setenv("NRLPROF_FAKE_TOOL_LOG", str(stand_in_env["log"]))
         environment.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
         environment.setenv(PLUGINS_VARIABLE, with_agent_hook(os.environ.get(PLUGINS_VARIABLE)))
-        start_local_ray(ray)
-    yield ray
+        cluster = clusters.start_cluster("shared local", {"num_cpus": 16})
+    yield cluster
+    import ray
+
     ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(shared_cluster):
+    """The `ray` module, this process's driver connected to the shared local cluster."""
+    import ray
+
+    clusters.connect(shared_cluster.address)
+    return ray
+
+
+@pytest.fixture(scope="session")
+def ray_start_head(tmp_path_factory):
+    """One head started with `ray start` (token auth, nrlprof's agent hook, the stand-in tools) for the tests of jobs
+    on such a cluster; see `helpers.clusters.ray_start_cluster` for what it yields. Its drivers run as processes."""
+    with clusters.ray_start_cluster(tmp_path_factory.mktemp("ray_start"), with_hook=True, num_cpus=16) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def no_actor_left_behind(request):
+    """Actors a test created on a shared cluster are killed after it (a module's own fixtures keep theirs)."""
+    if not set(request.fixturenames) & SHARED_CLUSTER_FIXTURES:
+        yield
+        return
+    before = clusters.alive_actor_ids()
+    yield
+    if clusters.connected_address() is not None:
+        clusters.kill_actors(clusters.alive_actor_ids() - before)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import time
 
 import pytest
 import ray
+from helpers import clusters
 
 from nrlprof.anatomy.events import fetch_raw_task_events
 from nrlprof.tools.figures.anatomy import anatomy_summary
@@ -18,6 +19,8 @@ CALL_S = 0.01
 
 @pytest.fixture(scope="module")
 def small_gcs_cluster():
+    clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+    clusters.count_start("local, a module's own")
     ray.init(
         address="local",
         num_cpus=2,
@@ -36,6 +39,7 @@ class ShortStep:
         return 1
 
 
+@pytest.mark.slow
 def test_every_one_of_1000_steps_is_kept_though_the_gcs_drops_early_events(small_gcs_cluster, activate, tmp_path):
     nrlprof = activate(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path))
     workers = [ShortStep.remote() for _ in range(WORKERS)]

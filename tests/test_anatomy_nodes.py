@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
@@ -39,6 +40,8 @@ def two_nodes():
     )
     other = cluster.add_node(num_cpus=1, resources={"other": 8}, temp_dir=f"{base}/w")
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("multi-node, a module's own")
         ray.init(address=cluster.address, log_to_driver=False)
         yield {"head": cluster.head_node.node_id, "other": other.node_id}
     finally:

@@ -6,70 +6,17 @@ The tools run as a user would run them: separate processes that find the cluster
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
-
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and int(pid) != os.getpid():
-                found.append(int(pid))
-    return found
-
-
-def descendants(pids: list[int]) -> list[int]:
-    """`pids` and every process below them."""
-    parents: dict[int, list[int]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            ppid = int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-            parents.setdefault(ppid, []).append(int(pid))
-    found, todo = [], list(pids)
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.append(pid)
-            todo += parents.get(pid, [])
-    return found
-
-
-def stop_own_cluster(marker: str) -> None:
-    """End the processes whose command line names this cluster's temp dir, and their children."""
-    pids = descendants(processes_mentioning(marker))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
-            time.sleep(0.2)
+from helpers.clusters import RAY, count_start, free_ports, stop_own_cluster
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +40,7 @@ def token_cluster():
                 break
             stop_own_cluster(f"{base}/ray")
         assert done.returncode == 0, done.stdout + done.stderr
+        count_start("ray start")
         yield {"env": env, "address": f"127.0.0.1:{gcs}", "base": Path(base)}
     finally:
         stop_own_cluster(f"{base}/ray")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
@@ -76,6 +77,8 @@ def cluster():
     cluster = Cluster(initialize_head=True, head_node_args=head)
     workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("multi-node, a module's own")
         ray.init(address=cluster.address, log_to_driver=False)
         yield cluster, workers, base
     finally:

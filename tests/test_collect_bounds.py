@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
@@ -31,6 +32,8 @@ def cluster():
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
     cluster.add_node(num_cpus=1, temp_dir=f"{base}/w")
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("multi-node, a module's own")
         ray.init(address=cluster.address, log_to_driver=False)
         head = next(n for n in alive_nodes() if n.node_id == cluster.head_node.node_id)
         yield {"base": base, "head_temp": Path(os.path.realpath(base / "h")), "label": head.label}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
 
@@ -49,6 +50,8 @@ def job():
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
     worker = cluster.add_node(num_cpus=1, temp_dir=f"{base}/w")
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("multi-node, a module's own")
         ray.init(address=cluster.address, log_to_driver=False)
         current = Path(ray._private.worker._global_node.get_session_dir_path()).name
         labels = {n.node_id: n.label for n in alive_nodes()}

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import clusters
 
 from nrlprof.demo.cli import add_arguments, demo_environment
 
@@ -36,6 +37,7 @@ def demo_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
         text=True,
         timeout=240,
     )
+    clusters.count_start("of their own, in tests")  # the demo is the job the README starts first: its own cluster
     return result, out
 
 

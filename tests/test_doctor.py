@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import ray
-from conftest import SYSTEM_PATH
+from helpers import clusters
+from helpers.standins import SYSTEM_PATH
 from rich.console import Console
 
 from nrlprof.config.env import SELECTING_VARIABLES
@@ -53,6 +54,8 @@ def local_ray():
     os.environ["PATH"] = os.pathsep.join([str(nsys.parent), str(Path(sys.executable).parent), SYSTEM_PATH])
     install_agent_hook(os.environ)
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("local, a module's own")
         ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, _temp_dir=str(base / "r"))
         yield nsys
     finally:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.clusters import joining_env
 from trace_reading import load_trace, marker_steps, traces_under
 
 
@@ -135,7 +136,7 @@ DRIVER_RAISES = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     import nrlprof, ray
     from workload import DTensorPolicyWorker
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(logging_level="ERROR")  # RAY_ADDRESS: the shared cluster
     worker = DTensorPolicyWorker.remote()
     for step in range(1, 10):
         nrlprof.step(step)
@@ -146,12 +147,12 @@ DRIVER_RAISES = textwrap.dedent(
 )
 
 
-def test_exception_in_driver_loop_still_flushes_the_open_window(tmp_path):
+def test_exception_in_driver_loop_still_flushes_the_open_window(ray_cluster, tmp_path):
     torch_dir = tmp_path / "traces"
     script = tmp_path / "driver.py"
     script.write_text(DRIVER_RAISES.format(tests=os.path.dirname(__file__)))
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("NRL")},
+        **joining_env(ray_cluster.get_runtime_context().gcs_address),
         "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
         "NRL_TORCH_PROFILE_STEP_RANGE": "2:6",
         "NRL_TORCH_PROFILE_DIR": str(torch_dir),

@@ -217,8 +217,9 @@ ray.shutdown()
 """
 
 
+@pytest.mark.fresh_cluster  # what the runtime-env agent loads when a driver starts a cluster
 def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook_on_a_real_cluster(tmp_path):
-    from conftest import SYSTEM_PATH, install_stand_ins, tool_records
+    from helpers.standins import SYSTEM_PATH, install_stand_ins, tool_records
 
     from nrlprof.rayfix.names import HOOK_CLASS_PATH
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.build, pytest.mark.fresh_cluster]  # the README's job starts its own cluster
 
 TRAIN = """
 import ray

@@ -7,26 +7,19 @@ tools, on free ports with their own temp dir and token; only their own processes
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import secrets
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SYSTEM_PATH, TESTS_DIR, install_stand_ins
-from test_cluster_auth import free_ports, stop_own_cluster
+from helpers.clusters import RAY, free_ports, hook_env, ray_start_cluster
 
-from nrlprof.rayfix.names import HOOK_CLASS_PATH, PLUGINS_VARIABLE
+from nrlprof.rayfix.names import HOOK_CLASS_PATH
 
-RAY = str(Path(sys.executable).with_name("ray"))
 DRIVER = textwrap.dedent(
     """
     import json, os, sys
@@ -66,38 +59,6 @@ DRIVER = textwrap.dedent(
     print("RESULT " + json.dumps(result))
     """
 )
-
-
-def hook_env(with_hook: bool) -> dict[str, str]:
-    return {PLUGINS_VARIABLE: json.dumps([{"class": HOOK_CLASS_PATH}])} if with_hook else {}
-
-
-@contextlib.contextmanager
-def ray_start_cluster(tmp_path: Path, with_hook: bool, num_cpus: int = 2, resources: str = "") -> Iterator[dict]:
-    base = tempfile.mkdtemp(prefix="nrlf", dir="/tmp")  # short: raylet socket paths are length-limited
-    bin_dir = install_stand_ins(tmp_path / "bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH"))}
-    env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=secrets.token_hex(32), NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))
-    env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=str(TESTS_DIR))
-    extra = [f"--resources={resources}"] if resources else []
-    for attempt in (1, 2):  # Ray gives a raylet 30 s to register; a loaded machine sometimes needs a second try
-        gcs, client, agent = free_ports(3)
-        start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", f"--num-cpus={num_cpus}",
-                 "--include-dashboard=false", f"--ray-client-server-port={client}",
-                 f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats", *extra]  # fmt: skip
-        start_env = {**env, "RAY_AUTH_MODE": "token", **hook_env(with_hook)}
-        done = subprocess.run(start, env=start_env, capture_output=True, text=True, timeout=180)
-        if done.returncode == 0 or "timed out during startup" not in done.stderr or attempt == 2:
-            break
-        stop_own_cluster(f"{base}/ray")
-        shutil.rmtree(f"{base}/ray", ignore_errors=True)
-    try:
-        assert done.returncode == 0, done.stdout + done.stderr
-        session = next(p for p in (Path(base) / "ray").glob("session_2*") if not p.is_symlink())
-        yield {"env": env, "session": session, "calls": tmp_path, "address": f"127.0.0.1:{gcs}", "base": base}
-    finally:
-        stop_own_cluster(f"{base}/ray")
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def join_node(cluster: dict, with_hook: bool, resources: str) -> None:
@@ -222,15 +183,14 @@ def test_a_worker_takes_the_verdicts_the_driver_shared(unfixed_cluster: dict) ->
     assert reason.startswith(driver_reasons[0].split(" (judged by pid")[0]) and "(judged by pid " in reason
 
 
-def test_cluster_with_the_agent_hook_is_detected_as_fixed(tmp_path: Path) -> None:
+def test_cluster_with_the_agent_hook_is_detected_as_fixed(ray_start_head: dict) -> None:
     specs = [{"env": {"_nsight": {"t": "cuda", "o": "plain_%p"}}, "prefix": False, "timeout": 300}]
-    with ray_start_cluster(tmp_path, with_hook=True) as cluster:
-        result = drive(cluster, specs)
-        assert result["fixed"] is True
-        [plain] = result["actors"]
-        record = nsys_record(cluster, plain["answer"]["pid"])
-        assert record["command"][0] == sys.executable
-        assert option(record, "-o") == str(cluster["session"] / "logs" / "nsight" / "plain_%p")
+    result = drive(ray_start_head, specs)
+    assert result["fixed"] is True
+    [plain] = result["actors"]
+    record = nsys_record(ray_start_head, plain["answer"]["pid"])
+    assert record["command"][0] == sys.executable
+    assert option(record, "-o") == str(ray_start_head["session"] / "logs" / "nsight" / "plain_%p")
 
 
 def test_prefixed_worker_without_the_tool_starts_unprofiled(unfixed_cluster: dict) -> None:
@@ -306,6 +266,7 @@ TWO_NODE_DRIVER = textwrap.dedent(
 )
 
 
+@pytest.mark.fresh_cluster  # two nodes, one fixed and one not: the cluster is the subject
 def test_fixed_head_with_an_unfixed_node_profiles_matched_actors_on_both(tmp_path: Path) -> None:
     """Head started with the agent hook, a second node joined without it: the driver judges every alive node, and
     a matched actor placed on either node starts under nsys (through py_executable), not hanging in Ray's plugin."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 from nsys_standin.report import FORMAT as STANDIN_FORMAT
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
@@ -96,6 +97,8 @@ def job(stand_in_env):
     finally:
         os.environ["PATH"] = saved_path
     try:
+        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
+        clusters.count_start("multi-node, a module's own")
         ray.init(address=cluster.address, log_to_driver=False)
         labels = {n.node_id: n.label for n in alive_nodes()}
         temp_dirs = [(cluster.head_node.node_id, base / "h")]

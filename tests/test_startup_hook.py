@@ -137,7 +137,7 @@ def test_a_drivers_children_may_be_drivers_and_a_ray_workers_children_are_not(tm
     assert "ray worker's: child False" in result.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.build
 def test_a_wheel_install_activates_at_start_up(tmp_path):
     """`pip install nrlprof` (not editable) in a fresh venv: the wheel carries the hook to site-packages."""
     wheels = tmp_path / "wheels"
@@ -176,7 +176,7 @@ def test_a_wheel_install_activates_at_start_up(tmp_path):
     assert not (site / "nrlprof-startup.pth").exists(), "uninstalling removes the hook"
 
 
-@pytest.mark.slow
+@pytest.mark.build
 @pytest.mark.parametrize("editable", [False, True], ids=["uv-build", "uv-editable"])
 def test_uv_installs_the_hook_too(tmp_path, editable):
     """uv builds nrlprof with its own build isolation (what `uv add` does) and installs the hook with it."""

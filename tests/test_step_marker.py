@@ -1,24 +1,21 @@
 """Steps with no driver code: NRL_STEP_METHOD, in programs that never import nrlprof (the start-up hook
-activates them), on a local `ray.init()` cluster and from a controller actor on a `ray start` cluster."""
+activates them), joining the shared local cluster, and from a controller actor on a `ray start` cluster."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-from test_rayfix_cluster import ray_start_cluster
+from helpers.clusters import joining_env
 from trace_reading import load_trace, marker_steps, traces_under
 
 from nrlprof.config.plan import StepMethod
 from nrlprof.runtime.step_marker import StepMarker
 
 TESTS = str(Path(__file__).parent)
-pytestmark = pytest.mark.slow
 
 
 def test_a_step_is_each_run_of_matching_calls_after_another_method():
@@ -55,7 +52,7 @@ ONE_METHOD_DRIVER = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from workload import DTensorPolicyWorker
 
-    ray.init(address="local", num_cpus=4, include_dashboard=False)
+    ray.init()  # RAY_ADDRESS: the shared cluster
     policy = [DTensorPolicyWorker.remote() for _ in (0, 1)]
     for step in range(1, 5):
         ray.get([w.train.remote(step) for w in policy])
@@ -63,10 +60,10 @@ ONE_METHOD_DRIVER = textwrap.dedent(
 )
 
 
-def test_a_loop_that_calls_only_the_marked_method_is_told_why_it_stays_in_step_1(tmp_path):
+def test_a_loop_that_calls_only_the_marked_method_is_told_why_it_stays_in_step_1(ray_cluster, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(ONE_METHOD_DRIVER.format(tests=TESTS))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = joining_env(ray_cluster.get_runtime_context().gcs_address)
     env.update(NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS, NRL_STEP_METHOD="*policy*.train",
                NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
                NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"))  # fmt: skip
@@ -85,7 +82,7 @@ DRIVER = textwrap.dedent(
     from workload import DTensorPolicyWorker, VllmGenerationWorker
     from worker_shapes import AsyncRewardWorker, ThreadedRolloutWorker
 
-    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=True)
+    ray.init(log_to_driver=True)  # RAY_ADDRESS: the shared cluster
     policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
     generation = VllmGenerationWorker.remote()
     rollout, reward = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
@@ -101,18 +98,19 @@ DRIVER = textwrap.dedent(
 )
 
 
-def run_driver(tmp_path: Path, explicit: str = "", **variables: str) -> subprocess.CompletedProcess:
+def run_driver(ray, tmp_path: Path, explicit: str = "", **variables: str) -> subprocess.CompletedProcess:
     script = tmp_path / "train.py"
     script.write_text(DRIVER.format(tests=TESTS, explicit=explicit))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = joining_env(ray.get_runtime_context().gcs_address)
     env.update(variables, NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS)
     return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
                           cwd=tmp_path)  # fmt: skip
 
 
-def test_the_marker_drives_the_windows_of_a_program_with_no_nrlprof_code(tmp_path):
+def test_the_marker_drives_the_windows_of_a_program_with_no_nrlprof_code(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     result = run_driver(
+        ray_cluster,
         tmp_path,
         NRL_STEP_METHOD="*policy*.train",
         NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*,*rollout*,*reward*",
@@ -133,12 +131,13 @@ def test_the_marker_drives_the_windows_of_a_program_with_no_nrlprof_code(tmp_pat
     assert marker_steps(load_trace(asynchronous), "async.score.") == {3, 4}
 
 
-def test_an_explicit_step_wins_over_the_marker(tmp_path):
+def test_an_explicit_step_wins_over_the_marker(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     explicit = "\n".join(
         ["import nrlprof", "nrlprof.step(10)", "ray.get([w.train.remote(10) for w in policy])", "nrlprof.step(11)"]
     )
     result = run_driver(
+        ray_cluster,
         tmp_path,
         explicit=explicit,
         NRL_STEP_METHOD="*policy*.train",
@@ -179,17 +178,16 @@ CONTROLLER = textwrap.dedent(
 )
 
 
-def test_a_controller_actor_on_a_ray_start_cluster_creates_and_steps_its_workers(tmp_path):
+def test_a_controller_actor_on_a_ray_start_cluster_creates_and_steps_its_workers(ray_start_head, tmp_path):
     """The settings reach the actor from the driver's environment: the raylet was started without them."""
     traces = tmp_path / "traces"
     script = tmp_path / "train.py"
     script.write_text(CONTROLLER.format(tests=TESTS))
-    with ray_start_cluster(tmp_path, with_hook=True, num_cpus=4) as cluster:
-        env = {**cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
-               "NRL_STEP_METHOD": "*policy*.train", "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
-               "NRL_TORCH_PROFILE_STEP_RANGE": "2:4", "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
-        result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                                timeout=600, cwd=tmp_path)  # fmt: skip
+    env = {**ray_start_head["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
+           "NRL_STEP_METHOD": "*policy*.train", "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
+           "NRL_TORCH_PROFILE_STEP_RANGE": "2:4", "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     trainer_pid = int(result.stdout.split("TRAINER")[1])
     assert "is the controller on" in result.stderr
@@ -208,7 +206,7 @@ GRAPH_DRIVER = textwrap.dedent(
     from worker_shapes import CompiledGraphWorker
     from workload import RewardWorker
 
-    ray.init(address="local", num_cpus=8, include_dashboard=False)
+    ray.init()  # RAY_ADDRESS: the shared cluster
     worker, reward = CompiledGraphWorker.remote(), RewardWorker.remote()
     with InputNode() as step:
         graph = worker.forward.bind(step)
@@ -223,12 +221,12 @@ GRAPH_DRIVER = textwrap.dedent(
 )
 
 
-def test_a_compiled_graph_run_counts_as_a_call_of_its_methods(tmp_path):
+def test_a_compiled_graph_run_counts_as_a_call_of_its_methods(ray_cluster, tmp_path):
     """vLLM's Ray executor drives its workers with a compiled graph: no `.remote()` call per step."""
     traces = tmp_path / "traces"
     script = tmp_path / "train.py"
     script.write_text(GRAPH_DRIVER.format(tests=TESTS))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = joining_env(ray_cluster.get_runtime_context().gcs_address)
     env.update(NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS, NRL_STEP_METHOD="*compiled*.forward",
                NRL_TORCH_PROFILE_WORKER_PATTERNS="*compiled*", NRL_TORCH_PROFILE_STEP_RANGE="3:5",
                NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip

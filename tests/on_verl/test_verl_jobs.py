@@ -12,23 +12,29 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_rayfix_cluster import ray_start_cluster
+from helpers.clusters import joining_env
+from helpers.standins import install_stand_ins, tool_records
 from trace_reading import load_trace, marker_steps, traces_under
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent
-pytestmark = [pytest.mark.verl, pytest.mark.slow]
+pytestmark = pytest.mark.framework
 FUSED = "worker_dict-actor_rollout-critic"
 
 PROLOGUE = f"""
 import os, sys, ray
 sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
 from verl_workers import bare_trainer, train, worker_groups
+# A job on a running cluster gives its workers what they import and read in its own runtime_env.
+JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR") if k in os.environ}}}}
 """
 
 
-def verl_env(tmp_path: Path, **variables: str) -> dict[str, str]:
+def verl_env(tmp_path: Path, ray=None, **variables: str) -> dict[str, str]:
+    """A driver's environment; with `ray`, one that joins the shared cluster `ray` is connected to."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    if ray is not None:
+        env = joining_env(ray.get_runtime_context().gcs_address, env)
     env.update({"PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]), "NRL_STEP_ANATOMY": "0", **variables})
     return env
 
@@ -41,7 +47,7 @@ def run_program(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.Co
 
 
 LOCAL_JOB = """
-ray.init(address="local", num_cpus=16, include_dashboard=False)
+ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
 groups = worker_groups(colocated={colocated})
 train(bare_trainer(groups), groups, steps=5, profile_steps={profile_steps})
 """
@@ -51,10 +57,11 @@ def steps_in(trace: Path, prefix: str) -> set[int]:
     return marker_steps(load_trace(trace), prefix)
 
 
-def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_profiler_stands_down(tmp_path):
+def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_profiler_stands_down(ray_cluster, tmp_path):
     traces, own = tmp_path / "traces", tmp_path / "verl-own"
     env = verl_env(
         tmp_path,
+        ray_cluster,
         NRL_TORCH_PROFILE_WORKER_PATTERNS="*WorkerDict*",
         NRL_TORCH_PROFILE_STEP_RANGE="2:4",
         NRL_TORCH_PROFILE_DIR=str(traces),
@@ -94,11 +101,11 @@ critic:
 """
 
 
-def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixed_methods(tmp_path):
+def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixed_methods(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     config = tmp_path / "verl.yaml"
     config.write_text(VERL_YAML)
-    env = verl_env(tmp_path, NRL_PROFILE_CONFIG=str(config), NRL_TORCH_PROFILE_DIR=str(traces))
+    env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_CONFIG=str(config), NRL_TORCH_PROFILE_DIR=str(traces))
     result = run_program(tmp_path, LOCAL_JOB.format(colocated=False, profile_steps=()), env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Torch profiling enabled for worker 'worker_dict-actor_rollout'" in result.stderr
@@ -127,7 +134,7 @@ with open_dict(config):
     config.actor_rollout_ref.actor.profiler.all_ranks = True
     config.actor_rollout_ref.actor.profiler.tool = "torch"
 data = [{"x": i} for i in range(4)]
-ray.init(address="local", num_cpus=16, include_dashboard=False)
+ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
 trainer = RayPPOTrainer(config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
                         resource_pool_manager=None, ray_worker_group_cls=RayWorkerGroup, train_dataset=data,
                         val_dataset=data, collate_fn=lambda batch: batch,
@@ -138,10 +145,10 @@ train(trainer, groups, steps=5, profile_steps=(2, 3))
 """
 
 
-def test_verls_own_config_object_is_read_when_its_trainer_starts(tmp_path):
+def test_verls_own_config_object_is_read_when_its_trainer_starts(ray_cluster, tmp_path):
     """NRL_PROFILE_FRAMEWORK_CONFIG=1: verl's global_profiler and role blocks, from verl's config object."""
     traces = tmp_path / "traces"
-    env = verl_env(tmp_path, NRL_PROFILE_FRAMEWORK_CONFIG="1", NRL_TORCH_PROFILE_DIR=str(traces))
+    env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_FRAMEWORK_CONFIG="1", NRL_TORCH_PROFILE_DIR=str(traces))
     result = run_program(tmp_path, FRAMEWORK_CONFIG_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)" in result.stderr
@@ -152,10 +159,11 @@ def test_verls_own_config_object_is_read_when_its_trainer_starts(tmp_path):
     assert not (traces / "worker_dict-critic").exists()
 
 
-def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(tmp_path):
+def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(ray_cluster, tmp_path):
     traces, anatomy = tmp_path / "traces", tmp_path / "anatomy"
     env = verl_env(
         tmp_path,
+        ray_cluster,
         NRL_STEP_METHOD="*WorkerDict*.actor_rollout_generate_sequences",
         NRL_TORCH_PROFILE_WORKER_PATTERNS="*actor_rollout*",
         NRL_TORCH_PROFILE_STEP_RANGE="3",
@@ -164,7 +172,7 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(tmp_
         NRL_STEP_ANATOMY_DIR=str(anatomy),
     )
     body = """
-        ray.init(address="local", num_cpus=16, include_dashboard=False)
+        ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
         groups = worker_groups(colocated=False)
         for step in range(1, 5):
             groups["actor_rollout"].generate_sequences(step)
@@ -210,17 +218,16 @@ print("RUNNER", ray.get(TaskRunner.remote().run.remote()), flush=True)
 """
 
 
-def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluster(tmp_path):
+def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluster(ray_start_head, tmp_path):
     traces = tmp_path / "traces"
     script = tmp_path / "main_ppo.py"
     script.write_text(TASK_RUNNER_JOB)
-    with ray_start_cluster(tmp_path, with_hook=True, num_cpus=16) as cluster:
-        env = {**cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
-               "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]),
-               "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*actor_rollout*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4",
-               "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
-        result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                                timeout=900, cwd=tmp_path)  # fmt: skip
+    env = {**ray_start_head["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
+           "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]),
+           "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*actor_rollout*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4",
+           "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900,
+                            cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     runner = int(result.stdout.split("RUNNER")[1])
     assert f"is the controller on {os.uname().nodename} pid {runner}" in result.stderr
@@ -255,10 +262,9 @@ run_ppo(config, task_runner_class=TaskRunner)
 """
 
 
+@pytest.mark.fresh_cluster  # verl's run_ppo starts its own local cluster, whose raylet sees this test's nsys
 def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_path):
     """verl gives its TaskRunner `nsight` options only where CUDA is; nrlprof launches it under nsys with them."""
-    from conftest import install_stand_ins, tool_records
-
     bin_dir = install_stand_ins(tmp_path / "bin")
     pid_file = tmp_path / "runner.pid"
     env = verl_env(tmp_path, NRL_PROFILE_FRAMEWORK_CONFIG="1", RUNNER_PID_FILE=str(pid_file),

@@ -141,8 +141,6 @@ def choose_sessions(
     """The session dirs to take: the named one, all (None), or the newest holding manifests on any node."""
     if all_sessions:
         return ALL_SESSIONS
-    if session is not None and not is_session_name(session):
-        raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
     answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
     if session is not None:
         found = sorted(
@@ -269,6 +267,8 @@ def collect(
         raise BadInput(f"chunk_size={chunk_size} and depth={depth} must both be > 0")
     if session is not None and all_sessions:
         raise BadInput("--session and --all-sessions exclude each other")
+    if session is not None and not is_session_name(session):
+        raise BadInput(f"--session {session!r} is not a Ray session dir name (expected session_<date>_<pid>)")
     roots = allowed_roots(allow_dirs)
     transfer = Transfer(chunk_size, depth, list_timeout_s, read_timeout_s)
     started = time.monotonic()

@@ -1,0 +1,213 @@
+"""Ray clusters for the tests, started once and shared, and the count of the clusters a run started.
+
+The shared clusters are started by this process as `ray.cluster_utils.Cluster` heads, never by `ray.init`: the test
+driver only connects to them, so it can move from one to another (`connect`) and `ray.shutdown()` never stops one.
+Subprocess drivers join a shared cluster by address (`joining_env`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins
+
+# Clusters started in this run, by kind; conftest prints them at the end.
+STARTS: collections.Counter[str] = collections.Counter()
+STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def count_start(kind: str) -> None:
+    STARTS[kind] += 1
+
+
+def short_temp_dir(prefix: str) -> Path:
+    """A temp dir under /tmp with a short name: raylet socket paths are length-limited."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def start_cluster(kind: str, head: dict[str, Any], nodes: tuple[dict[str, Any], ...] = (), attempts: int = 3):
+    """A `Cluster` with a head and `nodes`; started again when Ray's fixed start-up waits ran out (a loaded machine)."""
+    from ray._common.utils import get_default_ray_temp_dir
+    from ray.cluster_utils import Cluster
+
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
+    for attempt in range(1, attempts + 1):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={"include_dashboard": False, **head})
+            for node in nodes:
+                cluster.add_node(**node)
+            cluster.wait_for_nodes()
+            count_start(kind)
+            return cluster
+        except Exception as err:
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == attempts or not any(text in str(err) for text in STARTUP_TIMEOUTS):
+                raise
+    raise AssertionError("unreachable")
+
+
+def connected_address() -> str | None:
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().gcs_address
+
+
+def connect(address: str) -> None:
+    """This process's driver on the cluster at `address`, leaving any other it was connected to (never stopping it)."""
+    import ray
+
+    if connected_address() == address:
+        return
+    disconnect()
+    ray.init(address=address, log_to_driver=True, logging_level="WARNING")
+
+
+def disconnect() -> None:
+    """This process's driver off whatever cluster it is on, for a module that starts a cluster of its own."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def joining_env(address: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a subprocess driver that joins the cluster at `address` (`ray.init()` or `"auto"`)."""
+    base = dict(os.environ if env is None else env)
+    base = {k: v for k, v in base.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_ADDRESS"))}
+    return base | {"RAY_ADDRESS": address, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+
+
+def alive_actor_ids() -> set[str]:
+    """Actors alive on the connected cluster, of every job."""
+    import ray
+
+    return set(ray._private.state.state.actor_table(None, actor_state_name="ALIVE"))
+
+
+def kill_actors(actor_ids: set[str]) -> list[str]:
+    """Kill the actors of this driver's job among `actor_ids`; returns the class names of those killed."""
+    import ray
+
+    job = ray.get_runtime_context().get_job_id()
+    killed = []
+    table = ray._private.state.state.actor_table(None, actor_state_name="ALIVE")
+    core_worker = ray._private.worker.global_worker.core_worker
+    for actor_id in actor_ids:
+        info = table.get(actor_id)
+        if info is None or info["JobID"] != job:
+            continue
+        with contextlib.suppress(Exception):  # an actor whose owner is another actor dies with its owner
+            core_worker.kill_actor(ray.ActorID(bytes.fromhex(actor_id)), True)
+            killed.append(info["ActorClassName"])
+    return killed
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() and int(pid) != os.getpid():
+                found.append(int(pid))
+    return found
+
+
+def descendants(pids: list[int]) -> list[int]:
+    """`pids` and every process below them."""
+    parents: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(pid))
+    found, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.append(pid)
+            todo += parents.get(pid, [])
+    return found
+
+
+def stop_own_cluster(marker: str) -> None:
+    """End the processes whose command line names this cluster's temp dir, and their children."""
+    pids = descendants(processes_mentioning(marker))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+            time.sleep(0.2)
+
+
+def hook_env(with_hook: bool) -> dict[str, str]:
+    import json
+
+    from nrlprof.rayfix.names import HOOK_CLASS_PATH, PLUGINS_VARIABLE
+
+    return {PLUGINS_VARIABLE: json.dumps([{"class": HOOK_CLASS_PATH}])} if with_hook else {}
+
+
+@contextlib.contextmanager
+def ray_start_cluster(
+    tmp_path: Path, with_hook: bool, num_cpus: int = 2, resources: str = "", dashboard: bool = False
+) -> Iterator[dict]:
+    """A head started with `ray start` and token auth on free ports, its own temp dir and token, the stand-in tools
+    on a PATH with no `python`; only its own processes are stopped at the end.
+
+    Yields `env` (a client on this node: `RAY_TMPDIR` makes `auto` find this cluster), `session`, `calls` (the
+    stand-ins' log is `calls/calls`), `address` and `base`.
+    """
+    base = tempfile.mkdtemp(prefix="nrlf", dir="/tmp")
+    bin_dir = install_stand_ins(tmp_path / "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH"))}
+    env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=secrets.token_hex(32), NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))
+    env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=str(TESTS_DIR))
+    extra = [f"--resources={resources}"] if resources else []
+    for attempt in (1, 2, 3):  # Ray gives a raylet 30 s to register; a loaded machine sometimes needs another try
+        gcs, client, agent, dashboard_port = free_ports(4)
+        web = ["--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}"] if dashboard else []
+        start = [RAY, "start", "--head", f"--port={gcs}", f"--temp-dir={base}/ray", f"--num-cpus={num_cpus}",
+                 f"--include-dashboard={str(dashboard).lower()}", *web, f"--ray-client-server-port={client}",
+                 f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats", *extra]  # fmt: skip
+        start_env = {**env, "RAY_AUTH_MODE": "token", **hook_env(with_hook)}
+        done = subprocess.run(start, env=start_env, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0 or attempt == 3:
+            break
+        stop_own_cluster(f"{base}/ray")
+        shutil.rmtree(f"{base}/ray", ignore_errors=True)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        count_start("ray start")
+        session = next(p for p in (Path(base) / "ray").glob("session_2*") if not p.is_symlink())
+        yield {"env": env, "session": session, "calls": tmp_path, "address": f"127.0.0.1:{gcs}", "base": base}
+    finally:
+        stop_own_cluster(f"{base}/ray")
+        shutil.rmtree(base, ignore_errors=True)
