@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import install_stand_ins, tool_records
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 TESTS = Path(__file__).parent
 FRAMEWORKS = TESTS / "frameworks"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 
 def run_steps(ray, nrlprof, steps, policies=(), generators=(), rewards=()):

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_anatomy_model import DRIVER_NODE, DRIVER_TASK, JOB, MS, T0, actor_id, call
-from test_tools_merge import gpu_trace, record_cpu_trace, write_json
+from helpers.anatomy import DRIVER_NODE, DRIVER_TASK, JOB, MS, T0, actor_id, call
+from helpers.traces import gpu_trace, record_cpu_trace, write_json
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.layout import range_label

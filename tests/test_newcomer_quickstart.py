@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_anatomy_model import DRIVER_NODE, JOB, T0, actor_id, call
+from helpers.anatomy import DRIVER_NODE, JOB, T0, actor_id, call
+from helpers.traces import gpu_trace, write_json
 from test_tools_gpu import nsys_export  # noqa: F401 (a fixture)
-from test_tools_merge import gpu_trace, write_json
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.tools.cluster import BadInput

@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
+from helpers.nsys import NVTX_CSV, fake_nsys, nsys_run
+from helpers.traces import gpu_trace, record_cpu_trace, truncate, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
@@ -18,46 +18,11 @@ from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.read.nsys_stats import parse_nsys_csv
 from nrlprof.tools.render.console import render_summary
 
-KERNEL_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
-61.5,2000,4,500.0,500.0,400,600,81.6,"ampere_sgemm_128x64_nn"
-38.5,1250,5,250.0,250.0,200,300,35.4,"void at::native::elementwise_kernel<128, 4>(int, float*)"
-"""
-NVTX_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Style,Range
-100.0,5000000,2,2500000.0,2500000.0,2000000,3000000,707106.8,PushPop,":policy.train"
-"""
 OLD_KERNEL_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Name
 100.0,2000,4,500.0,400,600,81.6,ampere_sgemm_128x64_nn
 """
 OLD_NVTX_CSV = """Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Range
 100.0,5000000,2,2500000.0,2000000,3000000,707106.8,policy.train
-"""
-# `nsys stats` as Nsight Systems 2023+ answers it; it refuses what real nsys would not parse the same way:
-# anything but `stats --report A,B --format csv --output - <existing .nsys-rep>`.
-FAKE_NSYS = """#!{python}
-import os, sys
-args = sys.argv[1:]
-def refuse(why):
-    print("ERROR: " + why, file=sys.stderr)
-    sys.exit(2)
-if len(args) != 8 or args[0] != "stats":
-    refuse("usage: stats --report R --format csv --output - REPORT, got " + repr(args))
-options = dict(zip(args[1:7:2], args[2:7:2]))
-if set(options) != {{"--report", "--format", "--output"}}:
-    refuse("unexpected options " + repr(args))
-if options["--format"] != "csv" or options["--output"] != "-":
-    refuse("this stand-in writes CSV to stdout only: " + repr(options))
-if not (args[7].endswith(".nsys-rep") and os.path.isfile(args[7])):
-    refuse("no such report " + args[7])
-reports = options["--report"]
-if "{reject}" and "{reject}" in reports:
-    print("ERROR: Report '{reject}' could not be found.", file=sys.stderr)
-    sys.exit(1)
-print("Generating SQLite file report.sqlite from report.nsys-rep")
-print("Processing [report.sqlite] with [{{}}]... ".format(reports.split(",")[0]))
-sys.stdout.write({kernels!r})
-print()
-print("Processing [report.sqlite] with [{{}}]... ".format(reports.split(",")[1]))
-sys.stdout.write({nvtx!r})
 """
 
 
@@ -145,20 +110,6 @@ def test_unreadable_traces_are_listed_and_bad_directories_refused(recorded, tmp_
     (tmp_path / "empty").mkdir()
     with pytest.raises(ToolError, match="no torch trace or Nsight Systems report"):
         summarize(tmp_path / "empty")
-
-
-def fake_nsys(directory: Path, reject: str = "", kernels: str = KERNEL_CSV, nvtx: str = NVTX_CSV) -> str:
-    path = directory / "nsys"
-    path.write_text(FAKE_NSYS.format(python=sys.executable, reject=reject, kernels=kernels, nvtx=nvtx))
-    path.chmod(0o755)
-    return str(path)
-
-
-def nsys_run(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "run"
-    (run_dir / "node-a").mkdir(parents=True)
-    (run_dir / "node-a" / "dtensor_policy_worker_3-4_10_4242.nsys-rep").write_bytes(b"fake report")
-    return run_dir
 
 
 def test_nsys_reports_with_current_report_names(tmp_path):

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 from test_rayfix_cluster import ray_start_cluster
-from trace_reading import load_trace, marker_steps, traces_under
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent
