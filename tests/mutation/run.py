@@ -61,8 +61,8 @@ TARGETS = (
         SKIP_CLUSTER,
     ),
     Target("matching", "nrlprof/workers/matching.py", ("test_identity_matching.py", "test_runtime_env.py"), 30),
-    Target("layout", "nrlprof/layout.py", ("test_promises_layout.py", "test_tools_bad_inputs.py"), 30),
-    Target("manifest", "nrlprof/manifest.py", ("test_promises_manifest.py",), 30),
+    Target("layout", "nrlprof/layout.py", ("test_layout.py", "test_tools_bad_inputs.py"), 30),
+    Target("manifest", "nrlprof/manifest.py", ("test_manifest.py",), 30),
     Target(
         "traces",
         "nrlprof/tools/read/traces.py",
@@ -91,9 +91,9 @@ TARGETS = (
         ("test_gpu_attribution.py", "test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
         30,
     ),
-    Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
+    Target("gate", "nrlprof/runtime/gate.py", ("test_gate.py",), 12),
     # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
-    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_promises_step_ranges.py",), 30),
+    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_step_ranges.py",), 30),
 )
 
 
