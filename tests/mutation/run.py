@@ -79,7 +79,7 @@ TARGETS = (
         (
             "test_tools_inputs.py",
             "test_trace_reading_edges.py",
-            "test_manifest_messages.py",
+            "test_manifest.py",
             "test_tools_bad_inputs.py",
         ),
         30,
