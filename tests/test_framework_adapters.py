@@ -1,7 +1,7 @@
 """Framework adapters on the frameworks' own loops, in programs that never import nrlprof.
 
 NeMo RL, RLinf and OpenRLHF are not on the package index: `tests/frameworks/` holds modules with their public
-names and signatures (see its README). verl's adapter runs on verl's own code in tests/verl.
+names and signatures (see its README). verl's adapter runs on verl's own code in tests/on_verl.
 """
 
 from __future__ import annotations

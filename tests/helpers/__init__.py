@@ -1,6 +1,7 @@
-"""Helpers shared by the test modules, by topic: traces built or recorded for the readers (`traces`, `trace_reading`),
-Nsight Systems stand-ins (`nsys`), step-anatomy records (`anatomy`), memory figures (`memory`), headless Chromium
-(`browser`), Ray's plugins that patch-ray fixes (`ray_patch`) and verl's example config (`verl_example`).
+"""Helpers shared by the test modules, by topic: traces built or recorded for the readers (`traces`) and traces a run
+wrote, read back (`trace_reading`), Nsight Systems stand-ins (`nsys`), step-anatomy records (`anatomy`), memory
+figures (`memory`), headless Chromium (`browser`), Ray's plugins that patch-ray fixes (`ray_patch`) and verl's example
+config (`verl_example`).
 
 Test modules import from here, never from one another. What Ray workers import by module name (`workload`,
 `worker_shapes`, `engine_shapes`) stays at the top of tests/, which is on their PYTHONPATH.
