@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import ray
-from trace_reading import load_trace, traces_under
+from helpers.trace_reading import load_trace, traces_under
 
 from nrlprof.anatomy.files import ACTORS_FILE, STEPS_FILE, TASKS_FILE, read_lines
 from nrlprof.tools.figures.anatomy import anatomy_summary

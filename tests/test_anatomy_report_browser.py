@@ -6,11 +6,10 @@ from __future__ import annotations
 import html
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_tools_report import chromium
+from helpers.browser import chromium, headless
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.tools.commands.report import write_report
@@ -82,11 +81,7 @@ def browser_layout(report: Path, tmp_path: Path) -> dict:
     page = report.read_text()
     assert page.count("</body>") == 1
     probe.write_text(page.replace("</body>", LAYOUT_SCRIPT + "</body>"))
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,4000", "--dump-dom",
-               f"file://{probe}"]  # fmt: skip
-    dom = subprocess.run(command, check=True, capture_output=True, text=True, timeout=120).stdout
+    dom = headless(browser, probe, tmp_path / "profile", "1400,4000", "--dump-dom", text=True).stdout
     found = re.search(r'<pre id="layout">(.*?)</pre>', dom, re.S)
     assert found, "the browser did not run the layout probe"
     return json.loads(html.unescape(found.group(1)))

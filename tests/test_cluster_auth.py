@@ -86,7 +86,7 @@ def test_collect_connects_with_the_token_and_takes_the_session(token_cluster, tm
 
 def test_summary_reads_on_the_node_with_the_token(token_cluster, tmp_path):
     """`summary --address auto` joins with the token and reads the job's trace where it lies (the torch dir here)."""
-    from test_tools_gpu import gpu_step_trace
+    from helpers.traces import gpu_step_trace
 
     session = next(p for p in (token_cluster["base"] / "ray").glob("session_2*") if not p.is_symlink())
     trace = tmp_path / "torch_profiler_trace" / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json"

@@ -1,4 +1,5 @@
-"""One nsys options builder: the NRL_* route and the YAML route accept, default and reject alike."""
+"""One nsys options builder: the NRL_* route and the YAML route accept, default and reject alike; RLinf's alias,
+repeat counts, null removing a default, the steps label, and an output name without the pid refused."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import json
 
 import pytest
 
-from nrlprof.config.env import plan_from_env
+from nrlprof.config.env import load_plan, plan_from_env
 from nrlprof.config.yaml_config import plan_from_mapping
 from nrlprof.errors import ConfigError
 
 ENV_SOURCE = "NRL_NSYS_EXTRA_OPTIONS"
 YAML_SOURCE = "worker_nsight_options"
+NSYS = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5"}
 
 
 def env_options(steps: str, options: dict, *, discrete: bool = False) -> dict[str, str]:
@@ -175,3 +177,57 @@ def test_a_mapping_from_python_gets_the_same_value_checks(value):
         plan_from_mapping({**config, YAML_SOURCE: {"delay": value}})
     assert caught.value.source == f"{YAML_SOURCE}.delay"
     assert len(str(caught.value)) < 500
+
+
+def test_rlinf_stop_on_range_end_alias_is_the_capture_range_end():
+    from nrlprof.config.nsys_options import normalise_options
+    from nrlprof.errors import ConfigError
+
+    # RLinf's boolean: true stops at the end of the range, false lets nsys keep going
+    assert normalise_options({"stop-on-range-end": True}, "options") == {"capture-range-end": "stop"}
+    assert normalise_options({"stop-on-range-end": "true"}, "options") == {"capture-range-end": "stop"}
+    assert normalise_options({"stop-on-range-end": False}, "options") == {"capture-range-end": "none"}
+    assert normalise_options({"stop-on-range-end": None}, "options") == {"capture-range-end": None}
+    with pytest.raises(ConfigError, match="capture-range-end"):
+        normalise_options({"stop-on-range-end": True, "capture-range-end": "stop"}, "options")
+
+
+@pytest.mark.parametrize("end", ["repeat:0", "repeat-shutdown:0", "repeat:x", "repeat:"])
+def test_a_repeat_count_below_one_is_an_error(end):
+    with pytest.raises(ConfigError, match="capture-range-end"):
+        plan_from_env(NSYS | {"NRL_NSYS_EXTRA_OPTIONS": f'{{"capture-range-end": "{end}"}}'})
+
+
+def test_null_removes_an_nsys_default_and_other_options_are_merged():
+    plan = plan_from_env(NSYS | {"NRL_NSYS_EXTRA_OPTIONS": '{"t": null, "sample": "none"}'})
+    (backend,) = plan.backends
+    options = dict(backend.options)
+    assert "t" not in options and options["sample"] == "none"
+    assert options["capture-range"] == "cudaProfilerApi" and options["capture-range-end"] == "stop"
+
+
+def test_steps_label_of_a_selection_and_of_the_whole_lifetime():
+    from nrlprof.config.nsys_options import steps_label
+    from nrlprof.config.steps import parse_step_spec
+
+    assert steps_label(parse_step_spec("3:5,10", "X")) == "3-4_10"
+    assert steps_label(parse_step_spec("7", "X")) == "7"
+    assert steps_label(None) == "all"
+
+
+@pytest.mark.parametrize("output", ["/data/prof/x", "x_%h"])
+def test_an_nsys_output_name_without_the_pid_is_refused_in_every_route(output):
+    with pytest.raises(ConfigError, match="every profiled worker on a node would write this same file"):
+        load_plan({"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5",
+                   "NRL_NSYS_EXTRA_OPTIONS": f'{{"o": "{output}"}}'})  # fmt: skip
+    verl = {"trainer": {"profile_steps": [3]}, "worker_nsight_options": {"output": output},
+            "actor_rollout_ref": {"actor": {"profiler": {"enable": True, "all_ranks": True}}}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"worker_nsight_options\.output="):
+        plan_from_mapping(verl)
+
+
+@pytest.mark.parametrize("output", ["/data/prof/x_%p", "/data/prof/rank%q{RANK}"])
+def test_an_nsys_output_name_of_each_process_is_taken(output):
+    plan = load_plan({"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5",
+                      "NRL_NSYS_EXTRA_OPTIONS": f'{{"o": "{output}"}}'})  # fmt: skip
+    assert plan.backend("nsys").options_dict["o"] == output

@@ -1,13 +1,20 @@
-"""The cheap "is anything configured?" test and the variable names it holds."""
+"""The cheap "is anything configured?" test and the variable names it holds; a misspelled NRL_* variable is named
+with the one meant, and a framework's own NRL_* variables get no warning."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import nrlprof.config.variables as variables
+from nrlprof import ConfigError
+from nrlprof.config.env import load_plan
+from nrlprof.config.misspelled import misspelled_variables
 from nrlprof.config.variables import SELECTING_VARIABLES, is_configured, may_activate
 
 
@@ -76,3 +83,45 @@ def test_config_modules_take_the_file_variable_from_one_place():
 def test_step_anatomy_alone_may_activate_a_driver(value, activates):
     assert may_activate({"NRL_STEP_ANATOMY": value}) is activates
     assert not is_configured({"NRL_STEP_ANATOMY": value}), "it selects no worker for a profiler"
+
+
+def clean_env(**variables: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}, **variables}
+
+
+def driver(**variables: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "print('ran')"], env=clean_env(**variables), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_a_misspelled_variable_is_named_with_the_one_meant():
+    result = driver(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="3:5", NRL_NSYS_RANK="0")
+    assert result.returncode == 0
+    assert "NRL_NSYS_RANK is not a variable nrlprof reads; did you mean NRL_NSYS_RANKS?" in result.stderr
+
+
+def test_misspelled_selecting_variables_are_named_although_nothing_is_configured():
+    result = driver(NRL_TORCH_WORKER_PATTERNS="*policy*", NRL_TORCH_STEP_RANGE="3:5")
+    assert "did you mean NRL_TORCH_PROFILE_STEP_RANGE?" in result.stderr
+    assert "did you mean NRL_TORCH_PROFILE_WORKER_PATTERNS?" in result.stderr
+
+
+def test_a_frameworks_own_nrl_variables_get_no_warning():
+    """NeMo RL keeps settings of its own under NRL_ (NRL_LOG_LEVEL, NRL_FORCE_REBUILD_VENVS)."""
+    names = {"NRL_LOG_LEVEL": "INFO", "NRL_FORCE_REBUILD_VENVS": "true", "NRL_IGNORE_VERSION_MISMATCH": "1"}
+    assert set(misspelled_variables(names).values()) == {None}
+    assert driver(**names).stderr == ""
+
+
+def test_a_missing_partner_names_the_misspelled_variable_that_is_present():
+    env = {"NRL_NSYS_PROFILE_STEP_RANGE": "3:5", "NRL_NSYS_WORKER_PATTERN": "*policy*"}
+    with pytest.raises(ConfigError) as caught:
+        load_plan(env)
+    assert str(caught.value) == (
+        "NRL_NSYS_WORKER_PATTERNS='' is invalid. Expected comma-separated worker patterns such as '*policy*' "
+        "because NRL_NSYS_PROFILE_STEP_RANGE is set; NRL_NSYS_WORKER_PATTERN is set: did you mean "
+        "NRL_NSYS_WORKER_PATTERNS?"
+    )
+    result = driver(**env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "did you mean NRL_NSYS_WORKER_PATTERNS?" in result.stderr

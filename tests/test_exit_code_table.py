@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tools_merge import gpu_trace, write_json
+from helpers.traces import gpu_trace, write_json
 
 from nrlprof import cli, exit_codes
 from nrlprof.tools.check.doctor import ERROR, WARNING, DoctorReport, Problem

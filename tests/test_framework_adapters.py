@@ -1,7 +1,7 @@
 """Framework adapters on the frameworks' own loops, in programs that never import nrlprof.
 
 NeMo RL, RLinf and OpenRLHF are not on the package index: `tests/frameworks/` holds modules with their public
-names and signatures (see its README). verl's adapter runs on verl's own code in tests/verl.
+names and signatures (see its README). verl's adapter runs on verl's own code in tests/on_verl.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import install_stand_ins, tool_records
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.standins import install_stand_ins, tool_records
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 TESTS = Path(__file__).parent
 FRAMEWORKS = TESTS / "frameworks"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import yaml
-from test_yaml_config import VERL_EN_SHARED  # seed 000's example, verbatim
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
+from helpers.verl_example import VERL_EN_SHARED
 
 
 def ranked(actor_class, ranks, **options):

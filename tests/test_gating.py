@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.clusters import joining_env
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 
 def run_steps(ray, nrlprof, steps, policies=(), generators=(), rewards=()):

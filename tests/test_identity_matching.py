@@ -60,3 +60,15 @@ def test_rank_from_env_or_creation_order():
     assert rank_from_env_vars(None) is None
     counter = RankCounter()
     assert [counter.take("a"), counter.take("a"), counter.take("b"), counter.take("a")] == [0, 1, 0, 2]
+
+
+def test_an_explicit_name_is_matched_and_names_the_files():
+    from nrlprof.config.env import plan_from_env
+    from nrlprof.workers.identity import WorkerIdentity
+    from nrlprof.workers.matching import match_worker
+
+    plan_ = plan_from_env({"NRL_NSYS_WORKER_PATTERNS": "vllm_generation_worker", "NRL_NSYS_PROFILE_STEP_RANGE": "2"})
+    named = WorkerIdentity("Worker", None, 0, explicit_name="vllm_generation_worker")
+    assert [m.target.pattern for m in match_worker(plan_, named)] == ["vllm_generation_worker"]
+    assert named.name == "vllm_generation_worker" and named.file_name == "vllm_generation_worker"
+    assert not match_worker(plan_, WorkerIdentity("Worker", None, 0))

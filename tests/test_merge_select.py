@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_tools_merge import gpu_trace, load, write_json
+from helpers.traces import gpu_trace, load, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError

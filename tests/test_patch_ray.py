@@ -3,18 +3,16 @@
 import asyncio
 import errno
 import hashlib
-import importlib.util
 import os
 import shlex
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import ray
+from helpers.ray_patch import BUGGY_LINES, NSIGHT, ROCPROF, load_module, rewrite
 from ray._private.runtime_env.context import RuntimeEnvContext
 from ray.exceptions import RuntimeEnvSetupError
 from ray.runtime_env import RuntimeEnv
@@ -25,13 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
 SHELL_SCRIPT = REPO / "scripts" / "patch_ray_nsight.sh"
 RAY_RUNTIME_ENV = Path(ray.__file__).parent / "_private" / "runtime_env"
-NSIGHT = "_private/runtime_env/nsight.py"
-ROCPROF = "_private/runtime_env/rocprof_sys.py"
 INTERPRETER = "/some/venv/bin/python"
-BUGGY_LINES = {
-    NSIGHT: 'context.py_executable = " ".join(self.nsight_cmd) + " python"',
-    ROCPROF: 'context.py_executable = " ".join(self.rocprof_sys_cmd)\n',
-}
 UPSTREAM_FIXED_LINES = {
     NSIGHT: 'context.py_executable = shlex.join(self.nsight_cmd) + " " + context.py_executable',
     ROCPROF: 'context.py_executable = shlex.join(self.rocprof_sys_cmd) + " " + context.py_executable\n',
@@ -46,15 +38,6 @@ def begin_markers(path: Path) -> int:
     return path.read_bytes().count(b"# >>> nrlprof ray-plugin-fix")
 
 
-def load_module(path: Path) -> ModuleType:
-    """Import a (patched) plugin file under a fresh name; it imports the real Ray's modules."""
-    spec = importlib.util.spec_from_file_location(f"patched_{path.stem}_{uuid.uuid4().hex}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def run_patch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(PATCH_SCRIPT), *args], capture_output=True, text=True, cwd=cwd, timeout=60
@@ -63,12 +46,6 @@ def run_patch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 
 def resources_dir(tmp_path: Path) -> str:
     return str(tmp_path / "session" / "runtime_resources")
-
-
-def rewrite(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new))
 
 
 # --- the patched plugins work ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import py_compile
 from pathlib import Path
 
 import pytest
-from test_patch_ray import BUGGY_LINES, NSIGHT, ROCPROF, load_module, rewrite
+from helpers.ray_patch import BUGGY_LINES, NSIGHT, ROCPROF, load_module, rewrite
 
 from nrlprof.rayfix import patch_ray
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import ray
 from helpers import clusters
+from helpers.memory import host_steps, write_figures
+from helpers.trace_reading import load_trace
+from helpers.traces import gpu_step_trace
 from nsys_standin.report import FORMAT as STANDIN_FORMAT
 from ray._common.utils import get_default_ray_temp_dir
 from ray.cluster_utils import Cluster
-from test_tools_gpu import gpu_step_trace
-from test_tools_memory import host_steps, write_figures
-from trace_reading import load_trace
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from helpers.clusters import joining_env
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 from nrlprof.config.plan import StepMethod
 from nrlprof.runtime.step_marker import StepMarker

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_tools_bad_inputs import BAD, GOOD, kineto_text, rank1_trace
-from test_tools_merge import gpu_trace, write_json
+from helpers.traces import BAD, GOOD, gpu_trace, kineto_text, rank1_trace, write_json
 
 from nrlprof.tools.figures import trace_stats
 from nrlprof.tools.figures.summarize import summarize

@@ -1,7 +1,7 @@
 """merge, summary and report on bad files: each bad file is skipped with its reason, the rest is finished.
 
 The exit code is 1 (partial) and every good file's results are still there. Traces are GPU-shaped kineto
-traces built by hand (test_tools_merge.gpu_trace); one is written in kineto's own text layout to reach
+traces built by hand (helpers.traces.gpu_trace); one is written in kineto's own text layout to reach
 the fast reader.
 """
 
@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_tools_merge import events_of, gpu_trace, load, write_json
+from helpers.traces import BAD, GOOD, events_of, gpu_trace, kineto_text, load, rank1_trace, run_dir, write_json
 
 from nrlprof.cli import main
 from nrlprof.tools.figures.summarize import summarize
@@ -23,28 +23,7 @@ from nrlprof.tools.merge.timeline import merge_traces
 from nrlprof.tools.read import traces
 from nrlprof.tools.read.traces import find_traces, iter_event_batches
 
-GOOD = "policy.rank0.steps3-4.1000.pt.trace.json"
-BAD = "policy.rank1.steps3-4.1001.pt.trace.json"
 DEPTH = 100_000
-
-
-def run_dir(tmp_path: Path, bad: dict | bytes, name: str = BAD) -> Path:
-    """A good rank-0 trace and one bad file (a trace as a dict, or raw bytes)."""
-    root = tmp_path / "run"
-    write_json(root / "policy" / "0" / GOOD, gpu_trace())
-    target = root / "policy" / "1" / name
-    if isinstance(bad, bytes):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(bad)
-    else:
-        write_json(target, bad)
-    return root
-
-
-def rank1_trace(**nrlprof: object) -> dict:
-    trace = gpu_trace(rank=1, pid=1001)
-    trace["nrlprof"].update(nrlprof)
-    return trace
 
 
 def with_events(*extra: object) -> dict:
@@ -232,14 +211,6 @@ def test_deeply_nested_trace_is_read_in_memory_bounded_by_its_size(tmp_path):
     assert len(figures["deep"]["skipped"]) == 2 and all("nested more than" in r for r in figures["deep"]["skipped"])
     extra = figures["deep"]["peak"] - figures["good"]["peak"]
     assert extra < 8 * size, f"{extra} bytes more at the peak for a {size}-byte file"
-
-
-def kineto_text(trace: dict) -> str:
-    """The trace as kineto lays it out: each event's closing brace alone on a line at the events' indent."""
-    head = {k: v for k, v in trace.items() if k not in ("traceEvents", "traceName")}
-    lines = ["{"] + [f'  "{k}": {json.dumps(v)},' for k, v in head.items()] + ['  "traceEvents": [']
-    body = ",".join("\n  {\n    " + json.dumps(e)[1:-1] + "\n  }" for e in trace["traceEvents"])
-    return "\n".join(lines) + body + '\n],\n  "traceName": "x"\n}\n'
 
 
 def test_reader_falls_back_without_giving_an_event_twice(tmp_path, monkeypatch):

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.traces import gpu_trace, write_json
 from rich.console import Console
-from test_tools_merge import gpu_trace, write_json
 
 from nrlprof.cli import main
 from nrlprof.tools.figures.summarize import summarize

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_tools_gpu import gpu_step_trace
-from test_tools_merge import write_json
+from helpers.traces import gpu_step_trace, write_json
 
 from nrlprof.cli import main
 

@@ -5,74 +5,19 @@ from __future__ import annotations
 import copy
 import io
 import json
-import shutil
 import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
-from test_tools_merge import write_json
+from helpers.nsys import FIXTURE, copy_nsys_export
+from helpers.traces import ELEMENTWISE, NCCL, gpu_step_trace, write_json
 
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "worker_window.sqlite"
-if not FIXTURE.exists():
-    FIXTURE = Path("/work/shared/fixtures/nsys/worker_window.sqlite")
 GPU_KEYS = ("gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels")
-
-BASE_NS = 1_790_000_000_000_000_000
-SGEMM = "ampere_sgemm_128x64_nn"
-ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::add_kernel<float>>(int, float*, float*)"
-NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-
-
-def _launch(name: str, ts: float, correlation: int, pid: int) -> dict:
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": pid, "ts": ts, "dur": 5.0,
-            "args": {"correlation": correlation, "cbid": 211}}  # fmt: skip
-
-
-def _gpu(cat: str, name: str, ts: float, dur: float, correlation: int, stream: int = 7) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"correlation": correlation, "stream": stream, "device": 0}}  # fmt: skip
-
-
-def gpu_step_trace(rank: int = 0, pid: int = 1000, step3_us: float = 1000.0, worker: str = "policy") -> dict:
-    """Steps 3 (1000 us from ts 1000, or `step3_us`) and 4 (2100-3100) with kernels, NCCL, memcpy and memset.
-
-    Step 3 launches: elementwise 1100-1300 and sgemm 1200-1500 on another stream (overlapping by 100),
-    NCCL 1600-1700, memcpy 1700-1750, memset 1750-1760, and at ts 1900 a kernel that runs 2120-2170, in
-    step 4's window. Step 4 launches one kernel, 2200-2300.
-    """
-    events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": pid, "tid": pid, "ts": 1000.0,
-         "dur": step3_us, "args": {}},
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": pid, "tid": pid, "ts": 2100.0,
-         "dur": 1000.0, "args": {}},
-        _launch("cudaLaunchKernel", 1010.0, 1, pid), _gpu("kernel", ELEMENTWISE, 1100.0, 200.0, 1),
-        _launch("cudaLaunchKernel", 1020.0, 2, pid), _gpu("kernel", SGEMM, 1200.0, 300.0, 2, stream=8),
-        _launch("cudaLaunchKernel", 1030.0, 3, pid), _gpu("kernel", NCCL, 1600.0, 100.0, 3, stream=9),
-        _launch("cudaMemcpyAsync", 1040.0, 4, pid), _gpu("gpu_memcpy", "Memcpy HtoD", 1700.0, 50.0, 4),
-        _launch("cudaMemsetAsync", 1050.0, 5, pid), _gpu("gpu_memset", "Memset (Device)", 1750.0, 10.0, 5),
-        _launch("cudaLaunchKernel", 1900.0, 6, pid), _gpu("kernel", SGEMM, 2120.0, 50.0, 6),
-        _launch("cudaLaunchKernel", 2110.0, 7, pid), _gpu("kernel", SGEMM, 2200.0, 100.0, 7),
-    ]  # fmt: skip
-    return {
-        "schemaVersion": 1,
-        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
-        "nrlprof": {
-            "worker": worker,
-            "rank": rank,
-            "steps": [3, 4],
-            "window": "3-4",
-            "host": "gpu-node",
-            "pid": pid,
-            "backend": "torch",
-        },
-        "baseTimeNanoseconds": BASE_NS,
-        "traceEvents": events,
-    }
 
 
 def without_correlation(trace: dict) -> dict:
@@ -194,11 +139,7 @@ def nsys_expected(path: Path) -> dict:
 
 @pytest.fixture
 def nsys_export(tmp_path) -> Path:
-    if not FIXTURE.exists():
-        pytest.skip(f"the Nsight Systems fixture is not at {FIXTURE}")
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    return Path(shutil.copyfile(FIXTURE, run_dir / "vllm_generation_worker_3_5_4242.1.sqlite"))
+    return copy_nsys_export(tmp_path)
 
 
 def test_a_real_nsys_export_gives_per_step_gpu_time(nsys_export):

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tools_memory import host_steps, write_figures
-from test_tools_merge import gpu_trace, write_json
+from helpers.memory import host_steps, write_figures
+from helpers.traces import gpu_trace, write_json
 
 from nrlprof.errors import ToolError
 from nrlprof.tools.figures.summarize import summarize

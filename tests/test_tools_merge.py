@@ -1,8 +1,7 @@
 """nrlprof.tools.merge: every event kept, clocks rebased, processes named, ids distinct, bad inputs refused.
 
 Traces come from the real torch profiler on CPU (kineto's own text layout); GPU-shaped traces, which a
-CPU-only machine cannot record, are built by hand with kineto's event shapes. The helpers here are also
-imported by test_tools_summary.py and test_tools_report.py.
+CPU-only machine cannot record, are built by hand with kineto's event shapes (both in helpers/traces.py).
 """
 
 from __future__ import annotations
@@ -12,129 +11,18 @@ import json
 import os
 import re
 import shutil
-import time
 import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.traces import events_of, gpu_trace, load, record_cpu_trace, truncate, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
 from nrlprof.tools.merge.gzip_member import crc32_combine
 from nrlprof.tools.merge.timeline import merge_traces
 from nrlprof.tools.read.traces import iter_event_batches, read_header
-
-BASE_NS = 1_790_000_000_000_000_000
-
-
-def record_cpu_trace(
-    path: Path,
-    worker: str,
-    rank: int | None,
-    steps: tuple[int, ...] = (3, 4),
-    host: str = "node-a",
-    step_sleep_s: float = 0.05,
-    range_sleep_s: float = 0.02,
-) -> Path:
-    """A real torch profiler trace, with the metadata nrlprof's runtime presets; gzipped for `.gz` paths.
-
-    Each step `n` is a `ProfilerStep#n` range holding `step_sleep_s` of sleep, inside which a
-    `<worker>.train` range holds `range_sleep_s` of it, plus a matmul.
-    """
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    window = f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
-    prof = profile(activities=[ProfilerActivity.CPU])
-    info = {"rank": rank if rank is not None else 0, "world_size": 2, "backend": "gloo"}
-    block = {"worker": worker, "rank": rank, "steps": list(steps), "window": window, "host": host}
-    prof.preset_metadata_json("distributedInfo", json.dumps(info))
-    prof.preset_metadata_json("nrlprof", json.dumps({**block, "pid": os.getpid(), "backend": "torch"}))
-    with prof:
-        for step in steps:
-            with record_function(f"ProfilerStep#{step}"):
-                started = time.perf_counter()
-                with record_function(f"{worker}.train"):
-                    a = torch.ones(32, 32)
-                    (a @ a).sum()
-                    time.sleep(range_sleep_s)
-                time.sleep(max(0.0, step_sleep_s - (time.perf_counter() - started)))
-    plain = path.with_name(path.name.removesuffix(".gz"))
-    prof.export_chrome_trace(str(plain))
-    if path.name.endswith(".gz"):
-        with open(plain, "rb") as src, gzip.open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        plain.unlink()
-    return path
-
-
-def gpu_trace(
-    rank: int = 0, pid: int = 1000, base_ns: int = BASE_NS, steps: tuple[int, ...] = (3, 4), worker: str = "policy"
-) -> dict:
-    """A small GPU-shaped kineto trace: cpu_op -> cudaLaunchKernel -> kernel, linked by ids and ac2g flows."""
-    events: list[dict] = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}},
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python"}},
-        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
-    ]
-    ts, ext = 1_000_000.0, 0
-    for step in steps:
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": pid,
-                       "ts": ts, "dur": 1000.0, "args": {"External id": ext}})  # fmt: skip
-        for i in range(4):
-            ext += 1
-            at = ts + 10 + i * 200
-            op, kernel = ("aten::mm", "ampere_sgemm_128x64_nn") if i % 2 == 0 else ("aten::add", "elementwise_kernel")
-            events += [
-                {"ph": "X", "cat": "cpu_op", "name": op, "pid": pid, "tid": pid, "ts": at, "dur": 50.0,
-                 "args": {"External id": ext}},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": pid,
-                 "ts": at + 5, "dur": 20.0, "args": {"External id": ext, "cbid": 211, "correlation": ext}},
-                {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": at + 40, "dur": 100.0,
-                 "args": {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": 7,
-                          "correlation": ext, "registers per thread": 32, "shared memory": 0,
-                          "blocks per SM": 1.0, "warps per SM": 4.0, "grid": [64, 1, 1], "block": [128, 1, 1],
-                          "est. achieved occupancy %": 25}},
-                {"ph": "s", "id": ext, "pid": pid, "tid": pid, "ts": at + 5, "cat": "ac2g", "name": "ac2g"},
-                {"ph": "f", "id": ext, "pid": 0, "tid": 7, "ts": at + 40, "cat": "ac2g", "name": "ac2g", "bp": "e"},
-            ]  # fmt: skip
-        ts += 2000
-    window = f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85_000_000_000}],
-        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
-        "nrlprof": {
-            "worker": worker,
-            "rank": rank,
-            "steps": list(steps),
-            "window": window,
-            "host": "gpu-node",
-            "pid": pid,
-            "backend": "torch",
-        },
-        "displayTimeUnit": "ms",
-        "baseTimeNanoseconds": base_ns,
-        "traceEvents": events,
-        "traceName": "gpu",
-    }
-
-
-def write_json(path: Path, trace: dict | list) -> Path:
-    """json.dump's layout (not kineto's): read through the ijson path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt") as handle:
-        json.dump(trace, handle, indent=1)
-    return path
-
-
-def load(path: Path) -> dict:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt") as handle:
-        return json.load(handle)
 
 
 def shift_clock(source: Path, target: Path, shift_ns: int) -> Path:
@@ -146,10 +34,6 @@ def shift_clock(source: Path, target: Path, shift_ns: int) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return target
-
-
-def events_of(path: Path) -> list[dict]:
-    return load(path)["traceEvents"]
 
 
 def fingerprint(event: dict) -> tuple:
@@ -341,13 +225,6 @@ def test_fast_reader_and_ijson_reader_agree(cpu_run, tmp_path):
     fast = [e for batch in iter_event_batches(source) for e in batch]
     slow = [e for batch in iter_event_batches(relaid) for e in batch]
     assert fast == slow == load(source)["traceEvents"]
-
-
-def truncate(source: Path, target: Path, keep: float = 0.6) -> Path:
-    data = source.read_bytes()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data[: int(len(data) * keep)])
-    return target
 
 
 @pytest.mark.parametrize("keep, jobs", [(0.6, 1), (0.999, 1), (0.6, 2)])

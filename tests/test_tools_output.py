@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_tools_merge import gpu_trace, write_json
+from helpers.traces import gpu_trace, write_json
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError

@@ -7,32 +7,29 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
 import pytest
-from test_tools_merge import gpu_trace, record_cpu_trace, truncate, write_json
+from helpers.browser import chromium, headless
+from helpers.nsys import FIXTURE, fake_nsys, nsys_run
+from helpers.traces import (
+    BASE_NS,
+    ELEMENTWISE,
+    NCCL,
+    SGEMM,
+    gpu_step_trace,
+    gpu_trace,
+    record_cpu_trace,
+    truncate,
+    write_json,
+)
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
 from nrlprof.tools.commands.report import write_report
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.html import render_html
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-REQUIRE_BROWSER = "NRLPROF_REQUIRE_BROWSER"  # set to 1 where a missing browser must fail the run, not skip it
-
-
-def chromium() -> str:
-    """A headless-capable Chromium on PATH; skipped without one unless NRLPROF_REQUIRE_BROWSER=1."""
-    found = next(filter(None, map(shutil.which, BROWSERS)), None)
-    if found is None:
-        message = f"no Chromium on PATH ({', '.join(BROWSERS)}; apt-get install -y chromium)"
-        if os.environ.get(REQUIRE_BROWSER) == "1":
-            pytest.fail(f"{message} and {REQUIRE_BROWSER}=1")
-        pytest.skip(message)
-    return found
 
 
 @pytest.fixture(scope="session")
@@ -161,11 +158,7 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     output = tmp_path / "report.html"
     write_report(run_dir, output)
     screenshot = tmp_path / "report.png"
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={screenshot}", "--window-size=1200,800",
-               f"file://{output}"]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    headless(browser, output, tmp_path / "profile", "1200,800", f"--screenshot={screenshot}")
     width, height, rows = png_pixels(screenshot.read_bytes())
     assert (width, height) == (1200, 800)
     channels = len(rows[0]) // width
@@ -177,8 +170,6 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
 
 
 def test_report_shows_nsys_tables(tmp_path):
-    from test_tools_summary import fake_nsys, nsys_run
-
     page = render_html(summarize(nsys_run(tmp_path), nsys=fake_nsys(tmp_path)))
     assert "Nsight Systems reports" in page and "dtensor_policy_worker_3-4_10_4242.nsys-rep" in page
     assert "ampere_sgemm_128x64_nn" in page and ":policy.train" in page
@@ -188,8 +179,6 @@ def test_report_shows_nsys_tables(tmp_path):
 @pytest.fixture(scope="session")
 def gpu_run_dir(tmp_path_factory) -> Path:
     """Two GPU-shaped policy ranks (rank 1's step 3 is slower), the real nsys export, and a manifest."""
-    from test_tools_gpu import BASE_NS, FIXTURE, gpu_step_trace
-
     root = tmp_path_factory.mktemp("gpu_report_run")
     write_json(root / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
     write_json(root / "policy" / "1" / "policy.rank1.steps3-4.1001.pt.trace.json",
@@ -208,8 +197,6 @@ def gpu_run_dir(tmp_path_factory) -> Path:
 
 def test_report_shows_the_gpu_lane_overhead_and_slowest_rank(gpu_run_dir):
     import html as html_lib
-
-    from test_tools_gpu import ELEMENTWISE, NCCL, SGEMM
 
     page = render_html(summarize(gpu_run_dir, nsys=""))
     # GPU lanes: every activity of the two ranks (7 each), hover text = the full kernel name
@@ -245,11 +232,7 @@ def test_gpu_report_renders_in_headless_chromium(gpu_run_dir, tmp_path):
     output = tmp_path / "report.html"
     write_report(gpu_run_dir, output)
     screenshot = tmp_path / "report.png"
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={screenshot}", "--window-size=1200,900",
-               f"file://{output}"]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    headless(browser, output, tmp_path / "profile", "1200,900", f"--screenshot={screenshot}")
     width, _, rows = png_pixels(screenshot.read_bytes())
     channels = len(rows[0]) // width
     seen = {row[i : i + 3] for row in rows for i in range(0, len(row), channels)}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_tools_bad_inputs import run_dir
+from helpers.traces import run_dir
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.kineto_text import copy_repaired

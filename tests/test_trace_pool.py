@@ -13,8 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_tools_bad_inputs import kineto_text
-from test_tools_merge import gpu_trace
+from helpers.traces import gpu_trace, kineto_text
 
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.figures.trace_pool import (

@@ -1,5 +1,6 @@
 """Edges of the trace reader (nrlprof.tools.read.traces): files that cannot be opened, headers that say little or
-too much, cut-short event lists, long values in reasons, and the order traces are listed in.
+too much or hold values of the wrong type, cut-short event lists, long values in reasons, Chrome events as a list
+or an object, and the order and labels traces are listed with.
 
 Each trace is text written by hand and each expectation is the exact value or reason a user sees.
 """
@@ -261,3 +262,87 @@ def test_the_events_key_split_across_two_reads_is_found(tmp_path, offset):
     path.write_text(prefix + "y" * padding + '", "traceEvents": [\n  {\n    "ph": "X", "ts": 1\n  }\n  ]\n}')
     with traces.TraceReader(path) as reader:
         assert list(traces._split_batches(reader)) == [[{"ph": "X", "ts": 1}]]
+
+
+def write_trace(path, block: dict | None) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    top = {"schemaVersion": 1} | ({"nrlprof": block} if block is not None else {})
+    path.write_text(json.dumps(top | {"traceEvents": [{"name": "x", "ph": "X", "ts": 1, "dur": 1, "pid": 1}]}))
+
+
+def test_traces_sort_controller_first_then_worker_and_rank_and_label_each(tmp_path):
+    from nrlprof.tools.read.traces import find_traces
+
+    write_trace(tmp_path / "w" / "1" / "w.rank1.steps2.7.pt.trace.json", {"worker": "w", "rank": 1, "host": "n1"})
+    write_trace(tmp_path / "w" / "0" / "w.rank0.steps2.8.pt.trace.json", {"worker": "w", "rank": 0, "host": "n1"})
+    write_trace(tmp_path / "a" / "0" / "a.rank0.steps2.9.pt.trace.json", {"worker": "a", "rank": 0, "host": "n2"})
+    write_trace(tmp_path / "controller.steps2.5.pt.trace.json", {"worker": "controller", "host": "n0"})
+    found, unreadable = find_traces([tmp_path])
+    assert unreadable == []
+    ordered = sorted(found, key=lambda h: h.sort_key())
+    assert [h.label for h in ordered] == ["controller (n0)", "a rank 0 (n2)", "w rank 0 (n1)", "w rank 1 (n1)"]
+
+
+def test_a_named_trace_without_events_is_reported_unreadable(tmp_path):
+    import json
+
+    from nrlprof.tools.read.traces import find_traces
+
+    named = tmp_path / "w.rank0.steps2.7.pt.trace.json"
+    named.write_text(json.dumps({"schemaVersion": 1}))
+    other = tmp_path / "notes.json"
+    other.write_text(json.dumps({"a": 1}))
+    found, unreadable = find_traces([tmp_path])
+    assert found == []
+    assert [(p.name, why) for p, why in unreadable] == [(named.name, "not a Chrome trace: no traceEvents")]
+
+
+def test_chrome_events_of_a_list_an_object_and_neither(tmp_path):
+    import json
+
+    from nrlprof.errors import ToolError
+    from nrlprof.tools.read.traces import iter_chrome_events
+
+    events = [{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]
+    listed, wrapped, other = tmp_path / "timeline.json", tmp_path / "t.pt.trace.json", tmp_path / "x.json"
+    listed.write_text(json.dumps(events))
+    wrapped.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    other.write_text('"text"')
+    assert [e for batch in iter_chrome_events(listed) for e in batch] == events
+    assert [e for batch in iter_chrome_events(wrapped) for e in batch] == events
+    with pytest.raises(ToolError, match="not a Chrome trace"):
+        list(iter_chrome_events(other))
+
+
+def test_a_trace_cut_right_after_its_events_key_or_without_one_ends_the_read(tmp_path):
+    from nrlprof.errors import ToolError
+    from nrlprof.tools.read.traces import iter_event_batches
+
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": ')
+    with pytest.raises(ToolError, match="cut short"):
+        list(iter_event_batches(cut))
+    keyless = tmp_path / "keyless.pt.trace.json"
+    keyless.write_text('{"schemaVersion": 1}')
+    assert list(iter_event_batches(keyless)) == []
+
+
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [
+        ({"worker": 5}, "nrlprof.worker is 5, expected a string"),
+        ({"host": ["n"]}, "nrlprof.host is ['n'], expected a string"),
+        ({"rank": "0"}, "nrlprof.rank is '0', expected an integer"),
+        ({"rank": True}, "nrlprof.rank is True, expected an integer"),
+        ({"steps": [1, "2"]}, "nrlprof.steps is [1, '2'], expected a list of integers"),
+    ],
+)
+def test_a_trace_whose_nrlprof_block_has_wrong_types_is_reported(tmp_path, block, why):
+    from nrlprof.tools.read.traces import find_traces
+
+    path = tmp_path / "w.rank0.steps2.7.pt.trace.json"
+    write_trace(path, block)
+    found, unreadable = find_traces([tmp_path])
+    assert found == [] and unreadable == [(path, why)]

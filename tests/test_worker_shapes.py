@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 # What a worker venv of an RL framework has: Ray (with what Ray needs) and torch; not nrlprof or its own dependencies.
 LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "_editable_impl_nrlprof", "nvtx", "orjson", "ijson")

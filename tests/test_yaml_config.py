@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.verl_example import VERL_EN_SHARED
 from omegaconf import OmegaConf
 
 import nrlprof.config
@@ -28,23 +29,7 @@ VERL_EN_DISABLED = """
         profile_steps: null # disable profile
 """
 
-VERL_EN_SHARED = """
-    trainer:
-        profile_steps: [1, 2, 5]  # Profile steps 1, 2, and 5
-
-    actor_rollout_ref:
-        actor:
-            profile_discrete: False
-            profile_ranks: [0, 1]  # Only profile ranks 0 and 1 for actor
-        rollout:
-            profile_discrete: False
-            profile_ranks: null    # Profile all ranks for rollout
-        ref:
-            profile_discrete: False  # Disable profiling for ref policy
-    critic:
-        profile_discrete: False
-        profile_ranks: [0]      # Only profile rank 0 for critic
-"""
+# VERL_EN_SHARED is in helpers/verl_example.py: a test on a real cluster runs it too
 
 VERL_EN_DISCRETE = """
     trainer:

@@ -1,4 +1,9 @@
-"""Helpers shared by the test modules: stand-in tools, Ray clusters, traces and the other files tests write.
+"""Helpers shared by the test modules, by topic: the stand-in profiler tools (`standins`), Ray clusters started once
+and shared, `ray start` heads and joining drivers (`clusters`), traces built or recorded for the readers (`traces`)
+and traces a run wrote, read back (`trace_reading`), Nsight Systems stand-ins (`nsys`), step-anatomy records
+(`anatomy`), memory figures (`memory`), headless Chromium (`browser`), Ray's plugins that patch-ray fixes
+(`ray_patch`) and verl's example config (`verl_example`).
 
-Test modules import from here, never from one another.
+Test modules import from here, never from one another. What Ray workers import by module name (`workload`,
+`worker_shapes`, `engine_shapes`) stays at the top of tests/, which is on their PYTHONPATH.
 """

@@ -40,31 +40,34 @@ class Target:
 
 # per test process (and what it starts): far above what the tests need, far below the machine
 TEST_MEMORY_LIMIT = 6 << 30
-PROMISES = ("test_mutation_survivors.py", "test_promises_config.py")
+# more checks of the config modules; test_tools_plan.py runs `nrlprof plan` (its one test on a cluster is left out)
+MORE_CONFIG_TESTS = ("test_config_nsys_options.py", "test_identity_matching.py", "test_tools_plan.py")
+SKIP_CLUSTER = "not live_actors"
 TARGETS = (
-    Target("steps", "nrlprof/config/steps.py", (*CONFIG_TESTS, *PROMISES), 30),
-    Target("env", "nrlprof/config/env.py", (*CONFIG_TESTS, *PROMISES), 30),
+    Target("steps", "nrlprof/config/steps.py", (*CONFIG_TESTS, *MORE_CONFIG_TESTS), 30, SKIP_CLUSTER),
+    Target("env", "nrlprof/config/env.py", (*CONFIG_TESTS, *MORE_CONFIG_TESTS), 30, SKIP_CLUSTER),
     Target(
         "nsys_options",
         "nrlprof/config/nsys_options.py",
-        ("test_config_nsys_options.py", "test_yaml_config.py", "test_config_hardening.py", *PROMISES),
+        ("test_config_nsys_options.py", "test_yaml_config.py", "test_config_hardening.py", *MORE_CONFIG_TESTS),
         25,
+        SKIP_CLUSTER,
     ),
     Target(
         "identity",
         "nrlprof/workers/identity.py",
-        ("test_identity_matching.py", "test_runtime_env.py", "test_yaml_config.py", *PROMISES),
+        ("test_identity_matching.py", "test_runtime_env.py", "test_yaml_config.py", *MORE_CONFIG_TESTS),
         30,
+        SKIP_CLUSTER,
     ),
     Target("matching", "nrlprof/workers/matching.py", ("test_identity_matching.py", "test_runtime_env.py"), 30),
-    Target("layout", "nrlprof/layout.py", ("test_promises_layout.py", "test_tools_bad_inputs.py"), 30),
-    Target("manifest", "nrlprof/manifest.py", ("test_promises_manifest.py",), 30),
+    Target("layout", "nrlprof/layout.py", ("test_layout.py", "test_tools_bad_inputs.py"), 30),
+    Target("manifest", "nrlprof/manifest.py", ("test_manifest.py",), 30),
     Target(
         "traces",
         "nrlprof/tools/read/traces.py",
         (
             "test_trace_reading_edges.py",
-            "test_mutation_survivors.py",
             "test_tools_bad_inputs.py",
             "test_tools_merge.py",
         ),
@@ -76,7 +79,7 @@ TARGETS = (
         (
             "test_tools_inputs.py",
             "test_trace_reading_edges.py",
-            "test_manifest_messages.py",
+            "test_manifest.py",
             "test_tools_bad_inputs.py",
         ),
         30,
@@ -88,9 +91,9 @@ TARGETS = (
         ("test_gpu_attribution.py", "test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
         30,
     ),
-    Target("gate", "nrlprof/runtime/gate.py", ("test_promises_gate.py",), 12),
+    Target("gate", "nrlprof/runtime/gate.py", ("test_gate.py",), 12),
     # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
-    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_promises_step_ranges.py",), 30),
+    Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_step_ranges.py",), 30),
 )
 
 
@@ -108,7 +111,7 @@ def copy_tree(destination: Path) -> None:
 
 
 def run_tests(tree: Path, target: Target, deselect: list[str], timeout_s: float) -> tuple[int, str]:
-    files = [f"tests/{name}" for name in target.tests if (tree / "tests" / name).exists()]
+    files = [f"tests/{name}" for name in dict.fromkeys(target.tests) if (tree / "tests" / name).exists()]
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *files]
     command += [f"--deselect={node}" for node in deselect] + (["-k", target.select] if target.select else [])
     env = dict(os.environ)

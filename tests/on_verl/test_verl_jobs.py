@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.clusters import joining_env
 from helpers.standins import install_stand_ins, tool_records
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent

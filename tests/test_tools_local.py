@@ -1,5 +1,5 @@
-"""The quick start on one machine (issue 24): after a local `ray.init()` job has ended, `collect`, `summary`,
-`merge` and `report` work with no cluster; `merge` takes Nsight-Systems-only and step-anatomy-only input."""
+"""The tools on one machine, with no cluster (the end of the quick start): after a local `ray.init()` job has ended,
+`collect` here, `summary`, `merge` and `report` work; `merge` takes Nsight-Systems-only and step-anatomy-only input."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_anatomy_model import DRIVER_NODE, JOB, T0, actor_id, call
-from test_tools_gpu import nsys_export  # noqa: F401 (a fixture)
-from test_tools_merge import gpu_trace, write_json
+from helpers.anatomy import DRIVER_NODE, JOB, T0, actor_id, call
+from helpers.nsys import copy_nsys_export
+from helpers.traces import gpu_trace, write_json
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
 from nrlprof.tools.cluster import BadInput
@@ -152,7 +152,12 @@ def test_collect_options_that_do_not_go_together_are_bad_input(tmp_path):
     assert done.returncode == 2 and "--local" in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_merge_then_report_of_an_nsys_only_job(nsys_export, tmp_path):  # noqa: F811 (the fixture)
+@pytest.fixture
+def nsys_export(tmp_path) -> Path:
+    return copy_nsys_export(tmp_path)
+
+
+def test_merge_then_report_of_an_nsys_only_job(nsys_export, tmp_path):
     nsys_only = nsys_export.parent  # a real export, named as nrlprof names the report
     timeline = tmp_path / "timeline.json.gz"
     done = nrlprof({"PATH": "/usr/bin:/bin"}, "merge", str(nsys_only), "-o", str(timeline))

@@ -1,5 +1,6 @@
-"""The step state machine's rules from README, seen as the actions it sends the controller (no worker tracked,
-so no Ray): windows from runs of steps, warm-up the step before, repeated and backward steps, finish()."""
+"""nrlprof.runtime.gate, the step state machine: README's rules seen as the actions it sends the controller (no
+worker tracked, so no Ray): windows from runs of steps, warm-up the step before, repeated and backward steps,
+finish(), and its log lines. The same windows on a real Ray cluster: test_gating.py."""
 
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ def test_finish_closes_the_open_window_and_a_prepared_one():
 EXIT_WITHOUT_FINISH = """\
 import sys
 sys.path.insert(0, {tests!r})
-from test_promises_gate import gate_for, nsys
+from test_gate import gate_for, nsys
 import atexit
 gate, log = gate_for(**nsys("2:5"))
 atexit.register(lambda: print("actions at exit:", log.actions))  # registered first, so it runs last

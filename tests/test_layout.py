@@ -1,4 +1,4 @@
-"""The file names README promises, stated here and compared with what nrlprof writes and reads back."""
+"""nrlprof.layout: the file names README promises, stated here and compared with what nrlprof writes and reads back."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_the_writers_step_names_read_back():
     from nrlprof.ranges.nvtx import DOMAIN
 
     assert layout.step_number(STEP_MARKER.format(7), layout.PROFILER_STEP_PREFIX) == 7
-    # the NVTX side: tests/test_promises_step_ranges.py sees the ranges `step <n>` in the domain `nrlprof`
+    # the NVTX side: tests/test_step_ranges.py sees the ranges `step <n>` in the domain `nrlprof`
     assert DOMAIN == layout.NVTX_DOMAIN == "nrlprof" and layout.NVTX_STEP_PREFIX + "1" == "step 1"
 
 

@@ -1,5 +1,5 @@
-"""Each step is one NVTX range `step <n>` in the `nrlprof` domain, seen through the nsys stand-in's NVTX injection
-library (as nsys sees them): every range opened once and ended once."""
+"""nrlprof.ranges.step_ranges: each step is one NVTX range `step <n>` in the `nrlprof` domain, seen through the nsys
+stand-in's NVTX injection library (as nsys sees them): every range opened once and ended once."""
 
 from __future__ import annotations
 

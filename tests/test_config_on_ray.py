@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 WORKER = "dtensor_policy_worker"
 SWITCHES = (

@@ -1,0 +1,49 @@
+"""The test suite's own layout: shared helpers come from tests/helpers/, never from another test module or the
+conftest."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).parent
+
+
+def is_test_module(name: str) -> bool:
+    top = name.split(".")[0]
+    return top == "conftest" or top.startswith("test_")
+
+
+def imports_of_test_modules(path: Path) -> list[tuple[str, str | None]]:
+    """(module, name) for each import of a test module or the conftest in `path`; name None for `import module`."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if is_test_module(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and is_test_module(node.module):
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_no_module_imports_a_test_module_or_the_conftest():
+    wrong = [
+        f"{path.relative_to(TESTS_DIR)}: {module}{'' if name is None else '.' + name}"
+        for path in sorted(TESTS_DIR.rglob("*.py"))
+        for module, name in imports_of_test_modules(path)
+    ]
+    assert wrong == [], "shared helpers belong in tests/helpers/:\n" + "\n".join(wrong)
+
+
+def test_the_check_sees_every_form_of_import(tmp_path):
+    module = tmp_path / "test_x.py"
+    module.write_text(
+        "import test_a\nimport conftest as c\nfrom test_b import f\nfrom conftest import tool_records\n"
+        "def g():\n    from test_c.sub import h\nfrom helpers.traces import gpu_trace\nfrom . import test_d\n"
+    )
+    assert imports_of_test_modules(module) == [
+        ("test_a", None),
+        ("conftest", None),
+        ("test_b", "f"),
+        ("conftest", "tool_records"),
+        ("test_c.sub", "h"),
+    ]
