@@ -227,6 +227,7 @@ def test_a_compiled_graph_run_counts_as_a_call_of_its_methods(ray_cluster, tmp_p
     script = tmp_path / "train.py"
     script.write_text(GRAPH_DRIVER.format(tests=TESTS))
     env = joining_env(ray_cluster.get_runtime_context().gcs_address)
+    env["RAY_CGRAPH_get_timeout"] = "300"  # Ray's 10 s is too short for a loaded machine's first execution
     env.update(NRL_STEP_ANATOMY="0", PYTHONPATH=TESTS, NRL_STEP_METHOD="*compiled*.forward",
                NRL_TORCH_PROFILE_WORKER_PATTERNS="*compiled*", NRL_TORCH_PROFILE_STEP_RANGE="3:5",
                NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
