@@ -1,12 +1,11 @@
 """Framework adapters on the frameworks' own loops, in programs that never import nrlprof.
 
-NeMo RL, RLinf and OpenRLHF are not on the package index: `tests/frameworks/` holds modules with their public
-names and signatures (see its README). verl's adapter runs on verl's own code in tests/verl.
+RLinf's and OpenRLHF's runner and trainer shapes from `tests/frameworks/` (see its README); NeMo RL's stand-in
+runs in tests/on_nemo_rl, verl's own code in tests/on_verl.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import install_stand_ins, tool_records
+from conftest import install_stand_ins
 from trace_reading import load_trace, marker_steps, traces_under
 
 TESTS = Path(__file__).parent
@@ -40,51 +39,6 @@ def run_program(tmp_path: Path, code: str, env: dict[str, str]) -> subprocess.Co
     script.write_text(textwrap.dedent(code))
     return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
                           cwd=tmp_path)  # fmt: skip
-
-
-NEMO_PROGRAM = """
-    import ray
-    from nemo_rl.algorithms.grpo import grpo_train
-    from nemo_rl.distributed import worker_group_utils
-    from nemo_rl.models.policy import Policy
-
-    ray.init(address="local", num_cpus=4, include_dashboard=False)
-    policy = Policy(workers=2)
-    grpo_train(policy, policy, max_num_steps=6)
-    print("NEMO_NSIGHT", worker_group_utils.get_nsight_config_if_pattern_matches("dtensor_policy_worker"))
-    print("SESSION", ray._private.worker.global_worker.node.get_session_dir_path())
-    print("PIDS", *sorted(set(policy.train(7))))
-"""
-
-
-def test_nemo_rl_helpers_are_taken_over_so_one_nsys_acts_on_nrlprofs_step_lists(tmp_path):
-    own_log = tmp_path / "nemo-own-profiling.log"
-    env = framework_env(
-        tmp_path,
-        NRL_NSYS_WORKER_PATTERNS="*policy*",
-        NRL_NSYS_PROFILE_STEP_RANGE="2:3,5",  # NeMo RL's own `split(":")` cannot read this list
-        NEMO_OWN_PROFILING_LOG=str(own_log),
-    )
-    result = run_program(tmp_path, NEMO_PROGRAM, env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys)" in result.stderr
-    assert "steps come from NeMo RL's maybe_gpu_profile_step (first step: 1)" in result.stderr
-    assert "NEMO_NSIGHT {}" in result.stdout, "NeMo RL's own nsight runtime_env is no longer given"
-    assert not own_log.exists(), "NeMo RL's policy.start_gpu_profiling() was never called"
-    pids = [int(p) for p in result.stdout.split("PIDS")[1].split()]
-    launches = [r for r in tool_records(tmp_path / "calls") if r["pid"] in pids]
-    assert sorted(r["pid"] for r in launches) == pids, "each worker runs under exactly one nsys"
-    for launch in launches:
-        assert launch["options"][-1].endswith("dtensor_policy_worker_2_5_%p"), "nrlprof's own options"
-    session = Path(result.stdout.split("SESSION")[1].split()[0])
-    nsight = session / "logs" / "nsight"
-    records = [json.loads(line) for m in (session / "logs" / "nrlprof").glob("manifest-*.jsonl")
-               for line in m.read_text().splitlines()]  # fmt: skip
-    for pid in pids:
-        reports = sorted(p.name for p in nsight.glob(f"dtensor_policy_worker_2_5_{pid}.*.nsys-rep"))
-        assert reports == [f"dtensor_policy_worker_2_5_{pid}.1.nsys-rep", f"dtensor_policy_worker_2_5_{pid}.2.nsys-rep"]
-        recorded = [(r["steps"], [Path(f).name for f in r["files"]]) for r in records if r["pid"] == pid]
-        assert recorded == [([2], [reports[0]]), ([5], [reports[1]])], "the manifest on the worker's node names them"
 
 
 RLINF_PROGRAM = """
