@@ -48,13 +48,16 @@ def is_active() -> bool:
 
 
 def configure(config: Mapping[str, object] | object) -> None:
-    """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it."""
-    from nrlprof.config.env import TORCH_DIR_VARIABLE, plan_from_env
-    from nrlprof.config.yaml_config import plan_from_mapping
-    from nrlprof.runtime.activation import activate_driver
+    """Activate from a verl/RLinf-style mapping (dict or OmegaConf); NRL_* variables override it.
 
-    source = TORCH_DIR_VARIABLE if TORCH_DIR_VARIABLE in os.environ else "profiling config (torch trace directory)"
-    activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)), source)
+    Called after a framework's modules were imported, its adapters patch them at once; what cannot change
+    that late is said in one log line."""
+    from nrlprof.adapters import tell_late
+    from nrlprof.runtime.activation import configure_quietly
+
+    session = configure_quietly(config)
+    if session is not None:
+        tell_late(session)
 
 
 def activate_from_env() -> bool:

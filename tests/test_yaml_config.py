@@ -588,8 +588,8 @@ def test_rlinf_switching_backend_ignores_the_other_backends_keys():
 
 
 def test_rlinf_torch_backend_sets_torch_directory():
-    config = {"cluster": {"profiling": {"backend": "torch", "worker_groups": ["ActorGroup"], "steps": [2, 3]}}}
-    config["cluster"]["profiling"]["output_dir"] = "/shared/traces"
+    """In a bare section of nrlprof's own file: RLinf's Cluster refuses `backend: torch` in cluster.profiling."""
+    config = {"backend": "torch", "worker_groups": ["ActorGroup"], "steps": [2, 3], "output_dir": "/shared/traces"}
     plan = plan_from_mapping(config, base=Plan(torch=TorchSettings(record_shapes=True)))
     torch = plan.backend(TORCH)
     assert windows(torch) == [(2, 3)] and torch.output_dir == "/shared/traces"
@@ -710,10 +710,8 @@ def test_plan_from_file_directory_is_unreadable(tmp_path):
 
 
 def test_env_overrides_replace_the_nsys_backend_from_yaml():
-    config = load(VERL_EN_SHARED)
-    config["cluster"] = {"profiling": {"backend": "torch", "worker_groups": ["ActorGroup"], "steps": [2]}}
-    config["cluster"]["profiling"]["output_dir"] = "/shared/traces"
-    from_yaml = plan_from_mapping(config)
+    torch_section = {"backend": "torch", "worker_groups": ["ActorGroup"], "steps": [2], "output_dir": "/shared/traces"}
+    from_yaml = plan_from_mapping(torch_section, base=plan_from_mapping(load(VERL_EN_SHARED)))
     environ = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5"}
     plan = plan_from_env(environ, base=from_yaml)
     assert plan.backend(NSYS).targets == (Target("*policy*"),)
@@ -755,7 +753,7 @@ MISCONFIGURATIONS = [
     ("enabled not a bool", rlinf(enabled="yes"), "cluster.profiling.enabled='yes'", "true or false"),
     ("groups not a list", rlinf(worker_groups="ActorGroup"), "cluster.profiling.worker_groups", "a list of names"),
     ("steps not ints", rlinf(steps=[1, "two"]), "cluster.profiling.steps", "a non-empty list of step numbers"),
-    ("step zero", rlinf(steps=[0, 1]), "cluster.profiling.steps", "step numbers >= 1"),
+    ("step below RLinf's first", rlinf(steps=[-1, 1]), "cluster.profiling.steps", "step numbers >= 0"),
     ("o and output", rlinf(options={"o": "a", "output": "b"}), "cluster.profiling.options.output", "only one of 'o'"),
     (
         "flag and option",
@@ -771,11 +769,12 @@ MISCONFIGURATIONS = [
         "cluster.profiling.options.capture-range",
         "no capture-range option while steps is null",
     ),
+    ("torch where RLinf reads it", rlinf(backend="torch"), "cluster.profiling.backend='torch'", "Cluster refuses"),
     (
         "torch without steps",
-        rlinf(backend="torch"),
-        "cluster.profiling.steps=None",
-        "a list of step numbers >= 1 such as [3]",
+        {"backend": "torch", "worker_groups": ["ActorGroup"]},
+        "steps=None",
+        "a list of RLinf step numbers >= 0 such as [3]",
     ),
     (
         "rocprof env not scalar",

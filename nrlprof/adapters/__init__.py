@@ -8,6 +8,7 @@ framework: a framework that is never imported costs one dict entry per module na
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ def _adapters() -> tuple[Adapter, ...]:
             (*controllers, WORKER),
             nemo_rl.take_over_nsight_config,
         ),
+        ("rlinf.scheduler.cluster.cluster", "RLinf's profiler launcher", controllers, rlinf.take_over_launcher),
         ("rlinf.runners.embodied_runner", "RLinf's embodied runner steps", controllers, rlinf.take_embodied_steps),
         ("rlinf.runners.reasoning_runner", "RLinf's reasoning runner steps", controllers, rlinf.take_reasoning_steps),
         ("openrlhf.trainer.ppo_trainer", "OpenRLHF's PPO trainer steps", controllers, openrlhf.take_trainer_steps),
@@ -45,6 +47,34 @@ def install(session: Any) -> None:
     for module_name, description, kinds, apply in _adapters():
         if session.kind in kinds:
             import_hooks.when_imported(module_name, description, _bound(apply, session))
+
+
+# What an adapter cannot change once the framework has used the module, by framework.
+LATE_LIMITS = {
+    "verl": "verl WorkerDict classes made before now are matched by class only, not by role",
+    "nemo_rl": "NeMo RL worker classes defined before now keep the nsight runtime_env their decorator read at import",
+    "rlinf": "an RLinf Cluster made before now keeps its own profiler command",
+    "openrlhf": "",
+}
+
+
+def tell_late(session: Any) -> None:
+    """One line when `configure()` comes after a framework's modules were imported: they were patched now (also
+    where other modules imported their functions by name); what cannot change that late, and what to do."""
+    late = sorted({name.split(".", 1)[0] for name, _, kinds, _ in _adapters() if name in sys.modules
+                   and session.kind in kinds})  # fmt: skip
+    if not late:
+        return
+    from nrlprof.log import logger
+
+    limits = "; ".join(text for name in late if (text := LATE_LIMITS.get(name)))
+    logger.info(
+        "nrlprof was configured after %s was imported: its modules are patched now; what cannot change now: actors "
+        "created before now run unprofiled%s. To have those too, call configure() before the job creates its "
+        "workers, or set the NRL_* variables (or NRL_PROFILE_CONFIG) before the job starts",
+        ", ".join(late),
+        f"; {limits}" if limits else "",
+    )
 
 
 def _bound(apply: Callable[[Any, Any], None], session: Any) -> Callable[[Any], None]:

@@ -25,12 +25,12 @@ def take_over_nsys_helpers(session: Any, module: Any) -> None:
     def maybe_gpu_profile_step(policy: Any, step: int) -> None:
         session.framework_step(int(step), STEP_SOURCE)
 
-    patches.install(
+    patches.install_with_copies(
         "nemo_rl.utils.nsys.maybe_gpu_profile_step", module, "maybe_gpu_profile_step", lambda _: maybe_gpu_profile_step
     )
     for name, blank in BLANKED.items():
         if hasattr(module, name):
-            patches.install(f"nemo_rl.utils.nsys.{name}", module, name, lambda _, value=blank: value)
+            patches.install_with_copies(f"nemo_rl.utils.nsys.{name}", module, name, lambda _, value=blank: value)
     logger.info("nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys): its steps drive nrlprof's windows")
 
 
@@ -41,7 +41,7 @@ def take_over_nsight_config(session: Any, module: Any) -> None:
     def get_nsight_config_if_pattern_matches(worker_name: str) -> dict:
         return {}
 
-    patches.install(
+    patches.install_with_copies(
         "nemo_rl.distributed.worker_group_utils.get_nsight_config_if_pattern_matches",
         module,
         "get_nsight_config_if_pattern_matches",

@@ -71,11 +71,11 @@ def configure_from_verl(config: Any) -> None:
     """verl's global_profiler and role profiler blocks, as `nrlprof.configure(config)` reads them."""
     if config is None:
         return
-    import nrlprof
     from nrlprof.config.readers import framework_keys
+    from nrlprof.runtime.activation import configure_quietly
 
     with framework_keys():
-        nrlprof.configure(config)
+        configure_quietly(config)
     logger.info("profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)")
 
 
@@ -90,14 +90,14 @@ def record_fused_roles(session: Any, module: Any) -> None:
 
         return create
 
-    patches.install(
+    patches.install_with_copies(
         "verl create_colocated_worker_cls",
         module,
         "create_colocated_worker_cls",
         lambda original: roles_recorded(original, True),
     )
     if hasattr(module, "create_colocated_worker_raw_cls"):
-        patches.install(
+        patches.install_with_copies(
             "verl create_colocated_worker_raw_cls",
             module,
             "create_colocated_worker_raw_cls",

@@ -106,12 +106,13 @@ def names(value: object, path: str, form: str = NAMES_FORM) -> tuple[str, ...] |
     return tuple(name.strip() for name in value)
 
 
-def step_list(value: object, path: str) -> StepSelection | None:
+def step_list(value: object, path: str, first: int = 1) -> StepSelection | None:
+    """`first`: the framework's first step number (RLinf counts from 0)."""
     if value is None:
         return None
     if not isinstance(value, (list, tuple, str)):
         raise ConfigError(path, value, STEPS_FORM)
-    return steps_from_list(value, path)
+    return steps_from_list(value, path, first)
 
 
 def lookup(config: Mapping, dotted: str) -> tuple[bool, object]:

@@ -1,8 +1,13 @@
 """RLinf-style YAML configuration (`cluster.profiling`, or a bare section with a `backend` key) -> a backend.
 
 RLinf worker groups are Ray actors named `<Group>:<rank>`: a group name without wildcards
-becomes the patterns `<Group>` and `<Group>:*`. The nsys capture range follows
-nrlprof.config.nsys_options: not RLinf's `stop`, which silently keeps only the first of several steps.
+becomes the patterns `<Group>` and `<Group>:*`. `steps` are RLinf's own step numbers, which count from 0.
+The nsys capture range follows nrlprof.config.nsys_options: not RLinf's `stop`, which silently keeps only the
+first of several steps.
+
+`cluster.profiling` is read by RLinf's own Cluster too, which knows the backends `nsight` and `rocprof_sys`
+only: nrlprof's `torch` backend is refused there, and taken in a bare section of nrlprof's own file
+(NRL_PROFILE_CONFIG), which RLinf never reads.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from nrlprof.errors import ConfigError
 
 GLOB_CHARS = frozenset("*?[")
 RLINF_BACKENDS = {"nsight": NSYS, "rocprof_sys": ROCPROF, "torch": TORCH}
+# The backends RLinf's own Cluster accepts in `cluster.profiling`.
+RLINF_OWN_BACKENDS = ("nsight", "rocprof_sys")
+FIRST_STEP = 0
 RLINF_KEYS = frozenset(
     {"backend", "enabled", "worker_groups", "steps", "output_dir", "options", "flags", "args", "env"}
 )
@@ -53,10 +61,16 @@ def _group_targets(groups: tuple[str, ...]) -> tuple[Target, ...]:
 
 
 def _rlinf_backend(section: Mapping, path: str) -> str:
+    known = RLINF_OWN_BACKENDS if path.endswith("cluster.profiling") else tuple(RLINF_BACKENDS)
     backend = section.get("backend")
-    if not isinstance(backend, str) or backend not in RLINF_BACKENDS:
+    if not isinstance(backend, str) or backend not in known:
         detail = "backend is required" if backend is None else "unknown backend"
-        raise ConfigError(key(path, "backend"), backend, "one of " + ", ".join(repr(b) for b in RLINF_BACKENDS), detail)
+        if isinstance(backend, str) and backend in RLINF_BACKENDS:
+            detail = (
+                "RLinf's own Cluster refuses it there; put the section, without `cluster.profiling`, in a file "
+                "NRL_PROFILE_CONFIG names, or use the NRL_TORCH_PROFILE_* variables"
+            )
+        raise ConfigError(key(path, "backend"), backend, "one of " + ", ".join(repr(b) for b in known), detail)
     return RLINF_BACKENDS[backend]
 
 
@@ -89,11 +103,11 @@ def rlinf_fragment(section: object, path: str, root: Mapping) -> Fragment:
     kind = _rlinf_backend(block, path)
     enabled = read_bool(block, "enabled", True, path)
     groups = names(block.get("worker_groups"), key(path, "worker_groups")) or ()
-    steps = step_list(block.get("steps"), key(path, "steps"))
+    steps = step_list(block.get("steps"), key(path, "steps"), first=FIRST_STEP)
     output_dir = optional_str(block, "output_dir", path) or _default_output_dir(root)
     if kind == TORCH and steps is None:
         raise ConfigError(
-            key(path, "steps"), None, "a list of step numbers >= 1 such as [3]", "the torch backend needs steps"
+            key(path, "steps"), None, "a list of RLinf step numbers >= 0 such as [3]", "the torch backend needs steps"
         )
     targets = _group_targets(groups)
     if kind == NSYS:

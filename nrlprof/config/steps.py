@@ -137,14 +137,15 @@ def parse_step_spec(spec: str, variable: str) -> StepSelection:
     return StepSelection.from_spans(spans)
 
 
-def steps_from_list(values: object, key: str) -> StepSelection:
-    """Steps from a YAML list such as verl's `profile_steps: [1, 2, 5]`."""
+def steps_from_list(values: object, key: str, first: int = 1) -> StepSelection:
+    """Steps from a YAML list such as verl's `profile_steps: [1, 2, 5]`; `first`: the framework's first step
+    number (1; RLinf's lists count from 0)."""
     if isinstance(values, str):
         return parse_step_spec(values, key)
-    form = f"a non-empty list of step numbers >= 1 (at most {MAX_STEP}), or null"
+    form = f"a non-empty list of step numbers >= {first} (at most {MAX_STEP}), or null"
     if not isinstance(values, (list, tuple)) or not values:
         raise ConfigError(key, values, form)
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEP:
+        if isinstance(value, bool) or not isinstance(value, int) or not first <= value <= MAX_STEP:
             raise ConfigError(key, values, form, f"{value!r} is not a step")
     return StepSelection.from_steps(values)

@@ -77,7 +77,12 @@ class Adoption:
                 continue
             data = answer["identity"]
             identity = WorkerIdentity(
-                data["class_name"], data["actor_name"], data["rank"], data["explicit_name"], tuple(data["roles"])
+                data["class_name"],
+                data["actor_name"],
+                data["rank"],
+                data["explicit_name"],
+                tuple(data["roles"]),
+                data.get("framework"),
             )
             self.host.known_actors[handle._actor_id.hex()] = identity
             self.host.tracker.add(TrackedActor(handle, identity, tuple(answer["kinds"])))

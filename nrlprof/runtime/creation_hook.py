@@ -24,6 +24,7 @@ from nrlprof.log import logger
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
 from nrlprof.runtime import patches
 from nrlprof.runtime.process_kind import CHILD
+from nrlprof.workers.frameworks import framework_of_class
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, log_matches, match_worker
 from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
@@ -59,6 +60,11 @@ def class_name_of(actor_class: Any) -> str:
     if modified is not None:
         return modified.__name__
     return str(meta.class_name).rsplit(".", 1)[-1]
+
+
+def framework_of(actor_class: Any) -> str | None:
+    """The framework whose class the actor is (nrlprof.workers.frameworks): it says what a pattern means."""
+    return framework_of_class(getattr(actor_class.__ray_metadata__, "modified_class", None))
 
 
 def roles_of(actor_class: Any) -> tuple[str, ...]:
@@ -132,11 +138,13 @@ class ActorCreationHook:
         actor_name = actor_options.get("name")
         runtime_env = actor_options.get("runtime_env") or {}
         roles = roles_of(actor_class)
-        own = WorkerIdentity(class_name, actor_name, 0, roles=roles)
+        framework = framework_of(actor_class)
+        own = WorkerIdentity(class_name, actor_name, 0, roles=roles, framework=framework)
         rank = rank_from_env_vars(runtime_env.get("env_vars"))
         identity = WorkerIdentity(
-            class_name, actor_name, host.ranks.take(own.name) if rank is None else rank, roles=roles
-        )
+            class_name, actor_name, host.ranks.take(own.name) if rank is None else rank, roles=roles,
+            framework=framework,
+        )  # fmt: skip
         matches = match_worker(host.plan, identity)
         parent = host.identity
         if matches or parent is None:

@@ -49,6 +49,7 @@ class Gate:
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
         self._exit_hook_registered = False
+        self._checked_unmatched: set[str] = set()
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
         # (step, start ns, end ns, what) for the time the gate spent on window actions.
         self.marks: list[tuple] | None = None
@@ -141,6 +142,18 @@ class Gate:
             self.marks.append((step, began_ns, time.time_ns(), action_text(actions)))
         self._log_started(actions, step, answered, elapsed_ms)
         self._log_stopped(records, step)
+        self._tell_unmatched(actions)
+
+    def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
+        """Once per backend, at the first window that starts in none of the workers this controller reaches."""
+        for action in actions:
+            if action.op != START or action.kind in self._checked_unmatched:
+                continue
+            self._checked_unmatched.add(action.kind)
+            if not any(action.kind in actor.kinds for actor in self.tracker.actors()):
+                from nrlprof.runtime.unmatched import tell_if_nothing_matched
+
+                tell_if_nothing_matched(self.plan.backend(action.kind))
 
     def _log_started(self, actions: tuple[Action, ...], step: int | None, answered: int, elapsed_ms: float) -> None:
         for action in actions:

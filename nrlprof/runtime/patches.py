@@ -6,6 +6,7 @@ children inherit, a fork handler) is recorded with the function that reverts it 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,28 @@ def install(name: str, owner: Any, attribute: str, make_replacement: Callable[[A
     original = owner.__dict__[attribute] if attribute in vars(owner) else getattr(owner, attribute)
     setattr(owner, attribute, make_replacement(original))
     _installed[name] = Patch(name, owner, attribute, original)
+
+
+def install_with_copies(name: str, module: Any, attribute: str, make_replacement: Callable[[Any], Any]) -> None:
+    """`install` on a module's function, and on each copy other loaded modules took with `from module import f`.
+
+    A module imported before nrlprof was configured (a driver that imports the framework, then calls
+    `nrlprof.configure`) may have taken the original by name; each such copy is replaced too, as its own patch.
+    """
+    if name in _installed:
+        return
+    original = getattr(module, attribute)
+    install(name, module, attribute, make_replacement)
+    replacement = getattr(module, attribute)
+    for other_name, other in list(sys.modules.items()):
+        if other is module or other is None:
+            continue
+        try:
+            held = vars(other).get(attribute)
+        except TypeError:
+            continue
+        if held is original:
+            install(f"{name} in {other_name}", other, attribute, lambda _: replacement)
 
 
 def install_undoable(name: str, apply: Callable[[], Callable[[], None]]) -> None:

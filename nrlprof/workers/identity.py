@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from nrlprof.layout import file_safe
+from nrlprof.workers.frameworks import NEMO_RL, OPENRLHF, RLINF, VERL
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -20,32 +21,56 @@ def snake_case(class_name: str) -> str:
     return _CAMEL_BOUNDARY.sub("_", class_name).lower()
 
 
+def rlinf_group(actor_name: str | None) -> str | None:
+    """RLinf names each rank's actor `<group>:<rank>` (`<group>:<rank>:<rank>` below a parent rank)."""
+    if not actor_name or ":" not in actor_name:
+        return None
+    return actor_name.split(":", 1)[0] or None
+
+
 @dataclass(frozen=True)
 class WorkerIdentity:
     """`roles`: the roles a framework fused into this one actor (verl's WorkerDict hosting `actor_rollout` and
-    `critic`); the actor is matched under each of them too, and reported as `worker_dict-actor_rollout-critic`."""
+    `critic`); the actor is matched under each of them too, and reported as `worker_dict-actor_rollout-critic`.
+    `framework`: the framework whose class it is (nrlprof.workers.frameworks), which says what a pattern means."""
 
     class_name: str
     actor_name: str | None
     rank: int
     explicit_name: str | None = None
     roles: tuple[str, ...] = ()
+    framework: str | None = None
 
     @property
     def match_names(self) -> tuple[str, ...]:
-        names = [self.actor_name] if self.actor_name else []
-        names += [self.class_name, snake_case(self.class_name), *self.roles]
-        if self.roles:
-            names.append(self.name)
-        if self.explicit_name:
-            names.insert(0, self.explicit_name)
+        """The names a pattern is matched against, as the worker's framework names its workers.
+
+        NeMo RL: its worker-type name only (`dtensor_policy_worker`), never its actor name (`lm_policy-0-0`);
+        verl: its roles, its fused name and its class; RLinf: its worker group; OpenRLHF: its actor class;
+        a plain Ray actor: its actor name and class.
+        """
+        names = [self.explicit_name] if self.explicit_name else []
+        group = rlinf_group(self.actor_name) if self.framework == RLINF else None
+        if self.framework == NEMO_RL:
+            names.append(snake_case(self.class_name))
+        elif group is not None:
+            names.append(group)
+        else:
+            if self.actor_name and self.framework not in (VERL, OPENRLHF):
+                names.append(self.actor_name)
+            names += [self.class_name, snake_case(self.class_name), *self.roles]
+            if self.roles:
+                names.append(self.name)
         return tuple(dict.fromkeys(names))
 
     @property
     def name(self) -> str:
-        """The name files and log lines use."""
+        """The name files and log lines use: an RLinf worker's group, else the class in snake case (with roles)."""
         if self.explicit_name:
             return self.explicit_name
+        group = rlinf_group(self.actor_name) if self.framework == RLINF else None
+        if group is not None:
+            return group
         return "-".join((snake_case(self.class_name), *self.roles))
 
     @property

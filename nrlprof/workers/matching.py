@@ -42,6 +42,8 @@ def log_matches(identity: WorkerIdentity, matches: tuple[Match, ...], parent: st
             logger.info(
                 "%s profiling enabled for worker '%s' (matched pattern '%s')", tool, identity.name, match.target.pattern
             )
+            if match.matched_name != identity.name:
+                logger.info("worker '%s' matched by its name '%s'", identity.name, match.matched_name)
         else:
             logger.info(
                 "%s profiling enabled for worker '%s' (created by '%s', which matched pattern '%s')",

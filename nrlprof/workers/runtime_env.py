@@ -29,6 +29,7 @@ def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...], pare
             "rank": identity.rank,
             "explicit_name": identity.explicit_name,
             "roles": list(identity.roles),
+            "framework": identity.framework,
             "targets": {
                 m.backend.kind: {
                     "pattern": m.target.pattern,
@@ -45,7 +46,12 @@ def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target
     """Who the worker is, and the target each of its backends matched it through."""
     data = json.loads(text)
     identity = WorkerIdentity(
-        data["class_name"], data["actor_name"], int(data["rank"]), data["explicit_name"], tuple(data.get("roles", ()))
+        data["class_name"],
+        data["actor_name"],
+        int(data["rank"]),
+        data["explicit_name"],
+        tuple(data.get("roles", ())),
+        data.get("framework"),
     )
     targets = {
         kind: Target(t["pattern"], None, discrete=t["discrete"], methods=tuple(t["methods"]))

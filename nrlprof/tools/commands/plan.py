@@ -23,7 +23,7 @@ from nrlprof.config.misspelled import misspelled_variables
 from nrlprof.config.plan import Plan
 from nrlprof.tools.commands.options import add_option
 from nrlprof.tools.plan.describe import BackendView, describe
-from nrlprof.tools.plan.live import live_matches
+from nrlprof.tools.plan.live import live_rows
 from nrlprof.tools.plan.overview import WORKER_PYTHON, PlanOverview, overview
 
 NOTHING = (
@@ -54,19 +54,23 @@ def run(args: argparse.Namespace) -> int:
         config_file = config_file_findings(spec, plan)
     whole = overview(plan, os.environ, unknown, config_file, checked)
     views = describe(plan, WORKER_PYTHON)
-    live = sizes = None
+    live = sizes = actors = None
     if args.address:
         from nrlprof.tools.cluster import connected
         from nrlprof.tools.remote.rates import expected_sizes, job_rates
 
         with connected(args.address):
-            live = live_matches(plan, args.address)
+            rows = live_rows(plan, args.address)
+            live = [row for row in rows if row["backend"] is not None]
+            actors = _actor_names(rows)
             sizes = expected_sizes(plan, job_rates(args.address))
     if args.json:
-        data = {"backends": [v.__dict__ for v in views], **whole.to_json(), "live": live, "expected_sizes": sizes}
+        data = {"backends": [v.__dict__ for v in views], **whole.to_json(), "live": live, "actors": actors,
+                "expected_sizes": sizes}  # fmt: skip
         print(json.dumps(data, indent=2))
     else:
         _print(whole, views, live, sizes)
+        _print_actor_names(actors)
     misspelled = any(item["closest"] for item in whole.unknown_variables)
     return exit_codes.outcome(not misspelled)
 
@@ -174,6 +178,28 @@ def _print_variables(whole: PlanOverview, console: Any) -> None:
         else:
             text = f"note: {item['name']} is not read by nrlprof (a framework's own setting?)"
             console.print(plain(text), soft_wrap=True)
+
+
+def _actor_names(rows: list[dict]) -> list[dict]:
+    """Each live actor once: who it is and the names a pattern can match it by, as its framework names it."""
+    seen: dict[str, dict] = {}
+    for row in rows:
+        seen.setdefault(row["actor_id"], {k: row[k] for k in ("actor_id", "worker", "rank", "framework", "names")})
+    return list(seen.values())
+
+
+def _print_actor_names(actors: list[dict] | None) -> None:
+    if not actors:
+        return
+    from rich.table import Table
+
+    from nrlprof.tools.render.console import plain, print_table, terminal
+
+    table = Table("worker", "rank", "framework", "names a pattern matches", title="live actors")
+    for actor in actors:
+        cells = (actor["worker"], actor["rank"], actor["framework"] or "-", ", ".join(actor["names"]))
+        table.add_row(*map(plain, cells))
+    print_table(terminal(), table)
 
 
 def _print_live(live: list[dict] | None, sizes: list[dict] | None, console: Any) -> None:

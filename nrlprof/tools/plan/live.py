@@ -1,9 +1,9 @@
-"""The live actors of a running cluster that a plan would profile."""
+"""The live actors of a running cluster: the names each can be matched by, and those a plan would profile."""
 
 from __future__ import annotations
 
 from nrlprof.config.plan import Plan
-from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.live import LiveActor, live_actors
 from nrlprof.workers.matching import match_worker
 
 
@@ -14,52 +14,39 @@ def live_matches(plan: Plan, address: str | None) -> list[dict]:
     The cluster is joined as `ray.init` joins it (BadInput when it cannot be); actors are read from the
     GCS, so no dashboard is needed.
     """
+    return [row for row in live_rows(plan, address) if row["backend"] is not None]
+
+
+def live_rows(plan: Plan, address: str | None) -> list[dict]:
+    """Every alive actor, with the names a pattern can match it by; one row per backend that would profile it
+    (one row with `backend` None where none would)."""
     from nrlprof.tools.cluster import connected
 
     with connected(address):
-        from ray._private.state import actors as actor_table
-
-        table = actor_table(actor_state_name="ALIVE")
-        interpreters = _interpreters()
+        actors = _read()
     rows = []
-    counters: dict[str, int] = {}
-    for actor in sorted(table.values(), key=lambda a: (a.get("StartTime", 0), a.get("ActorID", ""))):
-        class_name, name = actor.get("ActorClassName", "?"), actor.get("Name") or None
-        probe = WorkerIdentity(class_name, name, 0)
-        rank = counters.get(probe.name, 0)
-        counters[probe.name] = rank + 1
-        identity = WorkerIdentity(class_name, name, rank)
-        for match in match_worker(plan, identity):
-            rows.append(
-                {
-                    "actor_id": actor.get("ActorID", ""),
-                    "worker": identity.name,
-                    "rank": rank,
-                    "backend": match.backend.kind,
-                    "pattern": match.target.pattern,
-                    "node_id": (actor.get("Address") or {}).get("NodeID", ""),
-                    "interpreter": interpreters.get(actor.get("ActorID", "")),
-                }
-            )
+    for actor in actors:
+        identity = actor.identity
+        base = {
+            "actor_id": actor.actor_id,
+            "worker": identity.name,
+            "rank": identity.rank,
+            "framework": identity.framework,
+            "names": list(identity.match_names),
+            "node_id": actor.node_id,
+            "interpreter": actor.interpreter,
+        }
+        matches = match_worker(plan, identity)
+        for match in matches:
+            rows.append({**base, "backend": match.backend.kind, "pattern": match.target.pattern,
+                         "matched_name": match.matched_name})  # fmt: skip
+        if not matches:
+            rows.append({**base, "backend": None, "pattern": None, "matched_name": None})
     return rows
 
 
-def _interpreters() -> dict[str, str]:
-    """Actor id -> the `py_executable` of its runtime_env, for the alive actors that have one (read from the GCS;
-    empty where this Ray does not give it)."""
-    import json
-
+def _read() -> list[LiveActor]:
     try:
-        from ray._private.state import state
-        from ray.core.generated import gcs_pb2
-
-        rows = state._connect_and_get_accessor().get_actor_table(None, "ALIVE")
-        found = {}
-        for raw in rows:
-            data = gcs_pb2.ActorTableData.FromString(raw)
-            runtime_env = json.loads(data.serialized_runtime_env or "{}")
-            if isinstance(runtime_env, dict) and runtime_env.get("py_executable"):
-                found[data.actor_id.hex()] = str(runtime_env["py_executable"])
-        return found
-    except Exception:  # a private interface of Ray's: the interpreter is then "the worker's own"
-        return {}
+        return live_actors()
+    except Exception:  # a private interface of Ray's: no live actors can be read then
+        return []

@@ -1,4 +1,4 @@
-"""NeMo RL's nsight runtime_env for a worker whose name matches NRL_NSYS_WORKER_PATTERNS."""
+"""NeMo RL's nsight runtime_env for a worker-type name that matches NRL_NSYS_WORKER_PATTERNS (fnmatch)."""
 
 import fnmatch
 from typing import Any
@@ -11,6 +11,7 @@ def get_nsight_config_if_pattern_matches(worker_name: str) -> dict[str, Any]:
     for pattern in (p.strip() for p in NRL_NSYS_WORKER_PATTERNS.split(",") if p.strip()):
         if fnmatch.fnmatch(worker_name, pattern):
             config = {"t": "cuda,nvtx", "o": f"'{worker_name}_{NRL_NSYS_PROFILE_STEP_RANGE}_%p'",
-                      "capture-range": "cudaProfilerApi", "capture-range-end": "stop"}  # fmt: skip
+                      "stop-on-exit": "true", "s": "none", "capture-range": "cudaProfilerApi",
+                      "capture-range-end": "stop", "cuda-graph-trace": "node"}  # fmt: skip
             return {"nsight": {**config, **NRL_NSYS_EXTRA_OPTIONS}}
     return {}

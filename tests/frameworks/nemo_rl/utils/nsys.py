@@ -1,5 +1,5 @@
-"""NeMo RL's `nemo_rl.utils.nsys` as the framework has it: the variables read at import, the range parsed with
-`split(":")` and checked with `assert`, the policy's own start/stop called in range."""
+"""`nemo_rl.utils.nsys` (NeMo RL 7ea279a): the variables read at import, the range parsed with `split(":")` and
+checked with `assert`; in range, the policy's own `start_gpu_profiling()` is called once."""
 
 import json
 import os
@@ -7,7 +7,16 @@ from typing import Any, Protocol
 
 NRL_NSYS_WORKER_PATTERNS = os.environ.get("NRL_NSYS_WORKER_PATTERNS", "")
 NRL_NSYS_PROFILE_STEP_RANGE = os.environ.get("NRL_NSYS_PROFILE_STEP_RANGE", "")
-NRL_NSYS_EXTRA_OPTIONS: dict[str, Any] = json.loads(os.environ.get("NRL_NSYS_EXTRA_OPTIONS") or "{}")
+
+
+def _parse_extra_options(raw: str) -> dict[str, Any]:
+    parsed = json.loads(raw) if raw else {}
+    if not isinstance(parsed, dict):
+        raise ValueError(f"NRL_NSYS_EXTRA_OPTIONS must be a JSON object, got {type(parsed).__name__}.")
+    return parsed
+
+
+NRL_NSYS_EXTRA_OPTIONS: dict[str, Any] = _parse_extra_options(os.environ.get("NRL_NSYS_EXTRA_OPTIONS", ""))
 
 
 class ProfilablePolicy(Protocol):
@@ -20,8 +29,8 @@ def maybe_gpu_profile_step(policy: ProfilablePolicy, step: int):
     assert not (bool(NRL_NSYS_WORKER_PATTERNS) ^ bool(NRL_NSYS_PROFILE_STEP_RANGE))
     if not NRL_NSYS_WORKER_PATTERNS:
         return
-    start, stop = NRL_NSYS_PROFILE_STEP_RANGE.split(":")
-    start, stop = int(start), int(stop)
+    start, stop = (int(part) for part in NRL_NSYS_PROFILE_STEP_RANGE.split(":"))
+    assert start < stop and start >= 1
     if start <= step < stop:
         if not getattr(policy, "__NRL_PROFILE_STARTED", False):
             policy.start_gpu_profiling()

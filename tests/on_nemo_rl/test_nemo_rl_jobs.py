@@ -1,0 +1,90 @@
+"""nrlprof on NeMo RL's shapes, as NeMo RL's guide promises them: patterns match NeMo's worker-type names only.
+
+NeMo RL is not on the package index: `tests/frameworks/nemo_rl/` is a stand-in written from NeMo RL's source at
+commit 7ea279abfbeb698b092856d0dab61e7cf39bc909 (`tests/frameworks/nemo_rl/COMMIT`), with its module paths, its
+actor names (`lm_policy-<pg>-<bundle>`, `vllm_policy-<pg>-<bundle>`), its worker builder (workers created by a
+pooled IsolatedWorkerInitializer actor from the class's import path, the driver's environment as env_vars) and
+its GRPO loop (`maybe_gpu_profile_step` for the policy and the generation at the top of each step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.framework_jobs import job_env, readme_block_variables, run_job
+from trace_reading import load_trace, marker_steps, traces_under
+
+pytestmark = pytest.mark.framework
+README = Path(__file__).parent.parent.parent / "README.md"
+
+GRPO_JOB = """
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+from nemo_rl.algorithms.grpo import grpo_train
+from nemo_rl.distributed.virtual_cluster import RayVirtualCluster
+from nemo_rl.models.generation.vllm.vllm_generation import VllmGeneration
+from nemo_rl.models.policy.lm_policy import Policy
+
+cluster = RayVirtualCluster([2])
+policy = Policy(cluster, {"model": "tiny"})
+generation = VllmGeneration(RayVirtualCluster([1]), {"model": "tiny"})
+grpo_train(policy, generation, max_num_steps=5)
+print("SESSION", ray._private.worker.global_worker.node.get_session_dir_path())
+print("POLICY", *sorted(set(policy.train(6))))
+print("VLLM", *generation.generate(6))
+policy.shutdown()
+generation.shutdown()
+"""
+
+
+def pids(stdout: str, label: str) -> list[int]:
+    line = next(line for line in stdout.splitlines() if line.startswith(label + " "))
+    return [int(word) for word in line.split()[1:]]
+
+
+def test_readme_recipe_profiles_the_policy_workers_only_under_one_nsys(ray_cluster, tmp_path, calls):
+    variables = readme_block_variables(README, "**NeMo RL**")
+    own_log = tmp_path / "nemo-own-profiling.log"
+    result = run_job(ray_cluster, tmp_path, GRPO_JOB, job_env(**variables, NEMO_OWN_PROFILING_LOG=str(own_log)))
+    assert result.returncode == 0, result.stderr[-4000:]
+    log = result.stderr
+    assert "nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys)" in log
+    assert "Nsight profiling enabled for worker 'dtensor_policy_worker' (matched pattern '*policy*')" in log
+    assert "worker 'vllm_generation_worker'" not in log, "`*policy*` does not select vLLM (its actors: vllm_policy-*)"
+    assert "steps come from NeMo RL's maybe_gpu_profile_step (first step: 1)" in log
+    assert not own_log.exists(), "NeMo RL's own start_gpu_profiling() was never called"
+    policy, vllm = pids(result.stdout, "POLICY"), pids(result.stdout, "VLLM")
+    launched = {r["pid"]: r["options"][-1] for r in calls() if r["pid"] in policy + vllm}
+    assert sorted(launched) == policy, "each policy worker under exactly one nsys, the vLLM worker under none"
+    session = Path(result.stdout.split("SESSION")[1].split()[0])
+    first, stop = (int(n) for n in variables["NRL_NSYS_PROFILE_STEP_RANGE"].split(":"))
+    label = str(first) if stop == first + 1 else f"{first}-{stop - 1}"
+    for pid in policy:
+        assert launched[pid].endswith(f"dtensor_policy_worker_{label}_%p")
+        reports = list((session / "logs" / "nsight").glob(f"dtensor_policy_worker_{label}_{pid}.*nsys-rep"))
+        assert len(reports) == 1, "one report, where the README says"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "selected"),
+    [("*vllm*", "vllm_generation_worker"), ("megatron_policy_worker", None)],
+)
+def test_a_pattern_selects_only_the_worker_types_it_names(ray_cluster, tmp_path, pattern, selected):
+    traces = tmp_path / "traces"
+    env = job_env(NRL_TORCH_PROFILE_WORKER_PATTERNS=pattern, NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+                  NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
+    result = run_job(ray_cluster, tmp_path, GRPO_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    workers = sorted(p.name for p in traces.iterdir() if p.is_dir()) if traces.exists() else []
+    assert workers == ([selected] if selected else [])
+    if selected:
+        assert f"Torch profiling enabled for worker '{selected}' (matched pattern '{pattern}')" in result.stderr
+        (trace,) = traces_under(traces / selected)
+        assert marker_steps(load_trace(trace), "vllm.generate.") == {2, 3}
+        return
+    (line,) = [line for line in result.stderr.splitlines() if "no worker matched pattern(s)" in line]
+    assert "torch: no worker matched pattern(s) 'megatron_policy_worker'" in line
+    listed = line.split("by the names a pattern can match: ")[1].split(", ")
+    assert {"dtensor_policy_worker", "vllm_generation_worker"} <= set(listed)
+    assert not any(name.startswith(("lm_policy", "vllm_policy")) for name in listed), "actor names are not matched"

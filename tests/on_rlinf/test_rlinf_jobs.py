@@ -1,0 +1,65 @@
+"""nrlprof on RLinf 0.3.0's own code (from the package index, `--no-deps`; its scheduler imports nothing that
+needs a GPU): RLinf's `Cluster` with its own `cluster.profiling`, a worker group launched by RLinf, and the steps
+of RLinf's `EmbodiedRunner._should_profile_step` (the runner's method itself, on a runner made without its
+`__init__`, which needs a whole embodied-RL config), counted from 0 as RLinf counts them.
+
+RLinf's Cluster calls `ray.init(address="auto")`: RAY_ADDRESS points it at the test session's cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers.framework_jobs import TESTS, job_env, run_job
+
+pytestmark = pytest.mark.framework
+pytest.importorskip("rlinf.scheduler", reason="RLinf is installed by scripts/setup-venv")
+
+RLINF_JOB = """
+import os, sys
+os.environ["RAY_ADDRESS"] = sys.argv[1]
+from omegaconf import OmegaConf
+from rlinf.runners.embodied_runner import EmbodiedRunner
+from rlinf.scheduler import Cluster, Worker
+
+
+class ActorWorker(Worker):
+    def train(self, step):
+        import torch
+
+        with torch.profiler.record_function(f"actor.train.{step}"):
+            torch.ones(16, 16) @ torch.ones(16, 16)
+        return os.getpid()
+
+
+profiling = {"backend": "nsight", "worker_groups": ["ActorGroup"], "steps": [0, 1], "output_dir": sys.argv[2]}
+cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "profiling": profiling}))
+actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
+runner = EmbodiedRunner.__new__(EmbodiedRunner)
+runner._profile_all_steps, runner._profile_steps = False, {0, 1}
+for global_step in range(4):
+    runner._should_profile_step(global_step)
+    pids = actors.train(global_step).wait()
+print("PIDS", *sorted(set(pids)))
+"""
+
+
+def test_rlinfs_own_profiling_section_runs_one_nsys_per_process_with_nrlprofs_windows(ray_cluster, tmp_path, calls):
+    output = tmp_path / "rlinf-profiles"
+    env = job_env(NRL_PROFILE_FRAMEWORK_CONFIG="1")
+    env["PYTHONPATH"] = str(TESTS)  # the real rlinf, not tests/frameworks' runner shapes
+    script_args = f"{RLINF_JOB}\n".replace("sys.argv[2]", repr(str(output)))
+    result = run_job(ray_cluster, tmp_path, script_args, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    log = result.stderr
+    assert "profiling settings read from RLinf's own config (cluster.profiling)" in log
+    assert "Nsight profiling enabled for worker 'ActorGroup' (matched pattern 'ActorGroup')" in log
+    assert "RLinf's own nsight launcher stands down for worker group 'ActorGroup'" in log
+    assert "steps come from RLinf's embodied runner (global_step) (first step: 0)" in log
+    pids = [int(p) for p in result.stdout.split("PIDS")[1].split()]
+    launches = [r for r in calls() if r["pid"] in pids]
+    assert sorted(r["pid"] for r in launches) == pids, "one nsys per process: nrlprof's"
+    for launch in launches:
+        assert launch["options"][-1] == str(output / "ActorGroup_0-1_%p"), "RLinf's output_dir, nrlprof's name"
+        assert not any("rlinf_profile_" in option for option in launch["command"])
+    for pid in pids:
+        assert len(list(output.glob(f"ActorGroup_0-1_{pid}*.nsys-rep"))) == 1, "one report per process, in output_dir"
