@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.framework_jobs import job_env, readme_block_variables, run_job
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 pytestmark = pytest.mark.framework
 README = Path(__file__).parent.parent.parent / "README.md"

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 HERE = Path(__file__).parent
 TESTS = HERE.parent
