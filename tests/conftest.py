@@ -77,7 +77,9 @@ def token_auth():
         # On a loaded machine the GCS may take longer than Ray's default 30 s to write its port.
         environment.setenv("RAY_gcs_server_port_wait_time_s", "120")
         from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
+        from ray._raylet import Config
 
+        Config.initialize("")  # Ray caches the mode it read at import; `ray.init()` refreshes it the same way
         ensure_token_if_auth_enabled(None, create_token_if_missing=True)
         yield
 
@@ -92,7 +94,8 @@ def shared_cluster(stand_in_env, token_auth):
     with pytest.MonkeyPatch.context() as environment:
         environment.setenv("PATH", stand_in_env["PATH"])
         environment.setenv("NRLPROF_FAKE_TOOL_LOG", str(stand_in_env["log"]))
-        environment.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+        worker_paths = [str(TESTS_DIR), str(TESTS_DIR / "on_verl"), os.environ.get("PYTHONPATH")]
+        environment.setenv("PYTHONPATH", os.pathsep.join(filter(None, worker_paths)))
         environment.setenv(PLUGINS_VARIABLE, with_agent_hook(os.environ.get(PLUGINS_VARIABLE)))
         cluster = clusters.start_cluster("shared local", {"num_cpus": 16})
     yield cluster

@@ -89,10 +89,11 @@ def disconnect() -> None:
 
 
 def joining_env(address: str, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a subprocess driver that joins the cluster at `address` (`ray.init()` or `"auto"`)."""
-    base = dict(os.environ if env is None else env)
-    base = {k: v for k, v in base.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_ADDRESS"))}
-    return base | {"RAY_ADDRESS": address, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+    """The environment of a subprocess driver that joins the cluster at `address` (`ray.init()` or `"auto"`): `env`
+    as given, or this process's without nrlprof's settings."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+    return env | {"RAY_ADDRESS": address, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
 
 
 def alive_actor_ids() -> set[str]:
