@@ -43,10 +43,13 @@ def pids(stdout: str, label: str) -> list[int]:
     return [int(word) for word in line.split()[1:]]
 
 
-def test_readme_recipe_profiles_the_policy_workers_only_under_one_nsys(ray_cluster, tmp_path, calls):
+def test_readme_recipe_profiles_the_policy_workers_only_under_one_nsys(ray_cluster, tmp_path, calls, stand_in_env):
     variables = readme_block_variables(README, "**NeMo RL**")
     own_log = tmp_path / "nemo-own-profiling.log"
-    result = run_job(ray_cluster, tmp_path, GRPO_JOB, job_env(**variables, NEMO_OWN_PROFILING_LOG=str(own_log)))
+    env = job_env(**variables, NEMO_OWN_PROFILING_LOG=str(own_log))
+    # NeMo RL gives its workers the driver's whole environment, PATH included: nsys is on the user's PATH.
+    env["PATH"] = f"{stand_in_env['bin']}:{env['PATH']}"
+    result = run_job(ray_cluster, tmp_path, GRPO_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
     log = result.stderr
     assert "nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys)" in log

@@ -33,7 +33,8 @@ class ActorWorker(Worker):
 
 profiling = {"backend": "nsight", "worker_groups": ["ActorGroup"], "steps": [0, 1], "output_dir": sys.argv[2]}
 placement = {"actor": {"node_group": "node", "placement": "0"}}
-cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "component_placement": placement, "profiling": profiling}))
+config = {"num_nodes": 1, "component_placement": placement, "profiling": profiling}
+cluster = Cluster(cluster_cfg=OmegaConf.create(config))
 actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
 runner = EmbodiedRunner.__new__(EmbodiedRunner)
 runner._profile_all_steps, runner._profile_steps = False, {0, 1}
