@@ -3,8 +3,10 @@
 Figures for step n are taken when step n ends (the next step, or the window's stop): host RSS and its
 peak during the step (the kernel's high-water mark, reset at each step start), and, in a process where
 CUDA is already initialised, per device `memory_allocated`, `memory_reserved` and the peak allocated
-during the step.  CUDA is never initialised here.  In CUDA processes the allocator's history is recorded
-from the window's start and dumped as a `.pickle` at its end (pytorch.org/memory_viz reads it).
+during the step.  CUDA is never initialised here.  The figures file is rewritten (atomically) as each step's
+figures are taken, so a process killed at step k (SIGKILL, the OOM killer) leaves those of steps up to k-1.
+In CUDA processes the allocator's history is recorded from the window's start and dumped as a `.pickle` at its
+end (pytorch.org/memory_viz reads it).
 """
 
 from __future__ import annotations
@@ -107,9 +109,10 @@ class MemoryBackend(Backend):
                 cuda.reset_peak_memory_stats(device)
         self.step_started = (step, time.monotonic())
 
-    def _close_step(self) -> None:
+    def _close_step(self) -> Path | None:
+        """The figures of the step that ends, added to the window's file; the file, if it was written."""
         if self.step_started is None:
-            return
+            return None
         step, began = self.step_started
         self.step_started = None
         wall_ms = (time.monotonic() - began) * 1000
@@ -134,6 +137,11 @@ class MemoryBackend(Backend):
                 for device in range(cuda.device_count())
             }
         self.samples.append(sample)
+        try:
+            return self._write_figures(f"steps{self.window.label}")
+        except OSError as err:
+            logger.warning("memory: figures of %s could not be written: %s", self.role.worker_name, err)
+            return None
 
     def _path(self, label: str, suffix: str) -> Path:
         identity = self.role.identity
@@ -145,9 +153,9 @@ class MemoryBackend(Backend):
         return directory / layout.memory_file_name(worker_file, self.role.rank, label, os.getpid(), suffix)
 
     def stop_window(self) -> WindowRecord:
-        self._close_step()
         label = f"steps{self.window.label}"
-        files = [str(self._write_figures(label))]
+        figures = self._close_step() or self._write_figures(label)
+        files = [str(figures)]
         if self.recording:
             snapshot = self._dump_snapshot(label)
             if snapshot is not None:
