@@ -18,6 +18,7 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
+from nrlprof.backends.cupti_clash import avoid_clash
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
@@ -133,6 +134,8 @@ class TorchBackend(Backend):
         self.skipped = ""
         self.repaired_names = 0
         self.guard = OtherProfilerGuard(self)
+        # Said at INFO once per worker kind (the controller, or rank 0 of each worker), else at DEBUG.
+        avoid_clash(role.worker_name, say=role.rank in (None, 0))
 
     def _activities(self) -> list:
         import torch

@@ -149,6 +149,8 @@ def _print_whole(whole: PlanOverview, console: Any) -> None:
         line(f"nsys options: {whole.nsys_options_checked}")
     _print_config_file(whole.config_file, line)
     _print_variables(whole, console)
+    for warning in whole.warnings:
+        console.print(f"[yellow]warning:[/yellow] {plain(warning)}", soft_wrap=True)
 
 
 def _print_config_file(found: dict[str, Any] | None, line: Any) -> None:

@@ -51,6 +51,7 @@ class PlanOverview:
     unknown_variables: list[dict[str, str | None]] = field(default_factory=list)
     config_file: dict[str, Any] | None = None
     nsys_options_checked: str = ""
+    warnings: list[str] = field(default_factory=list)  # what will go wrong where this plan runs, in plain words
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +83,19 @@ def overview(
         unknown_variables=[{"name": name, "closest": closest} for name, closest in sorted(unknown.items())],
         config_file=config_file,
         nsys_options_checked=nsys_checked,
+        warnings=environment_warnings(plan, environ),
     )
+
+
+def environment_warnings(plan: Plan, environ: Mapping[str, str]) -> list[str]:
+    """This environment's settings that spoil a capture: NVTX_INJECTION64_PATH at CUPTI, where torch windows run."""
+    from nrlprof.backends.cupti_clash import CLASH, cupti_injection
+
+    path = cupti_injection(environ)
+    if plan.backend(TORCH) is None or path is None:
+        return []
+    return [CLASH.format(path=path) + "; nrlprof unsets it in the processes of its torch windows (as verl does); "
+            "`nrlprof doctor` checks the environment Ray workers start with on each node"]  # fmt: skip
 
 
 def step_sources(plan: Plan) -> list[str]:
