@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE, parse_host_budget
 from nrlprof.config.memory import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_MEMORY_DIR,
@@ -268,7 +269,13 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         step_method=step_method_from_env(environ) or plan.step_method,
         framework_config=framework_config_from_env(environ, plan.framework_config),
         controller_nsys=plan.controller_nsys,
+        max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
     )
+
+
+def host_budget_from_env(environ: Mapping[str, str], default: int | None) -> int | None:
+    text = (environ.get(HOST_BUDGET_VARIABLE) or "").strip()
+    return parse_host_budget(text) if text else default
 
 
 def step_method_from_env(environ: Mapping[str, str]) -> StepMethod | None:

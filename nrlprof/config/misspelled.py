@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE
 from nrlprof.config.variables import (
     ANATOMY_DIR_VARIABLE,
     ANATOMY_VARIABLE,
@@ -38,6 +39,7 @@ def known_variables() -> frozenset[str]:
     names |= {
         LOG_LEVEL_VARIABLE,
         TIMEOUT_VARIABLE,
+        HOST_BUDGET_VARIABLE,
         TORCH_DIR_VARIABLE,
         NSYS_EXTRA_OPTIONS_VARIABLE,
         ROCPROF_ARGS_VARIABLE,

@@ -139,8 +139,14 @@ def _print_whole(whole: PlanOverview, console: Any) -> None:
     for text in whole.controller:
         line(f"  {text}")
     if whole.torch is not None:
-        switches = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in whole.torch.items() if k != "directory")
+        switches = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in whole.torch.items()
+                             if k not in ("directory", "host_memory"))  # fmt: skip
         line(f"torch switches: {switches}; traces under {whole.torch['directory']}")
+        memory = whole.torch["host_memory"]
+        budget = f"{memory['budget_mb']} MB" if memory["budget_mb"] else "none"
+        line(f"torch host memory per process: about {memory['per_step_mb']:g} MB a step, {memory['window_mb']} MB "
+             f"for the longest window ({memory['window_steps']} steps) ({memory['basis']}); budget {budget} "
+             "(NRL_PROFILE_MAX_HOST_MB: a window past it stops early, its trace kept)")  # fmt: skip
     line(f"interpreter: {whole.interpreter}")
     settings = whole.settings
     sources = ", ".join(settings["sources"]) or "-"
