@@ -23,7 +23,10 @@ class WindowRecord:
     status: `ok`; `late` (the worker was busy when window actions came: its trace may miss work);
     `no-cuda` (nsys could not capture: no CUDA device); `missing` / `import-failed` (nsys wrote no report,
     or only its raw `.qdstrm`); `skipped` (another profiler was running, or a worker's child process that never
-    imported torch); `exited` (a worker's child process exited or was killed during the window: no file); `error`.
+    imported torch); `exited` (a worker's child process exited or was killed during the window: no file); `died` (a
+    worker found dead during the window: written by the process that drives it, with Ray's death cause); `truncated`
+    (a torch window stopped early past its host budget, NRL_PROFILE_MAX_HOST_MB: its trace holds the steps before);
+    `error`.
     start_ms / stop_ms: how long starting and stopping the profiler took in this process.
     """
 

@@ -17,7 +17,7 @@ from nrlprof.runtime.child import FORKSERVER, SPAWNED_FLAG, multiprocessing_help
 
 WORKER_PROGRAM = textwrap.dedent(
     """
-    import json, multiprocessing, os, signal, sys, time
+    import json, multiprocessing, os, signal, subprocess, sys, time
     from nrlprof.config.env import load_plan
     from nrlprof.runtime.dispatch import apply_in_actor
     from nrlprof.runtime.process import START, STEP, STOP, Action
@@ -63,7 +63,8 @@ WORKER_PROGRAM = textwrap.dedent(
         out["first_window_s"] = time.monotonic() - began
         os.kill(pids[0], signal.SIGCONT)
         time.sleep(1)
-        second = window(5, 6, inside=lambda: os.kill(pids[1], signal.SIGKILL) or time.sleep(0.5))
+        # killed from outside, as by the OOM killer (the worker's own os.kill would close its windows first)
+        second = window(5, 6, inside=lambda: (subprocess.run(["kill", "-9", str(pids[1])]), time.sleep(0.5)))
         out["records"] = first + second
         import nrlprof
         nrlprof.disable()

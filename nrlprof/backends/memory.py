@@ -3,8 +3,10 @@
 Figures for step n are taken when step n ends (the next step, or the window's stop): host RSS and its
 peak during the step (the kernel's high-water mark, reset at each step start), and, in a process where
 CUDA is already initialised, per device `memory_allocated`, `memory_reserved` and the peak allocated
-during the step.  CUDA is never initialised here.  In CUDA processes the allocator's history is recorded
-from the window's start and dumped as a `.pickle` at its end (pytorch.org/memory_viz reads it).
+during the step.  CUDA is never initialised here.  The figures file is rewritten (atomically) as each step's
+figures are taken, so a process killed at step k (SIGKILL, the OOM killer) leaves those of steps up to k-1.
+In CUDA processes the allocator's history is recorded from the window's start and dumped as a `.pickle` at its
+end, one the viewer opens (nrlprof.backends.memory_snapshot).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from nrlprof import layout
 from nrlprof.backends.base import Backend
+from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
 from nrlprof.config.memory import memory_settings
 from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
@@ -70,7 +73,7 @@ class MemoryBackend(Backend):
 
     def __init__(self, backend_plan, role, target=None) -> None:
         super().__init__(backend_plan, role, target)
-        self.max_entries, self.on_oom = memory_settings(backend_plan.options_dict)
+        self.max_entries, self.on_oom, self.stacks = memory_settings(backend_plan.options_dict)
         self.samples: list[dict] = []
         self.step_started: tuple[int, float] | None = None
         self.recording = False
@@ -91,7 +94,7 @@ class MemoryBackend(Backend):
 
     def _record_history(self, cuda) -> bool:
         try:
-            cuda.memory._record_memory_history(max_entries=self.max_entries)
+            cuda.memory._record_memory_history(**history_options(self.max_entries, self.stacks))
             return True
         except Exception as err:
             logger.warning("memory: allocator history unavailable in %s: %s", self.role.worker_name, err)
@@ -107,9 +110,10 @@ class MemoryBackend(Backend):
                 cuda.reset_peak_memory_stats(device)
         self.step_started = (step, time.monotonic())
 
-    def _close_step(self) -> None:
+    def _close_step(self) -> Path | None:
+        """The figures of the step that ends, added to the window's file; the file, if it was written."""
         if self.step_started is None:
-            return
+            return None
         step, began = self.step_started
         self.step_started = None
         wall_ms = (time.monotonic() - began) * 1000
@@ -134,6 +138,11 @@ class MemoryBackend(Backend):
                 for device in range(cuda.device_count())
             }
         self.samples.append(sample)
+        try:
+            return self._write_figures(f"steps{self.window.label}")
+        except OSError as err:
+            logger.warning("memory: figures of %s could not be written: %s", self.role.worker_name, err)
+            return None
 
     def _path(self, label: str, suffix: str) -> Path:
         identity = self.role.identity
@@ -145,9 +154,9 @@ class MemoryBackend(Backend):
         return directory / layout.memory_file_name(worker_file, self.role.rank, label, os.getpid(), suffix)
 
     def stop_window(self) -> WindowRecord:
-        self._close_step()
         label = f"steps{self.window.label}"
-        files = [str(self._write_figures(label))]
+        figures = self._close_step() or self._write_figures(label)
+        files = [str(figures)]
         if self.recording:
             snapshot = self._dump_snapshot(label)
             if snapshot is not None:
@@ -178,7 +187,8 @@ class MemoryBackend(Backend):
         cuda = cuda_in_use()
         path = self._path(label, layout.MEMORY_SNAPSHOT_SUFFIX)
         try:
-            cuda.memory._dump_snapshot(str(path))
+            size = write_snapshot(cuda.memory._snapshot(), path)
+            say_if_too_big(size, path, self.role.worker_name, self.max_entries, self.stacks)
             return path
         except Exception as err:
             logger.warning("memory: snapshot of %s failed: %s", self.role.worker_name, err)
@@ -203,7 +213,7 @@ def arm_oom_snapshot(backend: MemoryBackend) -> bool:
 
     def on_oom(device: int, allocated: int, device_allocated: int, device_free: int) -> None:
         path = backend._path("oom", layout.MEMORY_SNAPSHOT_SUFFIX)
-        torch.cuda.memory._dump_snapshot(str(path))
+        write_snapshot(torch.cuda.memory._snapshot(), path)
         message = f"out of memory on device {device}: {allocated / MB:.0f} MB requested, {device_free / MB:.0f} MB free"
         record = WindowRecord(
             MEMORY, backend.role.worker_name, backend.role.rank, [], "oom", [str(path)], "oom", message
@@ -212,7 +222,7 @@ def arm_oom_snapshot(backend: MemoryBackend) -> bool:
         logger.error("memory: %s: %s; allocator snapshot %s", backend.role.worker_name, message, path)
 
     def arm() -> None:
-        torch.cuda.memory._record_memory_history(max_entries=backend.max_entries)
+        torch.cuda.memory._record_memory_history(**history_options(backend.max_entries, backend.stacks))
         torch._C._cuda_attach_out_of_memory_observer(on_oom)
 
     torch.cuda._lazy_call(arm)

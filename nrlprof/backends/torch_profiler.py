@@ -18,6 +18,8 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
+from nrlprof.backends.cupti_clash import avoid_clash
+from nrlprof.backends.host_budget import HostBudget
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
@@ -27,6 +29,7 @@ from nrlprof.ranges.nvtx import nvtx_module
 from nrlprof.runtime.import_hooks import imported
 
 STEP_MARKER = "ProfilerStep#{}"
+TRUNCATED = "truncated"
 # A window longer than this is listed by its first and last step in the trace's metadata.
 MAX_LISTED_STEPS = 10_000
 _WARNED: set[str] = set()
@@ -133,6 +136,10 @@ class TorchBackend(Backend):
         self.skipped = ""
         self.repaired_names = 0
         self.guard = OtherProfilerGuard(self)
+        # Said at INFO once per worker kind (the controller, or rank 0 of each worker), else at DEBUG.
+        avoid_clash(role.worker_name, say=role.rank in (None, 0))
+        self.budget = HostBudget(role.plan.max_host_mb)
+        self.truncated = ""  # why the window stopped early (its host budget), if it did
 
     def _activities(self) -> list:
         import torch
@@ -219,6 +226,7 @@ class TorchBackend(Backend):
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
         self.skipped = ""
+        self.truncated = ""
         self.repaired_names = 0
         if self.discrete:
             self.mark_step(step)
@@ -231,6 +239,7 @@ class TorchBackend(Backend):
             self.guard.install()
             self.profiler = self._new_session(window, scheduled=True)
         self.prepared_for = None
+        self.budget.begin()  # the profiler's own start-up is not counted: what its buffers hold from here is
         self.mark_step(step)
 
     def begin_call(self, label: str) -> None:
@@ -250,12 +259,27 @@ class TorchBackend(Backend):
         self.files.append(self._finish_session(f"step{step}.{layout.file_safe(self.call_label)}"))
 
     def mark_step(self, step: int) -> None:
+        if self.truncated:
+            return
+        if not self.discrete and self.profiler is not None and (grown := self.budget.grown_past()) is not None:
+            self._stop_early(step, grown)
+            return
         self.steps_seen.append(step)
         if self.discrete or self.profiler is None:
             return
         # torch's schedule opens `ProfilerStep#<step_num + 1>`: the driver's step number.
         self.profiler.step_num = step - 1
         self.profiler.step()
+
+    def _stop_early(self, step: int, grown_mb: float) -> None:
+        """Past its host budget: the trace of the steps so far is written and the window records nothing more."""
+        self.files.append(self._finish_session(f"steps{self.window.label}"))
+        self.truncated = (
+            f"stopped early at step {step}: the process grew by {grown_mb:.0f} MB in this window, past its host "
+            f"budget of {self.budget.budget_mb} MB (NRL_PROFILE_MAX_HOST_MB); the trace holds the steps before it"
+        )
+        logger.warning("%s rank %s: torch window %s %s", self.role.worker_name, self.role.rank, self.window.label,
+                       self.truncated)  # fmt: skip
 
     def interrupted_by_other_profiler(self) -> None:
         """Another profiler starts in this process: end ours first (two at once crash the process)."""
@@ -291,8 +315,8 @@ class TorchBackend(Backend):
     def stop_window(self) -> WindowRecord:
         if self.profiler is not None and not self.discrete:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
-        status = "skipped" if self.skipped and not self.files else "ok"
-        notes = [self.skipped, _repair_note(self.repaired_names) if self.repaired_names else ""]
+        status = "skipped" if self.skipped and not self.files else TRUNCATED if self.truncated else "ok"
+        notes = [self.truncated, self.skipped, _repair_note(self.repaired_names) if self.repaired_names else ""]
         record = self.record(list(self.files), status, "; ".join(filter(None, notes)))
         self.window = None
         return record

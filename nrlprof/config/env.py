@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from nrlprof.config.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MEMORY_DIR, memory_options, parse_max_entries
+from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE, parse_host_budget
+from nrlprof.config.memory import (
+    DEFAULT_MAX_ENTRIES,
+    DEFAULT_MEMORY_DIR,
+    PYTHON_STACKS,
+    memory_options,
+    parse_max_entries,
+    parse_stacks,
+)
 from nrlprof.config.misspelled import partner_hint
 from nrlprof.config.nsys_options import build_nsys_options, normalise_options
 from nrlprof.config.plan import (
@@ -31,6 +39,7 @@ from nrlprof.config.variables import (
     MEMORY_MAX_ENTRIES_VARIABLE,
     MEMORY_ON_OOM_VARIABLE,
     MEMORY_PREFIX,
+    MEMORY_STACKS_VARIABLE,
     MEMORY_STEP_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
     NSYS_PREFIX,
@@ -186,8 +195,15 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     max_entries = parse_max_entries(entries_text, MEMORY_MAX_ENTRIES_VARIABLE) if entries_text.strip() else None
     oom_text = environ.get(MEMORY_ON_OOM_VARIABLE, "")
     on_oom = parse_bool(oom_text, MEMORY_ON_OOM_VARIABLE) if oom_text.strip() else False
+    stacks_text = environ.get(MEMORY_STACKS_VARIABLE, "")
+    stacks = parse_stacks(stacks_text, MEMORY_STACKS_VARIABLE) if stacks_text.strip() else PYTHON_STACKS
     if selected is None:
-        for variable in (MEMORY_MAX_ENTRIES_VARIABLE, MEMORY_ON_OOM_VARIABLE, MEMORY_DIR_VARIABLE):
+        for variable in (
+            MEMORY_MAX_ENTRIES_VARIABLE,
+            MEMORY_ON_OOM_VARIABLE,
+            MEMORY_STACKS_VARIABLE,
+            MEMORY_DIR_VARIABLE,
+        ):
             if environ.get(variable, "").strip():
                 raise ConfigError(
                     f"{MEMORY_PREFIX}_WORKER_PATTERNS",
@@ -197,7 +213,7 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
         return None
     targets, steps = selected
     directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
-    options = memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom)
+    options = memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom, stacks)
     return BackendPlan(MEMORY, targets, steps, options=options, output_dir=directory)
 
 
@@ -253,7 +269,13 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         step_method=step_method_from_env(environ) or plan.step_method,
         framework_config=framework_config_from_env(environ, plan.framework_config),
         controller_nsys=plan.controller_nsys,
+        max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
     )
+
+
+def host_budget_from_env(environ: Mapping[str, str], default: int | None) -> int | None:
+    text = (environ.get(HOST_BUDGET_VARIABLE) or "").strip()
+    return parse_host_budget(text) if text else default
 
 
 def step_method_from_env(environ: Mapping[str, str]) -> StepMethod | None:

@@ -1,4 +1,5 @@
-"""The memory backend's settings: allocator history length and snapshot-on-OOM, as BackendPlan options."""
+"""The memory backend's settings: allocator history length, snapshot-on-OOM and the stacks recorded, as BackendPlan
+options."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ DEFAULT_MEMORY_DIR = "memory_profile"
 DEFAULT_MAX_ENTRIES = 100_000
 MAX_ENTRIES_LIMIT = 100_000_000
 MAX_ENTRIES_FORM = f"a whole number of allocator events from 1 to {MAX_ENTRIES_LIMIT}, such as {DEFAULT_MAX_ENTRIES}"
+# torch's `stacks`: Python frames only (a dump takes seconds), or C++ frames too (minutes: torchtitan #3628).
+PYTHON_STACKS, ALL_STACKS = "python", "all"
+STACKS_FORM = f"'{PYTHON_STACKS}' (Python frames, the default) or '{ALL_STACKS}' (C++ frames too; dumps are far slower)"
 
 
 def parse_max_entries(text: str, source: str) -> int:
@@ -21,10 +25,19 @@ def parse_max_entries(text: str, source: str) -> int:
     return entries
 
 
-def memory_options(max_entries: int, on_oom: bool) -> tuple[tuple[str, str], ...]:
-    return (("max_entries", str(max_entries)), ("on_oom", "1" if on_oom else "0"))
+def parse_stacks(text: str, source: str) -> str:
+    value = text.strip().lower()
+    if value not in (PYTHON_STACKS, ALL_STACKS):
+        raise ConfigError(source, text[:200], STACKS_FORM)
+    return value
 
 
-def memory_settings(options: dict[str, str]) -> tuple[int, bool]:
-    """(max_entries, on_oom) from a memory BackendPlan's options."""
-    return int(options.get("max_entries", DEFAULT_MAX_ENTRIES)), options.get("on_oom") == "1"
+def memory_options(max_entries: int, on_oom: bool, stacks: str = PYTHON_STACKS) -> tuple[tuple[str, str], ...]:
+    options = (("max_entries", str(max_entries)), ("on_oom", "1" if on_oom else "0"))
+    return options if stacks == PYTHON_STACKS else (*options, ("stacks", stacks))
+
+
+def memory_settings(options: dict[str, str]) -> tuple[int, bool, str]:
+    """(max_entries, on_oom, stacks) from a memory BackendPlan's options."""
+    stacks = options.get("stacks", PYTHON_STACKS)
+    return int(options.get("max_entries", DEFAULT_MAX_ENTRIES)), options.get("on_oom") == "1", stacks

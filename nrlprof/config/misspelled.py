@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE
 from nrlprof.config.variables import (
     ANATOMY_DIR_VARIABLE,
     ANATOMY_VARIABLE,
@@ -15,6 +16,7 @@ from nrlprof.config.variables import (
     MEMORY_DIR_VARIABLE,
     MEMORY_MAX_ENTRIES_VARIABLE,
     MEMORY_ON_OOM_VARIABLE,
+    MEMORY_STACKS_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
     ROCPROF_ARGS_VARIABLE,
     ROCPROF_ENV_VARIABLE,
@@ -37,6 +39,7 @@ def known_variables() -> frozenset[str]:
     names |= {
         LOG_LEVEL_VARIABLE,
         TIMEOUT_VARIABLE,
+        HOST_BUDGET_VARIABLE,
         TORCH_DIR_VARIABLE,
         NSYS_EXTRA_OPTIONS_VARIABLE,
         ROCPROF_ARGS_VARIABLE,
@@ -45,6 +48,7 @@ def known_variables() -> frozenset[str]:
         MEMORY_DIR_VARIABLE,
         MEMORY_MAX_ENTRIES_VARIABLE,
         MEMORY_ON_OOM_VARIABLE,
+        MEMORY_STACKS_VARIABLE,
         ANATOMY_VARIABLE,
         ANATOMY_DIR_VARIABLE,
         DISABLE_VARIABLE,

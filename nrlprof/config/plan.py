@@ -83,6 +83,8 @@ class Plan:
     framework_config: bool = False
     # nsys options for the controller when it is an actor the driver creates (verl's controller_nsight_options).
     controller_nsys: tuple[tuple[str, str], ...] = ()
+    # NRL_PROFILE_MAX_HOST_MB: None, a share of the node's memory per process; 0, no budget.
+    max_host_mb: int | None = None
 
     @property
     def controller_nsys_options(self) -> dict[str, str]:
@@ -113,6 +115,7 @@ class Plan:
                 "step_method": None if self.step_method is None else self.step_method.__dict__,
                 "framework_config": self.framework_config,
                 "controller_nsys": [list(kv) for kv in self.controller_nsys],
+                "max_host_mb": self.max_host_mb,
             },
             sort_keys=True,
         )
@@ -129,6 +132,7 @@ class Plan:
             step_method=None if data.get("step_method") is None else StepMethod(**data["step_method"]),
             framework_config=bool(data.get("framework_config", False)),
             controller_nsys=tuple((k, v) for k, v in data.get("controller_nsys", ())),
+            max_host_mb=data.get("max_host_mb"),
         )
 
 

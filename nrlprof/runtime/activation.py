@@ -87,10 +87,11 @@ def _on_ray_imported(session: Session) -> None:
     """What needs Ray: the actor-creation hook, the step marker, the job's environment; the log lines."""
     if state.session is not session:
         return
-    from nrlprof.runtime import call_hook, creation_hook
+    from nrlprof.runtime import call_hook, creation_hook, job_end
 
     creation_hook.install(session)
     call_hook.install(session)
+    job_end.install(session)
     if session.kind != DRIVER:
         mark_children()
     if session.kind == DRIVER:
@@ -149,11 +150,12 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     configure_logging(plan.log_level)
     from nrlprof import adapters
     from nrlprof.ranges import method_ranges
-    from nrlprof.runtime import creation_hook
+    from nrlprof.runtime import creation_hook, job_end
 
     session = Session(plan, identity, targets)
     session.gated_by_parent = worker_parent(worker_text) is not None
     creation_hook.install(session)
+    job_end.install(session)
     method_ranges.install(identity.name)
     state.session = session
     adapters.install(session)
@@ -186,10 +188,12 @@ def _open_children(session: Session) -> None:
     if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
         return
     try:
+        from nrlprof.runtime import child_ending
         from nrlprof.runtime.child import install_fork_handler
         from nrlprof.runtime.child_channel import open_children
 
         open_children(session)
+        child_ending.install(session)
         install_fork_handler()
     except Exception as err:  # the worker itself is profiled all the same
         logger.warning("the processes this worker starts will not join its windows: %s", err)

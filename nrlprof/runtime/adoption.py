@@ -14,6 +14,7 @@ from typing import Any
 from nrlprof.log import logger
 from nrlprof.runtime import state
 from nrlprof.runtime.process_kind import WORKER
+from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import TrackedActor
 
@@ -62,6 +63,9 @@ class Adoption:
     def take_answers(self) -> None:
         """Track the profiled workers that answered since the last window action."""
         if not self.pending:
+            return
+        if not ray_connected():
+            self.pending.clear()
             return
         import ray
 

@@ -163,9 +163,10 @@ def child_targets(targets: Mapping[str, Target], environ: Mapping[str, str]) -> 
 
 def _on_ray_imported(session: Session) -> None:
     if state.session is session:
-        from nrlprof.runtime import creation_hook
+        from nrlprof.runtime import creation_hook, job_end
 
         creation_hook.install(session)
+        job_end.install(session)
 
 
 class ParentLink:

@@ -82,6 +82,8 @@ class ChildChannel:
         self.address = f"@nrlprof-{os.getpid()}-{secrets.token_hex(6)}"
         self._children: list[ChildProcess] = []
         self._lock = threading.Lock()
+        # Held while actions are out: a child ended by another thread (`release`) waits for their answers.
+        self.acting = threading.RLock()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(socket_address(self.address))
         self._listener.listen(LISTEN_BACKLOG)
@@ -115,8 +117,8 @@ class ChildChannel:
 
     # --- window actions ---------------------------------------------------------------------------------------
 
-    def post(self, actions: tuple[Action, ...]) -> Posting:
-        """Send the actions to every live child now; `collect` waits for the answers."""
+    def post(self, actions: tuple[Action, ...], only: tuple[ChildProcess, ...] | None = None) -> Posting:
+        """Send the actions to every live child now (or `only` to those); `collect` waits for the answers."""
         deadline = time.monotonic() + self.timeout_s
         posting = Posting(actions, deadline, [], self._answered_meanwhile())
         if any(a.op == START for a in actions):
@@ -124,7 +126,7 @@ class ChildChannel:
                 child.late = child.owed > 0  # a new window: only children still busy stay late
         plain = actions_message(actions, deadline)
         flagged = actions_message(tuple(replace(a, late=True) for a in actions), deadline)
-        for child in self.children():
+        for child in self.children() if only is None else only:
             if not self._send(child, flagged if child.late else plain, posting):
                 continue
             child.owed += 1
@@ -272,6 +274,15 @@ class ChildChannel:
 
     def _name(self, child: ChildProcess) -> str:
         return child.name or f"{self.worker_name}.pid{child.pid}"
+
+    def release(self, pid: int) -> list[dict]:
+        """The worker is about to end the child of this pid: its open windows close first (their files written)."""
+        with self.acting:
+            child = next((c for c in self.children() if c.pid == pid and c.windows and not c.dead), None)
+            if child is None:
+                return []
+            posting = self.post(tuple(Action(kind, STOP) for kind in child.windows), only=(child,))
+            return self.collect(posting)
 
     # --- closing ----------------------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """Sending window actions to tracked actors through `__ray_call__`, in order with their work.
 
 A worker that does not answer an action in time (busy in a long call) is not waited on again until every
-window is closed: later actions still reach it, in order, but flagged late, so its record says so.
+window is closed: later actions still reach it, in order, but flagged late, so its record says so. A worker found
+dead during a window (SIGKILL, the OOM killer) gets a record that says so (nrlprof.runtime.deaths); one that the
+job ends (`ray.kill`) closes its windows first (`release`). Nothing here calls Ray once the job has shut it down.
 
 Inside a worker, the actions reach its own backends, the processes it started (over its own channel, all at
 once; nrlprof.runtime.child_channel), the engines' own profiler switches, then the actors it created.
@@ -9,14 +11,18 @@ once; nrlprof.runtime.child_channel), the engines' own profiler switches, then t
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.runtime import state
-from nrlprof.runtime.process import START, STOP, UNWRITTEN, Action, ProcessProfiler
+from nrlprof.runtime.deaths import OpenWindow, death_cause, died_record
+from nrlprof.runtime.process import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
+from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
@@ -49,17 +55,18 @@ def apply_with_children(session: ProcessWithChildren, actions: tuple[Action, ...
     children = session.children
     if children is None or not len(children):
         return session.process.apply(actions)
-    posting = children.post(actions)
-    if any(a.op == STOP and a.kind == NSYS for a in actions):
-        child_records = children.collect(posting)
-        records = session.process.apply(actions)
-    else:
-        records = session.process.apply(actions)
-        child_records = children.collect(posting)
-    return records + [_written(session, r) for r in child_records]
+    with children.acting:
+        posting = children.post(actions)
+        if any(a.op == STOP and a.kind == NSYS for a in actions):
+            child_records = children.collect(posting)
+            records = session.process.apply(actions)
+        else:
+            records = session.process.apply(actions)
+            child_records = children.collect(posting)
+    return records + [written_child_record(session, r) for r in child_records]
 
 
-def _written(session: ProcessWithChildren, record: dict) -> dict:
+def written_child_record(session: ProcessWithChildren, record: dict) -> dict:
     """A child's record it left to its worker (nsys: the report is the worker's), completed and written."""
     if not record.pop(UNWRITTEN, False):
         return record
@@ -73,17 +80,33 @@ def _written(session: ProcessWithChildren, record: dict) -> dict:
 class WorkerChannel:
     """The tracked actors of one process, reached with window actions; remembers who fell behind."""
 
-    def __init__(self, tracker: Tracker, timeout_s: float) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        timeout_s: float,
+        write: Callable[[WindowRecord], None] | None = None,
+        node_ip: str = "",
+    ) -> None:
         self.tracker = tracker
         self.timeout_s = timeout_s
+        # Writes a record in this process's manifest: that of a worker found dead.
+        self.write = write
+        self.node_ip = node_ip
         self.late: set[TrackedActor] = set()
         self.unanswered: dict[object, TrackedActor] = {}
         self.answered = 0
+        # The windows the actions sent so far opened, per backend: what a worker found dead was in.
+        self.windows: dict[str, OpenWindow] = {}
+        self.starting: dict[str, OpenWindow] = {}
+        self.found_at: int | None = None
 
     def send(self, actions: tuple[Action, ...]) -> list[dict]:
         """Apply the actions in every tracked actor; the window records that came back."""
+        if not ray_connected():
+            return []
         import ray
 
+        self._opening(actions)
         records = self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
         if any(a.op == START for a in actions):
             # A new window: only workers still busy with earlier actions stay late.
@@ -108,14 +131,60 @@ class WorkerChannel:
                 self.unanswered[ref] = waiting[ref]
         if any(a.op == STOP for a in actions):
             records += self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
+        self._opened(actions)
+        return records
+
+    def _opening(self, actions: tuple[Action, ...]) -> None:
+        """Before the actions go out: the windows they start (a worker found dead now never began them)."""
+        self.found_at = max((a.step for a in actions if a.op in (START, STEP)), default=None)
+        self.starting = {a.kind: OpenWindow(a.window.label, [], time.time()) for a in actions if a.op == START}
+
+    def _opened(self, actions: tuple[Action, ...]) -> None:
+        """Once they were applied: the windows they closed and opened, the steps they marked."""
+        for action in actions:
+            if action.op == STOP:
+                self.windows.pop(action.kind, None)
+            elif action.op == START and action.kind in self.starting:
+                self.windows[action.kind] = self.starting.pop(action.kind)
+            if action.op in (START, STEP) and action.kind in self.windows:
+                self.windows[action.kind].steps.append(action.step)
+        self.starting = {}
+
+    def release(self, actor: TrackedActor, actions: tuple[Action, ...]) -> list[dict]:
+        """The job is about to end this actor (`ray.kill`): its windows close first, then it is no longer tracked."""
+        records: list[dict] = []
+        if actions and ray_connected():
+            import ray
+
+            try:
+                ref = actor.handle.__ray_call__.remote(apply_in_actor, actions)
+                # A worker busy since earlier actions (hung, maybe: the reason to end it) is not waited for.
+                ready, _ = ray.wait([ref], timeout=0 if actor in self.late else self.timeout_s)
+            except Exception as err:
+                ready = []
+                logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
+            if ready:
+                records = self._collect(ready, {ready[0]: actor})
+            else:
+                logger.warning(
+                    "worker '%s' rank %s did not close its windows before the job ended it (it is busy; "
+                    "NRL_PROFILE_TIMEOUT_S=%.0f): its files of the window may be lost",
+                    actor.identity.name,
+                    actor.identity.rank,
+                    self.timeout_s,
+                )
+        self.tracker.remove(actor)
+        self.late.discard(actor)
+        for ref in [ref for ref, owner in self.unanswered.items() if owner == actor]:
+            del self.unanswered[ref]
         return records
 
     def drain(self) -> list[dict]:
         """At the end of the job: what late workers still owe, waited for once more."""
+        if not self.unanswered or not ray_connected():
+            return []
         import ray
 
-        if not self.unanswered:
-            return []
         ready, missed = ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=self.timeout_s)
         records = self._collect(ready)
         for ref in missed:
@@ -148,15 +217,34 @@ class WorkerChannel:
             try:
                 records += ray.get(ref)
             except RayActorError as err:
-                logger.warning(
-                    "worker '%s' rank %s is dead; it is no longer profiled (%s)",
-                    actor.identity.name,
-                    actor.identity.rank,
-                    type(err).__name__,
-                )
-                self.tracker.remove(actor)
+                records += self._died(actor, err)
             except Exception as err:
                 logger.warning(
                     "worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err
                 )
+        return records
+
+    def _died(self, actor: TrackedActor, error: BaseException) -> list[dict]:
+        """A tracked worker is dead: no longer profiled, and each window it was in gets a record that says so."""
+        self.tracker.remove(actor)
+        self.late.discard(actor)
+        death = death_cause(error)
+        records = []
+        for kind in actor.kinds:
+            window = self.windows.get(kind) or self.starting.get(kind)
+            if window is None:
+                continue
+            identity = actor.identity
+            record = died_record(kind, identity.name, identity.rank, window, death, self.found_at, self.node_ip)
+            if self.write is not None:
+                self.write(record)
+            records.append(asdict(record))
+        logger.warning(
+            "worker '%s' rank %s%s is dead%s; it is no longer profiled: %s",
+            actor.identity.name,
+            actor.identity.rank,
+            f" (pid {death.pid})" if death.pid is not None else "",
+            " during window " + ", ".join(sorted({r["window"] for r in records})) if records else "",
+            death.cause,
+        )
         return records

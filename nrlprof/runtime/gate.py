@@ -23,6 +23,7 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.tracker import Tracker
 
 
@@ -50,6 +51,7 @@ class Gate:
         self.last_step: int | None = None
         self._exit_hook_registered = False
         self._checked_unmatched: set[str] = set()
+        self.ray_gone_said = False
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
         # (step, start ns, end ns, what) for the time the gate spent on window actions.
         self.marks: list[tuple] | None = None
@@ -134,9 +136,11 @@ class Gate:
             self.before_actions()
         records = self.controller.apply(actions)
         answered = 0
-        if len(self.tracker):
+        if len(self.tracker) and ray_connected():
             records += self.channel.send(actions)
             answered = self.channel.answered
+        elif len(self.tracker):
+            self._say_ray_is_gone(actions)
         elapsed_ms = (time.perf_counter() - began) * 1000
         if self.marks is not None:
             self.marks.append((step, began_ns, time.time_ns(), action_text(actions)))
@@ -154,6 +158,31 @@ class Gate:
                 from nrlprof.runtime.unmatched import tell_if_nothing_matched
 
                 tell_if_nothing_matched(self.plan.backend(action.kind))
+
+    def release(self, handle: object) -> None:
+        """The job is about to end this tracked actor (`ray.kill`): its open windows close first."""
+        actor = self.tracker.find(handle)
+        if actor is None:
+            return
+        kinds = [kind for kind in (*self.open, *self.prepared) if kind in actor.kinds]
+        records = self.channel.release(actor, tuple(Action(kind, STOP) for kind in dict.fromkeys(kinds)))
+        if records:
+            logger.info(
+                "worker '%s' rank %s: its window closed before the job ended it (ray.kill); files on %s",
+                actor.identity.name,
+                actor.identity.rank,
+                _places(records),
+            )
+
+    def _say_ray_is_gone(self, actions: tuple[Action, ...]) -> None:
+        if self.ray_gone_said or not any(a.op == STOP for a in actions):
+            return
+        self.ray_gone_said = True
+        logger.warning(
+            "Ray was shut down before nrlprof could close the window in %d worker(s): their files of the window are "
+            "lost (call ray.shutdown through the `ray` module, which nrlprof's hook sees, or nrlprof.finish() first)",
+            len(self.tracker),
+        )
 
     def _log_started(self, actions: tuple[Action, ...], step: int | None, answered: int, elapsed_ms: float) -> None:
         for action in actions:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
 from nrlprof.log import logger
+from nrlprof.manifest import WindowRecord
 from nrlprof.runtime import state
 from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
@@ -106,8 +107,11 @@ class Session:
     def channel(self) -> WorkerChannel:
         """The tracked actors this process created, reached with window actions."""
         if self._channel is None:
-            self._channel = WorkerChannel(self.tracker, self.plan.timeout_s)
+            self._channel = WorkerChannel(self.tracker, self.plan.timeout_s, self._write_record, _ray_session()[1])
         return self._channel
+
+    def _write_record(self, record: WindowRecord) -> None:
+        self.process.write_manifest(record)
 
     @property
     def gate(self) -> Gate:

@@ -30,9 +30,26 @@ class Tracker:
             if actor in self._actors:
                 self._actors.remove(actor)
 
+    def find(self, handle: Any) -> TrackedActor | None:
+        """The tracked actor this handle reaches (handles compare by their actor's id)."""
+        actor_id = _actor_id(handle)
+        with self._lock:
+            for actor in self._actors:
+                if actor.handle is handle or (actor_id is not None and _actor_id(actor.handle) == actor_id):
+                    return actor
+        return None
+
     def actors(self) -> tuple[TrackedActor, ...]:
         with self._lock:
             return tuple(self._actors)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._actors.clear()
+
     def __len__(self) -> int:
         return len(self._actors)
+
+
+def _actor_id(handle: Any) -> Any:
+    return getattr(handle, "_actor_id", None)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof import exit_codes
+from nrlprof.backends.cupti_clash import CLASH, cupti_injection, points_at_cupti
 from nrlprof.rayfix.names import FIXED_STATES, HOOK_SETTING
 from nrlprof.tools.check.node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
 from nrlprof.tools.cluster import NodeInfo, alive_nodes, connected, run_on_nodes
@@ -58,6 +59,7 @@ class NodeCheck:
     python_executable: str = ""
     python_version: str = ""
     canary: dict[str, Any] | None = None  # `--capture`: {"gpu": bool, "results": [CanaryResult as dict]}
+    nvtx_injection: str = ""  # NVTX_INJECTION64_PATH in the environment Ray workers start with there
 
     def fix_state(self, key: str) -> str | None:
         entry = self.plugin_files.get(key)
@@ -193,6 +195,17 @@ def _nsys_option_problems(check: NodeCheck, plan: Any) -> list[Problem]:
     ]
 
 
+def cupti_problem(node: str | None, path: str) -> Problem:
+    """NVTX_INJECTION64_PATH at CUPTI where a torch window will run (the driver's environment: node None)."""
+    return Problem(
+        WARNING,
+        node,
+        CLASH.format(path=path) + "; nrlprof unsets it in the processes of its torch windows, so only a process that "
+        "sets it again records no kernel",
+        "unset NVTX_INJECTION64_PATH in the job's environment (or in the image), or leave it to nrlprof",
+    )
+
+
 def _patch_command(check: NodeCheck) -> str:
     """`nrlprof patch-ray`, aimed at the Ray the runtime-env agent imports when that is known."""
     if check.agent.ray_dir:
@@ -213,6 +226,8 @@ def node_problems(check: NodeCheck, plan: Any, report: DoctorReport, output_dir_
     if plan.backend("rocprof") is not None:
         problems += _tool_problems(check, check.rocprof, "NRL_ROCPROF_WORKER_PATTERNS")
         problems += _fix_problems(check, "rocprof_sys", "rocprof-sys")
+    if plan.backend("torch") is not None and points_at_cupti(check.nvtx_injection):
+        problems.append(cupti_problem(check.label, check.nvtx_injection))
     if not check.output_writable and (plan.backend("torch") is not None or output_dir_given):
         problems.append(
             Problem(
@@ -265,6 +280,8 @@ def doctor(
     for check in report.nodes:
         report.problems += node_problems(check, plan, report, output_dir is not None)
         report.problems += canary_problems(check)
+    if plan.backend("torch") is not None and (path := cupti_injection(environ)):
+        report.problems.append(cupti_problem(None, path))
     if not report.configured:
         report.problems.append(Problem(NOTE, None, "nothing is configured: no NRL_* profiling variable is set"))
     return report

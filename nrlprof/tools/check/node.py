@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from nrlprof.backends.cupti_clash import NVTX_INJECTION_VARIABLE
+
 NSYS_TOOL = "nsys"
 ROCPROF_TOOL = "rocprof-sys-python"
 VERSION_TIMEOUT_S = 15.0
@@ -221,7 +223,9 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     agent_hook, agent_detail = agent_check(found["raylet_environ"], found["raylet_pid"])
     files, files_detail = plugin_files_check(found["agent"]["ray_dir"])
     writable, writable_detail = writable_check(output_dir)
+    workers_environ = found["raylet_environ"] if found["raylet_environ"] is not None else os.environ
     return {
+        "nvtx_injection": workers_environ.get(NVTX_INJECTION_VARIABLE, ""),
         "nsys": asdict(nsys),
         "nsys_options": nsys_options,
         "nsys_options_detail": nsys_options_detail,

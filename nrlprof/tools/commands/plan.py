@@ -143,8 +143,14 @@ def _print_whole(whole: PlanOverview, console: Any) -> None:
     for text in whole.controller:
         line(f"  {text}")
     if whole.torch is not None:
-        switches = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in whole.torch.items() if k != "directory")
+        switches = ", ".join(f"{k} {'on' if v else 'off'}" for k, v in whole.torch.items()
+                             if k not in ("directory", "host_memory"))  # fmt: skip
         line(f"torch switches: {switches}; traces under {whole.torch['directory']}")
+        memory = whole.torch["host_memory"]
+        budget = f"{memory['budget_mb']} MB" if memory["budget_mb"] else "none"
+        line(f"torch host memory per process: about {memory['per_step_mb']:g} MB a step, {memory['window_mb']} MB "
+             f"for the longest window ({memory['window_steps']} steps) ({memory['basis']}); budget {budget} "
+             "(NRL_PROFILE_MAX_HOST_MB: a window past it stops early, its trace kept)")  # fmt: skip
     line(f"interpreter: {whole.interpreter}")
     settings = whole.settings
     sources = ", ".join(settings["sources"]) or "-"
@@ -153,6 +159,8 @@ def _print_whole(whole: PlanOverview, console: Any) -> None:
         line(f"nsys options: {whole.nsys_options_checked}")
     _print_config_file(whole.config_file, line)
     _print_variables(whole, console)
+    for warning in whole.warnings:
+        console.print(f"[yellow]warning:[/yellow] {plain(warning)}", soft_wrap=True)
 
 
 def _print_config_file(found: dict[str, Any] | None, line: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from nrlprof.errors import ToolError
 from nrlprof.layout import CONTROLLER, range_label
 from nrlprof.tools.figures.anatomy import incomplete_note
+from nrlprof.tools.figures.empty_gpu import no_kernel_notes
 from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
 from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.memory import MemoryReading
@@ -91,6 +92,7 @@ def assemble(
         else:
             summary.skipped.append((header.path, outcome))
     summary.workers = combine(stats)
+    summary.notes.extend(no_kernel_notes(stats))
     summary.nsys_reports = ordered((r for p in parts for r in p.nsys_reports), lambda r: r.path)
     without_nsys = sum(p.reports_without_nsys for p in parts)
     if without_nsys:

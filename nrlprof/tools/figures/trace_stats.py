@@ -58,6 +58,7 @@ class TraceStats:
     names: dict[str, str] = field(default_factory=dict)  # while reading: each name kept once
     step_gpu: dict[int, StepGpu] = field(default_factory=dict)
     gpu_spans: list[Span] = field(default_factory=list)
+    cuda_launches: int = 0  # CUDA runtime and driver calls that launched GPU work (correlated or not)
 
 
 def read_trace_stats(header: TraceHeader, progress: ReadProgress | None = None) -> TraceStats:
@@ -85,6 +86,7 @@ def read_trace_stats(header: TraceHeader, progress: ReadProgress | None = None) 
     _steps_and_ranges(stats, annotations, base_us, header.path)
     stats.ops = _operator_stats(threads)
     _step_gpu(stats, base_us)
+    stats.cuda_launches = len(stats.launches)
     stats.gpu, stats.launches, stats.names = [], {}, {}  # what was read: not sent back from a reader process
     stats.ranges_us = {label: dict(per_step) for label, per_step in stats.ranges_us.items()}  # picklable
     stats.range_calls = dict(stats.range_calls)

@@ -1,0 +1,49 @@
+"""A matched worker ends a process it started: the child's open windows close first, so its files are written.
+
+`multiprocessing`'s `terminate()` and `kill()`, `subprocess.Popen`'s, and psutil's all signal through `os.kill`:
+one patch, in the worker only, sees them all. Signals that do not end a process pass untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from nrlprof.log import logger
+from nrlprof.runtime import patches, state
+from nrlprof.runtime.dispatch import written_child_record
+
+PATCH_NAME = "os.kill (a child's windows closed first)"
+ENDING_SIGNALS = frozenset(
+    {signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGABRT}
+)
+
+
+def install(session: Any) -> None:
+    patches.install(PATCH_NAME, os, "kill", lambda original: _closing_first(original, session))
+
+
+def _closing_first(original: Callable[[int, int], None], session: Any) -> Callable[[int, int], None]:
+    def kill(pid: int, signal_number: int, /) -> None:
+        if signal_number in ENDING_SIGNALS and state.session is session and session.children is not None:
+            try:
+                close_child_windows(session, pid)
+            except Exception as err:  # the worker's own call goes on whatever happens here
+                logger.error("closing the windows of process %d before it is ended failed: %s", pid, err)
+        return original(pid, signal_number)
+
+    return kill
+
+
+def close_child_windows(session: Any, pid: int) -> None:
+    records = [written_child_record(session, r) for r in session.children.release(pid)]
+    if records:
+        logger.info(
+            "child process '%s' (pid %d) of worker '%s': its window closed before the worker ended it; files: %s",
+            records[0].get("worker"),
+            pid,
+            session.identity.name,
+            ", ".join(f for r in records for f in r.get("files") or ()) or "none",
+        )

@@ -1,0 +1,79 @@
+"""The job ends Ray, or one of its workers: nrlprof closes the windows concerned first.
+
+Ray kills a worker's process when the job calls `ray.kill` on it or shuts Ray down (a driver that joined a
+cluster by address only disconnects, but its actors end with it): files written only when a window closes would
+be lost. So `ray.shutdown` first closes every open window (the session finishes, as it would at exit), and
+`ray.kill` first closes the windows of the tracked actor it ends. The tracked
+actors of a Ray instance that is shut down are forgotten: nothing calls them, so nothing starts Ray again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from nrlprof.log import logger
+from nrlprof.runtime import patches, state
+from nrlprof.runtime.process import STOP, Action
+from nrlprof.runtime.process_kind import DRIVER
+from nrlprof.runtime.ray_link import ray_connected
+
+SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
+KILL_PATCH = "ray.kill (the actor's windows closed first)"
+
+
+def install(session: Any) -> None:
+    import ray
+
+    patches.install(SHUTDOWN_PATCH, ray, "shutdown", lambda original: _first(original, session, _before_shutdown))
+    patches.install(KILL_PATCH, ray, "kill", lambda original: _first(original, session, _before_kill))
+
+
+def _first(original: Callable, session: Any, before: Callable[..., None]) -> Callable:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if state.session is session and ray_connected():
+            try:
+                before(session, *args, **kwargs)
+            except Exception as err:  # the job's own call goes on whatever happens here
+                logger.error("closing windows before %s failed: %s", original.__name__, err)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def _before_shutdown(session: Any, *args: Any, **kwargs: Any) -> None:
+    gate = session._gate
+    if gate is not None and (gate.open or gate.prepared):
+        logger.info("ray.shutdown() with a window open: nrlprof closes it first, in every worker")
+    if session.kind == DRIVER and session.created_actors:
+        from nrlprof.runtime.job_env import finish_controllers
+
+        finish_controllers(session)
+    if gate is not None:
+        session.finish()
+    else:  # a worker, or a process it started, that drives actors of its own: their windows close
+        for tracked in session.tracker.actors():
+            _release(session, tracked)
+    session.tracker.clear()
+    session.created_actors.clear()
+
+
+def _before_kill(session: Any, actor: Any = None, *args: Any, **kwargs: Any) -> None:
+    if actor is None:
+        return
+    gate = session._gate
+    if gate is not None:
+        gate.release(actor)
+    else:
+        tracked = session.tracker.find(actor)
+        if tracked is not None:
+            _release(session, tracked)
+
+
+def _release(session: Any, tracked: Any) -> None:
+    """In a worker or its child: an actor it created follows its windows, those open in this process."""
+    backends = session.process.backends if session.has_process else {}
+    kinds = [kind for kind, backend in backends.items() if backend.window is not None and kind in tracked.kinds]
+    session.channel.release(tracked, tuple(Action(kind, STOP) for kind in kinds))
