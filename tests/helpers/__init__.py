@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (one module per topic)."""
