@@ -20,6 +20,7 @@ from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
 from nrlprof.backends.cupti_clash import avoid_clash
 from nrlprof.backends.host_budget import HostBudget
+from nrlprof.backends.kineto_first_start import without_thread_complaint
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
@@ -187,7 +188,7 @@ class TorchBackend(Backend):
         )
         for key, value in self._metadata(window).items():
             profiler.preset_metadata_json(key, value)
-        with self.guard.own_start():
+        with self.guard.own_start(), without_thread_complaint():
             profiler.start()
         return profiler
 

@@ -33,7 +33,6 @@ from nrlprof.log import configure_logging, logger
 from nrlprof.runtime import import_hooks, patches, state
 from nrlprof.runtime.child_channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
-from nrlprof.runtime.engine_switches import own_profiler_variable
 from nrlprof.runtime.process import ProcessProfiler
 from nrlprof.runtime.process_kind import CHILD, disabled, process_kind
 from nrlprof.runtime.process_name import child_part
@@ -133,7 +132,7 @@ def _join(environ: Mapping[str, str], info: dict) -> Session | None:
     plan = Plan.from_json(environ[PLAN_VARIABLE])
     worker, targets = parse_worker_descriptor(environ[WORKER_VARIABLE])
     configure_logging(plan.log_level)
-    session = Session(plan, worker, child_targets(targets, environ), kind=CHILD)
+    session = Session(plan, worker, child_targets(targets), kind=CHILD)
     link = ParentLink(session, info)
     if not link.connect():
         return None
@@ -144,18 +143,16 @@ def _join(environ: Mapping[str, str], info: dict) -> Session | None:
     return session
 
 
-def child_targets(targets: Mapping[str, Target], environ: Mapping[str, str]) -> dict[str, Target]:
+def child_targets(targets: Mapping[str, Target]) -> dict[str, Target]:
     """The worker's gated backends, over whole windows (a child makes no actor calls to capture one by one).
 
     nsys stays out of children of a worker in discrete mode: a child's range spanning the window would hold its
-    worker's per-call captures open. nrlprof's torch profiler stays out where an engine's own profiler records
-    this process (two torch profilers in one process crash it).
+    worker's per-call captures open. Where an engine's own torch profiler records a window, the worker sends its
+    children none of that window's torch actions (nrlprof.runtime.engine_switches).
     """
     kept = {}
     for kind, target in targets.items():
         if kind not in CHILD_BACKENDS or (kind == NSYS and target.discrete):
-            continue
-        if kind == TORCH and own_profiler_variable(environ) is not None:
             continue
         kept[kind] = replace(target, discrete=False, methods=())
     return kept

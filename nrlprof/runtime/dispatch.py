@@ -5,8 +5,9 @@ window is closed: later actions still reach it, in order, but flagged late, so i
 dead during a window (SIGKILL, the OOM killer) gets a record that says so (nrlprof.runtime.deaths); one that the
 job ends (`ray.kill`) closes its windows first (`release`). Nothing here calls Ray once the job has shut it down.
 
-Inside a worker, the actions reach its own backends, the processes it started (over its own channel, all at
-once; nrlprof.runtime.child_channel), the engines' own profiler switches, then the actors it created.
+Inside a worker, the actions reach the engines' own profiler switches, its own backends, the processes it
+started (over its own channel, all at once; nrlprof.runtime.child_channel; without the torch actions of a window
+an engine's own profiler records), then the actors it created.
 """
 
 from __future__ import annotations
@@ -34,30 +35,36 @@ class ProcessWithChildren(Protocol):
 
 
 def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
-    """Runs inside a worker: its own backends and child processes, its engines, then the actors it tracks."""
+    """Runs inside a worker: its engines, its own backends and child processes, then the actors it tracks."""
     session = state.session
     if session is None:
         return []
-    records = apply_with_children(session, actions)
+    records: list[dict] = []
+    for_children = actions
     if session.engines is not None:
-        records += session.engines.apply(actor_instance, actions)
+        records, for_children = session.engines.apply(actor_instance, actions)
+    records = apply_with_children(session, actions, for_children) + records
     if len(session.tracker):
         records += session.channel.send(actions)
     return records
 
 
-def apply_with_children(session: ProcessWithChildren, actions: tuple[Action, ...]) -> list[dict]:
-    """This process's backends and those of the processes it started, at once.
+def apply_with_children(
+    session: ProcessWithChildren, actions: tuple[Action, ...], for_children: tuple[Action, ...] | None = None
+) -> list[dict]:
+    """This process's backends and those of the processes it started (`for_children`, by default the same
+    actions), at once.
 
     An nsys stop reaches the children first: the report of the nsys session is written when its last capture
     range closes, and that is then the worker's own, so the worker's record finds the report it waits for.
     """
     children = session.children
-    if children is None or not len(children):
+    for_children = actions if for_children is None else for_children
+    if children is None or not len(children) or not for_children:
         return session.process.apply(actions)
     with children.acting:
-        posting = children.post(actions)
-        if any(a.op == STOP and a.kind == NSYS for a in actions):
+        posting = children.post(for_children)
+        if any(a.op == STOP and a.kind == NSYS for a in for_children):
             child_records = children.collect(posting)
             records = session.process.apply(actions)
         else:

@@ -1,63 +1,50 @@
-"""Inference engines' own profiler switches, for the work nrlprof's own torch profiler does not reach.
+"""Inference engines' own torch profilers, driven in a worker's torch windows where they are switched on.
 
-vLLM records its engine processes with its own torch profiler when VLLM_TORCH_PROFILER_DIR is set, switched by
-`start_profile()` / `stop_profile()` (its `LLM`, `LLMEngine`, `AsyncLLM`); SGLang's `Engine` has the same two
-methods and writes to SGLANG_TORCH_PROFILER_DIR. Where a matched worker's environment sets one of these
-variables, nrlprof's torch profiler stands down in the worker's child processes (two torch profilers in one
-process crash it), and at each torch window of the worker nrlprof switches the engine's profiler on and off and
-records the files it wrote in the manifest, named `<worker>.<engine class>`. Engines are found among the
-worker's attributes, two levels down (NeMo RL's `self.llm`, verl's `self.rollout.inference_engine`), by the
-package of their class and these method names; nothing is imported. (Neither engine installs where nrlprof is
-tested: the tests drive a stand-in class with their package and method names.)
+vLLM and SGLang record their engine processes with their own torch profiler, switched by `start_profile()` /
+`stop_profile()` (vLLM's `LLM`, `LLMEngine`; SGLang's `Engine`). Whether it is switched on, and where it
+writes, is read from each engine (nrlprof.runtime.engine_profilers: vLLM's `profiler_config`, or the variable
+of older vLLM and of SGLang). Engines are found among the worker's attributes, two levels down (NeMo RL's
+`self.llm`, verl's `self.rollout.inference_engine`), by the package of their class and these method names.
+
+In a torch window of a worker whose engine's profiler is on, nrlprof switches it on and off and records the
+files it wrote in the manifest, named `<worker>.<engine class>`; the processes the worker started (the engine's)
+then get none of that window's torch actions (two torch profilers in one process crash it). Where the engine's
+profiler is off, or its `start_profile()` fails, nothing stands down: nrlprof's own torch profiler records the
+engine's processes, as for any child of a worker.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import TORCH
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime.process import START, STEP, STOP, Action
+from nrlprof.runtime.engine_profilers import OwnProfiler, own_profiler, profile_prefix, stale_variable
+from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action
 from nrlprof.workers.identity import snake_case
 
 SEARCH_DEPTH = 2
 SWITCH_METHODS = ("start_profile", "stop_profile")
+ENGINE_PACKAGES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
-@dataclass(frozen=True)
-class EngineKind:
-    label: str
-    package: str
-    directory_variable: str
-
-
-ENGINES = (
-    EngineKind("vLLM", "vllm", "VLLM_TORCH_PROFILER_DIR"),
-    EngineKind("SGLang", "sglang", "SGLANG_TORCH_PROFILER_DIR"),
-)
-
-
-def own_profiler_variable(environ: Mapping[str, str]) -> str | None:
-    """The variable that has an engine record this environment's processes with its own torch profiler."""
-    return next((e.directory_variable for e in ENGINES if (environ.get(e.directory_variable) or "").strip()), None)
-
-
-def engine_kind(value: object) -> EngineKind | None:
-    package = type(value).__module__.partition(".")[0]
-    kind = next((e for e in ENGINES if e.package == package), None)
-    if kind is None or not all(callable(getattr(value, m, None)) for m in SWITCH_METHODS):
+def engine_label(value: object) -> str | None:
+    """`vLLM` or `SGLang` for an engine with a profiler switch; None for anything else."""
+    label = ENGINE_PACKAGES.get(type(value).__module__.partition(".")[0])
+    if label is None or not all(callable(getattr(value, m, None)) for m in SWITCH_METHODS):
         return None
-    return kind
+    return label
 
 
-def find_engines(instance: object, depth: int = SEARCH_DEPTH) -> list[tuple[EngineKind, object]]:
+def find_engines(instance: object, depth: int = SEARCH_DEPTH) -> list[tuple[str, object]]:
     """Engines among the attributes of `instance` (and of theirs, down to `depth`), each once."""
-    found: list[tuple[EngineKind, object]] = []
+    found: list[tuple[str, object]] = []
     seen: set[int] = set()
     level = [instance]
     for _ in range(depth):
@@ -67,9 +54,9 @@ def find_engines(instance: object, depth: int = SEARCH_DEPTH) -> list[tuple[Engi
                 if id(value) in seen or isinstance(value, (str, bytes, int, float, type)):
                     continue
                 seen.add(id(value))
-                kind = engine_kind(value)
-                if kind is not None:
-                    found.append((kind, value))
+                label = engine_label(value)
+                if label is not None:
+                    found.append((label, value))
                 else:
                     below.append(value)
         level = below
@@ -78,11 +65,11 @@ def find_engines(instance: object, depth: int = SEARCH_DEPTH) -> list[tuple[Engi
 
 @dataclass
 class Switched:
-    """One engine profiling one window."""
+    """One engine's own profiler recording one window."""
 
-    kind: EngineKind
+    label: str
     engine: object
-    directory: str
+    profiler: OwnProfiler
     before: dict[str, tuple[int, int]]
     window: str
     steps: list[int]
@@ -93,68 +80,112 @@ class Switched:
 
 @dataclass
 class EngineSwitches:
-    """The engines of one worker, switched on and off with its torch windows."""
+    """The engines of one worker: their own profilers switched on and off with its torch windows."""
 
     role: ProcessRole
     write: Callable[[WindowRecord], None]
     switched: list[Switched] = field(default_factory=list)
+    # The engines' own profilers record the torch window now open or prepared: the children stand down in it.
+    engines_record: bool = False
+    _said: set[str] = field(default_factory=set)
 
-    def apply(self, instance: object, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
+        """Switch the engines for these actions; the records written, and the actions left for the children."""
         records: list[dict] = []
+        for_children: list[Action] = []
         for action in actions:
             if action.kind != TORCH:
+                for_children.append(action)
                 continue
-            if action.op == START:
+            if action.op == PREPARE:
+                self.engines_record = bool(self._switched_on(instance, action.window.label))
+            elif action.op == START:
                 records += self._stop_all()
                 self._start_all(instance, action)
+                self.engines_record = any(not item.problem for item in self.switched)
             elif action.op == STEP:
                 for item in self.switched:
                     item.steps.append(action.step)
             elif action.op == STOP:
                 records += self._stop_all()
-        return records
+            if not self.engines_record:
+                for_children.append(action)
+            if action.op == STOP:
+                self.engines_record = False
+        return records, tuple(for_children)
+
+    def _switched_on(self, instance: object, window: str) -> list[tuple[str, object, OwnProfiler]]:
+        prefix = profile_prefix(self.role.worker_name, self.role.rank, window)
+        found = []
+        for label, engine in find_engines(instance):
+            profiler = own_profiler(engine, os.environ, prefix)
+            if profiler is not None:
+                found.append((label, engine, profiler))
+                continue
+            variable = stale_variable(engine, os.environ)
+            if variable:
+                self._say_once(
+                    f"{self.role.worker_name}: {variable} is set, but this vLLM no longer reads it (its own profiler "
+                    "is switched on by --profiler-config, engine argument profiler_config, since 0.16): nrlprof's "
+                    "torch profiler records the engine's processes itself"
+                )
+        return found
 
     def _start_all(self, instance: object, action: Action) -> None:
-        if own_profiler_variable(os.environ) is None:
-            return  # no engine records anything here: its attributes need no walk
-        for kind, engine in find_engines(instance):
-            directory = os.environ.get(kind.directory_variable, "").strip()
-            if not directory:
-                continue
-            before = _files(directory)
+        for label, engine, profiler in self._switched_on(instance, action.window.label):
+            before = _files(profiler.directory)
             began = time.perf_counter()
             problem = ""
             try:
-                engine.start_profile()
+                result = engine.start_profile(**profiler.start_arguments)
+                if inspect.isawaitable(result):
+                    _close(result)
+                    raise TypeError("its start_profile() is a coroutine, which a window action cannot wait for")
             except Exception as err:
-                problem = f"{kind.label}'s start_profile() failed: {err}"
-                logger.error("%s: %s", self.role.worker_name, problem)
+                problem = f"{label}'s start_profile() failed: {err}"
+                logger.warning(
+                    "%s: %s; nrlprof's own torch profiler records the engine's processes in this window",
+                    self.role.worker_name,
+                    problem,
+                )
+            else:
+                self._say_once(
+                    f"{self.role.worker_name}: {label}'s own torch profiler records the engine's processes in torch "
+                    f"windows ({profiler.source}); nrlprof's torch profiler stands down there"
+                )
             start_ms = (time.perf_counter() - began) * 1000
-            self.switched.append(Switched(kind, engine, directory, before, action.window.label, [action.step],
+            self.switched.append(Switched(label, engine, profiler, before, action.window.label, [action.step],
                                           time.time(), start_ms, problem))  # fmt: skip
 
+    def _say_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            logger.info(message)
+
     def _stop_all(self) -> list[dict]:
-        records = []
         switched, self.switched = self.switched, []
-        for item in switched:
-            records.append(self._stop(item))
-        return records
+        return [self._stop(item) for item in switched]
 
     def _stop(self, item: Switched) -> dict:
         began = time.perf_counter()
         problem = item.problem
         if not problem:
             try:
-                item.engine.stop_profile()
+                _close(item.engine.stop_profile())
             except Exception as err:
-                problem = f"{item.kind.label}'s stop_profile() failed: {err}"
+                problem = f"{item.label}'s stop_profile() failed: {err}"
                 logger.error("%s: %s", self.role.worker_name, problem)
         stop_ms = (time.perf_counter() - began) * 1000
-        after = _files(item.directory)
+        after = _files(item.profiler.directory)
         files = sorted(path for path, stamp in after.items() if item.before.get(path) != stamp)
-        status = "error" if problem else ("ok" if files else "missing")
-        source = f"recorded by {item.kind.label}'s own profiler ({item.kind.directory_variable}={item.directory})"
-        message = problem or (source if files else f"{source}, which wrote no file during the window")
+        source = f"recorded by {item.label}'s own profiler ({item.profiler.source})"
+        if item.problem:
+            status, message = "skipped", f"{problem}; nrlprof's own torch profiler recorded the engine's processes"
+        elif problem:
+            status, message = "error", problem
+        else:
+            status = "ok" if files else "missing"
+            message = source if files else f"{source}, which wrote no file during the window"
         record = WindowRecord(
             backend=TORCH,
             worker=f"{self.role.worker_name}.{snake_case(type(item.engine).__name__)}",
@@ -171,6 +202,13 @@ class EngineSwitches:
         )
         self.write(record)
         return asdict(record)
+
+
+def _close(result: object) -> None:
+    """A coroutine that will not be awaited, closed (no 'never awaited' warning)."""
+    close = getattr(result, "close", None)
+    if inspect.iscoroutine(result) and callable(close):
+        close()
 
 
 def _files(directory: str) -> dict[str, tuple[int, int]]:
