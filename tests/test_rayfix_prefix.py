@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import clusters
 
 from nrlprof.rayfix import cluster_fix, node_agent, patch_ray
 from nrlprof.rayfix.worker_prefix import SCRIPT_NAME, worker_prefix
@@ -113,6 +114,7 @@ def test_a_prefixed_workers_prefix_is_not_nested() -> None:
 
 
 def test_agent_has_fix_is_none_without_ray() -> None:
+    clusters.disconnect()  # the test process may still be on the suite's shared cluster
     assert not ray.is_initialized()
     assert cluster_fix.agent_has_fix() is None
 

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers.clusters import joining_env
+from helpers.clusters import joining_env, short_temp_dir
 from helpers.standins import install_stand_ins, tool_records
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
@@ -269,6 +269,8 @@ def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_p
     pid_file = tmp_path / "runner.pid"
     env = verl_env(tmp_path, NRL_PROFILE_FRAMEWORK_CONFIG="1", RUNNER_PID_FILE=str(pid_file),
                    NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))  # fmt: skip
+    # A Ray temp dir of its own: `ray.init()` with no address would join the cluster whose address file is in /tmp/ray.
+    env["RAY_TMPDIR"] = str(short_temp_dir("nrlv"))
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
     result = run_program(tmp_path, CONTROLLER_NSIGHT_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
