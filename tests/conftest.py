@@ -111,6 +111,9 @@ def ray_cluster(shared_cluster):
     import ray
 
     clusters.connect(shared_cluster.address)
+    # `ray.init(address="auto")` in a process the test starts (an engine's child) reads /tmp/ray's address file,
+    # which a module's own cluster takes over and deletes when it stops: it names the shared cluster again.
+    ray._private.utils.write_ray_address(shared_cluster.address)
     return ray
 
 
