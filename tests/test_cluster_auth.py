@@ -24,7 +24,7 @@ def token_cluster():
     """A head started with `ray start` and RAY_AUTH_MODE=token; the env a client on this node would have."""
     base = tempfile.mkdtemp(prefix="nrla", dir="/tmp")  # short: raylet socket paths are length-limited
     token = secrets.token_hex(32)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH", "NRL_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_"))}  # none of the suite's own
     # RAY_TMPDIR: `auto` looks for this cluster in <RAY_TMPDIR>/ray, not in the /tmp/ray other clusters share.
     env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=token)
     try:
