@@ -52,12 +52,9 @@ def configure(config: Mapping[str, object] | object) -> None:
 
     Called after a framework's modules were imported, its adapters patch them at once; what cannot change
     that late is said in one log line."""
-    from nrlprof.adapters import tell_late
-    from nrlprof.runtime.activation import configure_quietly
+    from nrlprof.runtime.activation import configure_late
 
-    session = configure_quietly(config)
-    if session is not None:
-        tell_late(session)
+    configure_late(config)
 
 
 def activate_from_env() -> bool:

@@ -62,7 +62,7 @@ def take_over_launcher(session: Any, module: Any) -> None:
             original(self, *args, **kwargs)
             profiling = getattr(getattr(self, "_cluster_cfg", None), "profiling", None)
             if profiling is not None and getattr(profiling, "worker_groups", None):
-                configure_from_rlinf(profiling)
+                configure_from_rlinf(session, profiling)
 
         return __init__
 
@@ -106,14 +106,15 @@ def take_over_launcher(session: Any, module: Any) -> None:
     )
 
 
-def configure_from_rlinf(profiling: Any) -> None:
+def configure_from_rlinf(session: Any, profiling: Any) -> None:
     """RLinf's parsed `cluster.profiling` (a ProfileConfig dataclass), as `nrlprof.configure` reads the section."""
     import dataclasses
 
     from nrlprof.config.readers import framework_keys
-    from nrlprof.runtime.activation import configure_quietly
 
+    if session.read_framework_config is None:
+        return
     section = {k: v for k, v in dataclasses.asdict(profiling).items() if v is not None}
     with framework_keys():
-        configure_quietly({"cluster": {"profiling": section}})
+        session.read_framework_config({"cluster": {"profiling": section}})
     logger.info("profiling settings read from RLinf's own config (cluster.profiling)")

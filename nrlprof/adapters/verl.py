@@ -48,7 +48,7 @@ def _patch_trainer(session: Any, trainer: type) -> None:
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
             if session.plan.framework_config:
-                configure_from_verl(getattr(self, "config", None))
+                configure_from_verl(session, getattr(self, "config", None))
 
         return __init__
 
@@ -67,15 +67,14 @@ def _patch_trainer(session: Any, trainer: type) -> None:
     patches.install(f"{name}.fit", trainer, "fit", wrap_fit)
 
 
-def configure_from_verl(config: Any) -> None:
+def configure_from_verl(session: Any, config: Any) -> None:
     """verl's global_profiler and role profiler blocks, as `nrlprof.configure(config)` reads them."""
-    if config is None:
+    if config is None or session.read_framework_config is None:
         return
     from nrlprof.config.readers import framework_keys
-    from nrlprof.runtime.activation import configure_quietly
 
     with framework_keys():
-        configure_quietly(config)
+        session.read_framework_config(config)
     logger.info("profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)")
 
 
@@ -115,7 +114,7 @@ def mark_task_runner(session: Any, module: Any) -> None:
     def wrap(original):
         def run_ppo(config, task_runner_class=None, *args, **kwargs):
             if session.plan.framework_config:
-                configure_from_verl(config)
+                configure_from_verl(session, config)
             runner = task_runner_class or getattr(module, "TaskRunner", None)
             name = _remote_class_name(runner)
             if name:

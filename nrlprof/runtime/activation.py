@@ -66,6 +66,7 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
 
         session.anatomy = Recorder(anatomy)
     state.session = session
+    session.read_framework_config = configure_quietly
     from nrlprof import adapters
 
     adapters.install(session)
@@ -81,6 +82,16 @@ def configure_quietly(config: object) -> Session | None:
 
     source = TORCH_DIR_VARIABLE if TORCH_DIR_VARIABLE in os.environ else "profiling config (torch trace directory)"
     return activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)), source)
+
+
+def configure_late(config: object) -> None:
+    """`nrlprof.configure`: as `configure_quietly`, and one log line when a framework's modules were imported
+    before it (they are patched now; what cannot change that late)."""
+    session = configure_quietly(config)
+    if session is not None:
+        from nrlprof import adapters
+
+        adapters.tell_late(session)
 
 
 def _on_ray_imported(session: Session) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nrlprof.backends.base import ProcessRole
@@ -56,6 +56,9 @@ class Session:
         self.adoption = Adoption(self)
         # Weak references to the unmatched actors a driver created: one may become a controller.
         self.created_actors: list = []
+        # Set by the activation: a framework's own profiling config (a mapping) read as `nrlprof.configure` reads it;
+        # the adapters that find such a config call it.
+        self.read_framework_config: Callable[[Any], Any] | None = None
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
         # A matched worker's channel to the processes it starts (runtime.child_channel.ChildChannel); a child's
