@@ -394,10 +394,10 @@ def test_each_process_opens_its_own_range_and_the_last_stop_writes_one_report_of
     runtime.cudaProfilerStop()
     """
     options = ["-o", "tree_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:1"]
-    result = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "1"})
+    result = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "3"})
     assert result.returncode == 0, result.stderr
     (run,) = result.emitted
-    assert run["child_stop_s"] < 0.5, "the child's stop with the parent's range still open writes nothing"
+    assert run["child_stop_s"] < 1.5, "the child's stop with the parent's range still open writes nothing"
     assert not any(name.endswith(".nsys-rep") for name in run["before"])
     report = read_report(tmp_path / f"tree_{run['pid']}.1.nsys-rep")
     ranges = {r["pid"]: r for r in report["process_ranges"]}

@@ -103,12 +103,16 @@ def alive_actor_ids() -> set[str]:
     return set(ray._private.state.state.actor_table(None, actor_state_name="ALIVE"))
 
 
-def kill_actors(actor_ids: set[str]) -> list[str]:
-    """Kill the actors of this driver's job among `actor_ids`; returns the class names of those killed."""
+def kill_actors(actor_ids: set[str], timeout_s: float = 60.0) -> list[str]:
+    """Kill the actors of this driver's job among `actor_ids` and wait until the GCS has them dead.
+
+    Returns the class names of those killed. Ray's kill is asynchronous: a call sent right after it may still be
+    answered, so the next test would otherwise meet actors this one left.
+    """
     import ray
 
     job = ray.get_runtime_context().get_job_id()
-    killed = []
+    killed: dict[str, str] = {}
     table = ray._private.state.state.actor_table(None, actor_state_name="ALIVE")
     core_worker = ray._private.worker.global_worker.core_worker
     for actor_id in actor_ids:
@@ -117,8 +121,11 @@ def kill_actors(actor_ids: set[str]) -> list[str]:
             continue
         with contextlib.suppress(Exception):  # an actor whose owner is another actor dies with its owner
             core_worker.kill_actor(ray.ActorID(bytes.fromhex(actor_id)), True)
-            killed.append(info["ActorClassName"])
-    return killed
+            killed[actor_id] = info["ActorClassName"]
+    deadline = time.monotonic() + timeout_s
+    while killed.keys() & alive_actor_ids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return list(killed.values())
 
 
 def free_ports(count: int) -> list[int]:
