@@ -1,7 +1,7 @@
 """Framework adapters on the frameworks' own loops, in programs that never import nrlprof.
 
-RLinf's and OpenRLHF's runner and trainer shapes from `tests/frameworks/` (see its README); NeMo RL's stand-in
-runs in tests/on_nemo_rl, verl's own code in tests/on_verl.
+RLinf's runner shapes from `tests/frameworks/` (see its README); NeMo RL's stand-in runs in tests/on_nemo_rl,
+verl's, RLinf's and OpenRLHF's own code in tests/on_verl, tests/on_rlinf and tests/on_openrlhf.
 """
 
 from __future__ import annotations
@@ -57,16 +57,6 @@ RLINF_REASONING_PROGRAM = """
     ReasoningRunner(DTensorPolicyWorker.remote(), batches=range(6)).run()
 """
 
-OPENRLHF_PROGRAM = """
-    import ray
-    from openrlhf.trainer.ppo_trainer import PPOTrainer
-    from workload import DTensorPolicyWorker
-
-    policy = [DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
-    trainer = PPOTrainer.remote(policy, prompts=[[1], [], [2], [3], [4], [5]])
-    ray.get(trainer.fit.remote())
-"""
-
 
 def test_rlinf_runner_steps_count_as_rlinf_counts_them_and_its_own_windows_stand_down(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
@@ -89,20 +79,6 @@ def test_rlinf_reasoning_runner_steps_are_its_global_steps(ray_cluster, tmp_path
     assert "steps come from RLinf's reasoning runner (global_steps) (first step: 0)" in result.stderr
     (trace,) = traces_under(traces / "dtensor_policy_worker")
     assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
-
-
-def test_openrlhf_trainer_actor_is_the_controller_of_workers_the_driver_created(ray_cluster, tmp_path):
-    """OpenRLHF's PPOTrainer is a Ray actor given actor groups the driver made: it steps them."""
-    traces = tmp_path / "traces"
-    env = framework_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
-                        NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
-    result = run_program(ray_cluster, tmp_path, OPENRLHF_PROGRAM, env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in result.stderr
-    for rank in (0, 1):
-        (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
-        # The second draw found no samples (dynamic filtering drew again): still step 2.
-        assert marker_steps(load_trace(trace), "policy.train.") == {2, 3}
 
 
 def test_an_actors_own_nsight_options_stand_down_where_nrlprof_runs_nsys(ray_cluster, activate, calls, nrlprof_log):

@@ -488,7 +488,8 @@ def test_rlinf_worker_groups_example():
     plan = plan_from_mapping(load(RLINF_WORKER_GROUPS))
     nsys = plan.backend(NSYS)
     assert [b.kind for b in plan.backends] == [NSYS]
-    assert nsys.targets == tuple(Target(p) for p in ("ActorGroup", "ActorGroup:*", "RolloutGroup", "RolloutGroup:*"))
+    patterns = ("ActorGroup", "ActorGroup:*", "RolloutGroup", "RolloutGroup:*")
+    assert nsys.targets == tuple(Target(p, rlinf_groups=True) for p in patterns)
     assert nsys.steps is None
     assert nsys.options_dict == {"t": "cuda,nvtx"}
     assert nsys.flags == ()
@@ -726,7 +727,8 @@ def test_load_plan_reads_the_config_file_then_env(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text(FULL_RLINF_FILE)
     plan = load_plan({"NRL_PROFILE_CONFIG": f"{path}:cluster.profiling", "NRL_PROFILE_LOG_LEVEL": "debug"})
-    assert plan.backend(NSYS).targets == (Target("ActorGroup"), Target("ActorGroup:*"))
+    groups = (Target("ActorGroup", rlinf_groups=True), Target("ActorGroup:*", rlinf_groups=True))
+    assert plan.backend(NSYS).targets == groups
     assert plan.log_level == "DEBUG"
 
 
@@ -751,7 +753,7 @@ MISCONFIGURATIONS = [
     ("unknown backend", rlinf(backend="nsys"), "cluster.profiling.backend='nsys'", "'rocprof_sys'"),
     ("typo in RLinf key", rlinf(enabeld=True), "cluster.profiling.enabeld", "did you mean 'enabled'?"),
     ("enabled not a bool", rlinf(enabled="yes"), "cluster.profiling.enabled='yes'", "true or false"),
-    ("groups not a list", rlinf(worker_groups="ActorGroup"), "cluster.profiling.worker_groups", "a list of names"),
+    ("groups not names", rlinf(worker_groups={"Actor": 1}), "cluster.profiling.worker_groups", "a list of group names"),
     ("steps not ints", rlinf(steps=[1, "two"]), "cluster.profiling.steps", "a non-empty list of step numbers"),
     ("step below RLinf's first", rlinf(steps=[-1, 1]), "cluster.profiling.steps", "step numbers >= 0"),
     ("o and output", rlinf(options={"o": "a", "output": "b"}), "cluster.profiling.options.output", "only one of 'o'"),

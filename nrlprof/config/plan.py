@@ -26,6 +26,8 @@ class Target:
     ranks: frozenset[int] | None = None
     discrete: bool = False
     methods: tuple[str, ...] = ()
+    # From RLinf's `worker_groups`: matched as RLinf matches its groups (nrlprof.workers.matching).
+    rlinf_groups: bool = False
 
     def selects_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -145,6 +147,7 @@ def _backend_to_dict(plan: BackendPlan) -> dict:
                 "ranks": None if t.ranks is None else sorted(t.ranks),
                 "discrete": t.discrete,
                 "methods": list(t.methods),
+                "rlinf_groups": t.rlinf_groups,
             }
             for t in plan.targets
         ],
@@ -166,6 +169,7 @@ def _backend_from_dict(data: dict) -> BackendPlan:
                 ranks=None if t["ranks"] is None else frozenset(t["ranks"]),
                 discrete=t["discrete"],
                 methods=tuple(t["methods"]),
+                rlinf_groups=bool(t.get("rlinf_groups", False)),
             )
             for t in data["targets"]
         ),

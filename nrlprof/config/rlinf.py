@@ -28,6 +28,9 @@ RLINF_BACKENDS = {"nsight": NSYS, "rocprof_sys": ROCPROF, "torch": TORCH}
 # The backends RLinf's own Cluster accepts in `cluster.profiling`.
 RLINF_OWN_BACKENDS = ("nsight", "rocprof_sys")
 FIRST_STEP = 0
+# In `worker_groups`, every group RLinf launches (RLinf's ProfileConfig.profiles_worker_group).
+RLINF_ALL_GROUPS = "all"
+WORKER_GROUPS_FORM = "a list of group names such as [ActorGroup, RolloutGroup], one name, or all (fnmatch allowed)"
 RLINF_KEYS = frozenset(
     {"backend", "enabled", "worker_groups", "steps", "output_dir", "options", "flags", "args", "env"}
 )
@@ -51,13 +54,14 @@ def _default_output_dir(root: Mapping) -> str | None:
 
 
 def _group_targets(groups: tuple[str, ...]) -> tuple[Target, ...]:
-    """RLinf names each rank's actor `<Group>:<rank>`; a plain group name also matches those."""
+    """RLinf names each rank's actor `<Group>:<rank>`; a plain group name also matches those. Matched as RLinf
+    matches (`rlinf_groups`): without case, and `all` for every group."""
     patterns: list[str] = []
     for group in groups:
         patterns.append(group)
-        if not GLOB_CHARS & set(group):
+        if not GLOB_CHARS & set(group) and group.lower() != RLINF_ALL_GROUPS:
             patterns.append(f"{group}:*")
-    return tuple(Target(p) for p in dict.fromkeys(patterns))
+    return tuple(Target(p, rlinf_groups=True) for p in dict.fromkeys(patterns))
 
 
 def _rlinf_backend(section: Mapping, path: str) -> str:
@@ -102,7 +106,10 @@ def rlinf_fragment(section: object, path: str, root: Mapping) -> Fragment:
     check_keys(block, RLINF_KEYS, path)
     kind = _rlinf_backend(block, path)
     enabled = read_bool(block, "enabled", True, path)
-    groups = names(block.get("worker_groups"), key(path, "worker_groups")) or ()
+    given_groups = block.get("worker_groups")
+    if isinstance(given_groups, str):  # RLinf takes one name as a list of it
+        given_groups = [given_groups]
+    groups = names(given_groups, key(path, "worker_groups"), WORKER_GROUPS_FORM) or ()
     steps = step_list(block.get("steps"), key(path, "steps"), first=FIRST_STEP)
     output_dir = optional_str(block, "output_dir", path) or _default_output_dir(root)
     if kind == TORCH and steps is None:

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from nrlprof.config.plan import NSYS, ROCPROF, BackendPlan, Plan, Target
+from nrlprof.config.rlinf import RLINF_ALL_GROUPS
 from nrlprof.log import logger
-from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.frameworks import RLINF
+from nrlprof.workers.identity import WorkerIdentity, rlinf_group
 
 TOOL_NAMES = {NSYS: "Nsight", ROCPROF: "rocprof-sys"}
 
@@ -19,14 +21,25 @@ class Match:
     matched_name: str
 
 
+def matched_name(target: Target, identity: WorkerIdentity) -> str | None:
+    """The first of the worker's names that the target's pattern matches.
+
+    A target from RLinf's `worker_groups` means what it means to RLinf: group names compared without case, and
+    `all` selecting every RLinf worker group (not the other actors of the job).
+    """
+    if not target.rlinf_groups:
+        return next((name for name in identity.match_names if fnmatchcase(name, target.pattern)), None)
+    pattern = target.pattern.lower()
+    if pattern == RLINF_ALL_GROUPS:
+        return rlinf_group(identity.actor_name) if identity.framework == RLINF else None
+    return next((name for name in identity.match_names if fnmatchcase(name.lower(), pattern)), None)
+
+
 def match_backend(backend: BackendPlan, identity: WorkerIdentity) -> Match | None:
     """The first target whose ranks include the worker and whose pattern matches one of its names."""
     for target in backend.targets:
-        if not target.selects_rank(identity.rank):
-            continue
-        for name in identity.match_names:
-            if fnmatchcase(name, target.pattern):
-                return Match(backend, target, name)
+        if target.selects_rank(identity.rank) and (name := matched_name(target, identity)) is not None:
+            return Match(backend, target, name)
     return None
 
 

@@ -35,6 +35,7 @@ def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...], pare
                     "pattern": m.target.pattern,
                     "discrete": m.target.discrete,
                     "methods": list(m.target.methods),
+                    "rlinf_groups": m.target.rlinf_groups,
                 }
                 for m in matches
             },
@@ -54,7 +55,7 @@ def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target
         data.get("framework"),
     )
     targets = {
-        kind: Target(t["pattern"], None, discrete=t["discrete"], methods=tuple(t["methods"]))
+        kind: Target(t["pattern"], None, t["discrete"], tuple(t["methods"]), bool(t.get("rlinf_groups", False)))
         for kind, t in data["targets"].items()
     }
     return identity, targets

@@ -1,0 +1,147 @@
+"""nrlprof on OpenRLHF 0.11.2's own code (from the package index, `--no-deps`, into `.openrlhf-site` by
+scripts/setup-venv; its wheel also installs a top-level `tests` package, so it stays out of .venv).
+
+Real: OpenRLHF's `RayActorGroup` creating its `PolicyModelActor` and `ReferenceModelActor` ranks (each rank sets
+`RANK` in its own `__init__`), its `PPOTrainer` actor's `fit` loop with its `global_step`, its
+`SamplesGenerator.generate_samples` with dynamic filtering, and the actor groups' `async_run_method`.
+Stood in: deepspeed, flash_attn and vllm are empty modules (`gpu_stubs/`: OpenRLHF imports them at module
+level); the vLLM engine calls (`SamplesGenerator._generate_vllm`) draw one prompt batch each; `train_step`, whose
+DeepSpeed models need a GPU, calls each group's real `get_master_addr_port`; the trainer's `__init__`, which loads
+a tokenizer and datasets, sets only what `fit` reads. OpenRLHF's entry point (`openrlhf.cli.train_ppo_ray`) builds
+DeepSpeed models and vLLM engines before its first step, so it cannot run on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from helpers.framework_jobs import TESTS, job_env, readme_block_variables, run_job
+from helpers.trace_reading import load_trace, traces_under
+
+pytestmark = pytest.mark.framework
+
+ROOT = TESTS.parent
+OPENRLHF_SITE = ROOT / ".openrlhf-site"
+GPU_STUBS = Path(__file__).parent / "gpu_stubs"
+if not (OPENRLHF_SITE / "openrlhf").is_dir():
+    pytest.skip("OpenRLHF is installed into .openrlhf-site by scripts/setup-venv", allow_module_level=True)
+
+OPENRLHF_JOB = """
+import os, sys
+from types import SimpleNamespace as Settings
+
+import ray
+
+ray.init(address=sys.argv[1], runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+
+from openrlhf.trainer.ppo_trainer import PPOTrainer
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+from openrlhf.trainer.ray.launcher import RayActorGroup, ReferenceModelActor
+from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
+
+# One prompt per batch; the second batch is emptied by dynamic filtering, so its draw is drawn again.
+PROMPT_BATCHES = [["p1"], [], ["p2"], ["p3"], ["p4"], ["p5"]]
+
+
+class Prompts:
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def state_dict(self):
+        return {}
+
+
+class VllmEnginesStoodIn(SamplesGenerator):
+    def _generate_vllm(self, dataloader_iter, num_prompts, dynamic_filtering, **generate_kwargs):
+        batch = next(dataloader_iter, None)
+        return ([], 0, True) if batch is None else (list(batch), 1, False)
+
+
+@ray.remote(num_cpus=0)
+class Trainer(PPOTrainer.__ray_actor_class__):
+    def __init__(self, policy, reference):
+        args = Settings(
+            train=Settings(num_episodes=1, dynamic_batch_enable=False),
+            ckpt=Settings(path=os.devnull, load_enable=False, save_steps=float("inf")),
+            eval=Settings(steps=float("inf")),
+            logger=Settings(logging_steps=1),
+            rollout=Settings(batch_size=1, n_samples_per_prompt=1, vllm_generate_batch_size=None),
+            vllm=Settings(enable_sleep=False),
+            algo=Settings(dynamic_filtering_enable=True),
+        )
+        self.args = args
+        self.prompts_dataloader, self.eval_dataloader, self.generate_kwargs = Prompts(PROMPT_BATCHES), None, {}
+        self.samples_generator = VllmEnginesStoodIn(Settings(args=args), self.prompts_dataloader, None, None, [])
+        self.actor_model_group, self.reference_model_group, self.critic_model_group = policy, reference, None
+        self.wandb_logger = self.tensorboard_logger = None
+        self.best_eval_metric_value, self.best_eval_metric_key = float("-inf"), ""
+        self._latest_eval_metric_value = None
+
+    def train_step(self, rollout_samples, global_step):
+        ray.get(self.reference_model_group.async_run_method(method_name="get_master_addr_port"))
+        ray.get(self.actor_model_group.async_run_method(method_name="get_master_addr_port"))
+        return {}, global_step + 1
+
+
+# Two ranks each; OpenRLHF asks one GPU per actor, which a CPU cluster has not: num_gpus_per_actor=0.
+policy = RayActorGroup(2, 1, PolicyModelActor, num_gpus_per_actor=0)
+reference = RayActorGroup(2, 1, ReferenceModelActor, num_gpus_per_actor=0)
+ray.get(Trainer.remote(policy, reference).fit.remote())
+print("DONE")
+"""
+
+
+def range_steps(trace_path: Path, label: str) -> set[int]:
+    """The steps of the ranges `<label> [step <n>]` in a torch trace."""
+    pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
+    return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
+
+
+def run_openrlhf_job(ray_cluster, tmp_path: Path, **variables: str):
+    env = job_env(**variables)
+    env["PYTHONPATH"] = os.pathsep.join(map(str, (OPENRLHF_SITE, GPU_STUBS, TESTS)))
+    result = run_job(ray_cluster, tmp_path, OPENRLHF_JOB, env)
+    assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-4000:]
+    return result
+
+
+def test_readme_recipe_profiles_each_policy_rank_at_the_trainers_global_steps(ray_cluster, tmp_path):
+    recipe = readme_block_variables(ROOT / "README.md", "**OpenRLHF**")
+    assert recipe == {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "PolicyModelActor", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4"}
+    traces = tmp_path / "torch_profiler_trace"
+    result = run_openrlhf_job(ray_cluster, tmp_path, **recipe)
+    log = result.stderr
+    said = [line for line in log.splitlines() if "[nrlprof]" in line]
+    assert said.count("[nrlprof] INFO worker 'policy_model_actor' matched by its name 'PolicyModelActor'") == 2, said
+    assert "reference_model_actor" not in log, "the pattern names one actor class, not every model actor"
+    for rank in (0, 1):
+        assert f"worker 'policy_model_actor' rank {rank}, created elsewhere and called by this controller" in log
+    assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in log
+    assert [p.name for p in traces.iterdir() if p.is_dir()] == ["policy_model_actor"]
+    for rank in ("0", "1"):
+        (trace,) = traces_under(traces / "policy_model_actor" / rank)
+        ranges = range_steps(trace, "policy_model_actor.get_master_addr_port")
+        # The emptied draw is drawn again within step 2: global steps 2 and 3, as OpenRLHF counts them.
+        assert ranges == {2, 3}, (rank, ranges)
+
+
+def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp_path):
+    traces = tmp_path / "traces"
+    result = run_openrlhf_job(ray_cluster, tmp_path, NRL_TORCH_PROFILE_WORKER_PATTERNS="reference_model_actor",
+                              NRL_TORCH_PROFILE_STEP_RANGE="3", NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
+    enabled = "Torch profiling enabled for worker 'reference_model_actor' (matched pattern 'reference_model_actor')"
+    assert result.stderr.count(enabled) == 2
+    assert "policy_model_actor" not in result.stderr
+    assert [p.name for p in traces.iterdir() if p.is_dir()] == ["reference_model_actor"]
+    for rank in ("0", "1"):
+        (trace,) = traces_under(traces / "reference_model_actor" / rank)
+        assert range_steps(trace, "reference_model_actor.get_master_addr_port") == {3}
