@@ -2,7 +2,8 @@
 engine's `profiler_config`, older vLLM by VLLM_TORCH_PROFILER_DIR, SGLang by SGLANG_TORCH_PROFILER_DIR (passed as
 `output_dir`). Elsewhere, and where `start_profile()` fails, the worker's child processes keep nrlprof's torch
 actions. The engines here are stand-ins with the real classes' module names, attributes and method signatures
-(the real vLLM engine is tested in tests/on_vllm/)."""
+(the real vLLM engine is tested in tests/on_vllm/), but for the last test: SGLang's own switch code, from its
+wheel."""
 
 from __future__ import annotations
 
@@ -213,3 +214,83 @@ def test_profile_prefix_keeps_to_the_engines_characters():
     )
     assert engine_profilers.profile_prefix("_a b:c", None, "5") == "a_b_c.rank0.steps5"
     assert len(engine_profilers.profile_prefix("w" * 300, 0, "1")) == engine_profilers.PREFIX_LENGTH
+
+
+SGLANG_WHEELS = sorted((Path(__file__).parent.parent / ".sglang-wheel").glob("sglang-0.5.23-*.whl"))
+
+
+class SglangTokenizerManagerStoodIn:
+    """What SGLang's tokenizer manager and scheduler do with the request: start on it, and at stop write the
+    trace where SGLang's ProfilerManager writes it, `<output_dir>/<profile_prefix>-<profile_id>-TP-0.trace.json.gz`
+    (output_dir None: SGLANG_TORCH_PROFILER_DIR, else /tmp)."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    async def start_profile(self, req=None) -> None:
+        self.requests.append(req)
+
+    async def stop_profile(self) -> None:
+        import os
+
+        req = self.requests[-1]
+        directory = Path(req.output_dir or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp"))
+        prefix = f"{req.profile_prefix}-" if req.profile_prefix else ""
+        (directory / f"{prefix}1764270000.0-TP-0.trace.json.gz").write_bytes(b"")
+
+
+def real_sglang_engine_class(wheel: Path) -> type:
+    """SGLang 0.5.23's own `Engine.start_profile`/`stop_profile` and the `ProfileReq` they build (a msgspec Struct:
+    a keyword that is not one of its fields is refused), compiled from the wheel's source."""
+    import ast
+    import enum
+    import typing
+    import zipfile
+
+    import msgspec
+
+    with zipfile.ZipFile(wheel) as archive:
+        engine_source = archive.read("sglang/srt/entrypoints/engine.py").decode()
+        io_struct_source = archive.read("sglang/srt/managers/io_struct.py").decode()
+    io_classes = {node.name: node for node in ast.parse(io_struct_source).body if isinstance(node, ast.ClassDef)}
+    (engine,) = (
+        node for node in ast.parse(engine_source).body if isinstance(node, ast.ClassDef) and node.name == "Engine"
+    )
+    switch = [node for node in engine.body if isinstance(node, ast.FunctionDef) and node.name.endswith("_profile")]
+    assert sorted(node.name for node in switch) == ["start_profile", "stop_profile"]
+    namespace = {"msgspec": msgspec, "Enum": enum.Enum, "Optional": typing.Optional, "List": list,
+                 "msgspec_struct_pydantic_core_schema": None}  # fmt: skip
+    wanted = [io_classes[name] for name in ("BaseReq", "ProfileReqType", "ProfileReq")]
+    for source_name, nodes in (("io_struct.py", wanted), ("engine.py", switch)):
+        exec(compile(ast.Module(nodes, []), source_name, "exec", dont_inherit=True), namespace)
+    methods = {node.name: namespace[node.name] for node in switch}
+    return type("Engine", (), {"__module__": "sglang.srt.entrypoints.engine", **methods})
+
+
+@pytest.mark.framework
+@pytest.mark.skipif(not SGLANG_WHEELS, reason="SGLang's wheel is downloaded by scripts/setup-venv")
+def test_sglangs_own_start_profile_takes_what_nrlprof_passes_and_writes_where_nrlprof_looks(tmp_path, monkeypatch):
+    """SGLang 0.5.23 cannot be installed here (it pins torch 2.14.1 and CUDA-only packages): its own code on the
+    switch's path runs, from its wheel; the tokenizer manager behind it is stood in."""
+    import asyncio
+
+    engine_dir = tmp_path / "sglang"
+    engine_dir.mkdir()
+    engine = real_sglang_engine_class(SGLANG_WHEELS[-1])()
+    engine.loop, engine.tokenizer_manager = asyncio.new_event_loop(), SglangTokenizerManagerStoodIn()
+    worker = SimpleNamespace(engine=engine)
+    engines, _ = switches(tmp_path)
+    assert run_window(engines, worker)[0] == [] and engine.tokenizer_manager.requests == []
+
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(engine_dir))
+    records, for_children = run_window(engines, worker)
+    (request,) = engine.tokenizer_manager.requests
+    assert type(request).__name__ == "ProfileReq" and request.req_type.name == "START_PROFILE"
+    assert (request.output_dir, request.profile_prefix) == (str(engine_dir), "vllm_generation_worker.rank0.steps2-3")
+    assert [a.kind for a in for_children] == [MEMORY, MEMORY], "no torch action reaches the engine's processes"
+    (record,) = records
+    assert (record["worker"], record["status"], record["steps"]) == ("vllm_generation_worker.engine", "ok", [2, 3])
+    assert [Path(f).name for f in record["files"]] == [
+        "vllm_generation_worker.rank0.steps2-3-1764270000.0-TP-0.trace.json.gz"
+    ]
+    engine.loop.close()
