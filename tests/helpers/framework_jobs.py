@@ -50,3 +50,11 @@ def readme_block_variables(readme: Path, heading: str) -> dict[str, str]:
         if words[:1] == ["export"]:
             variables.update(word.split("=", 1) for word in words[1:])
     return variables
+
+
+def readme_log_lines(readme: Path, heading: str) -> list[str]:
+    """The `[nrlprof] ...` lines of the first plain (not `bash`) block after the paragraph starting `heading`."""
+    lines = readme.read_text()[readme.read_text().index(heading) :].splitlines()
+    fences = [i for i, line in enumerate(lines) if line.startswith("```")]
+    opening, closing = next((o, c) for o, c in zip(fences[::2], fences[1::2], strict=False) if lines[o] == "```")
+    return [line[line.index("[nrlprof]") :] for line in lines[opening + 1 : closing] if "[nrlprof]" in line]

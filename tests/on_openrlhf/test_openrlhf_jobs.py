@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.framework_jobs import TESTS, job_env, readme_block_variables, run_job
+from helpers.framework_jobs import TESTS, job_env, readme_block_variables, readme_log_lines, run_job
 from helpers.trace_reading import load_trace, traces_under
 
 pytestmark = pytest.mark.framework
@@ -122,9 +122,10 @@ def test_readme_recipe_profiles_each_policy_rank_at_the_trainers_global_steps(ra
     log = result.stderr
     said = [line for line in log.splitlines() if "[nrlprof]" in line]
     assert said.count("[nrlprof] INFO worker 'policy_model_actor' matched by its name 'PolicyModelActor'") == 2, said
+    printed = readme_log_lines(ROOT / "README.md", "**OpenRLHF**")
+    assert len(printed) == 4 and all(line in log for line in printed), "the README's log lines, as printed"
     assert "reference_model_actor" not in log, "the pattern names one actor class, not every model actor"
-    for rank in (0, 1):
-        assert f"worker 'policy_model_actor' rank {rank}, created elsewhere and called by this controller" in log
+    assert "worker 'policy_model_actor' rank 1, created elsewhere and called by this controller" in log
     assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in log
     assert [p.name for p in traces.iterdir() if p.is_dir()] == ["policy_model_actor"]
     for rank in ("0", "1"):
