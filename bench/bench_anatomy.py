@@ -73,7 +73,7 @@ def main() -> None:
     import ray
 
     import nrlprof
-    from nrlprof.runtime import state
+    from nrlprof.process import state
     from nrlprof.tools.figures.anatomy import anatomy_summary
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")

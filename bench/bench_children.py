@@ -54,12 +54,12 @@ def engine(connection) -> None:
 
 def case(backend: str, children: int, windows: int, products: int, directory: str) -> dict:
     from nrlprof.config.env import load_plan
+    from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
     from nrlprof.runtime.activation import activate_worker
     from nrlprof.runtime.dispatch import apply_in_actor
     from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
-    from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
 
     prefix = {"memory": "NRL_MEMORY_PROFILE", "torch": "NRL_TORCH_PROFILE"}[backend]
     plan = load_plan({

@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 
 from nrlprof.errors import ConfigError, NrlprofError
+from nrlprof.process import state
 from nrlprof.ranges.annotate import annotate, timings
-from nrlprof.runtime import state
 
 __all__ = [
     "ConfigError",
@@ -69,7 +69,7 @@ def activate_from_env() -> bool:
 def disable() -> None:
     """Close windows (their files are kept) and remove every patch nrlprof installed."""
     if state.session is None:
-        from nrlprof.runtime import patches
+        from nrlprof.process import patches
 
         patches.uninstall_all()
         return
@@ -83,9 +83,9 @@ def runtime_env_for(worker_name: str, rank: int | None = None) -> dict:
     session = state.session
     if session is None:
         return {}
+    from nrlprof.launch.runtime_env import fragment_for
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import log_matches, match_worker
-    from nrlprof.workers.runtime_env import fragment_for
 
     if rank is None:
         rank = session.ranks.take(WorkerIdentity(worker_name, None, 0, explicit_name=worker_name).name)
@@ -100,7 +100,7 @@ def _activate_from_environment() -> None:
     if not any(name.startswith(("NRL_", "NRLPROF_")) for name in os.environ):
         return
     from nrlprof.config.variables import may_activate
-    from nrlprof.runtime.process_kind import CHILD, DRIVER, process_kind
+    from nrlprof.process.process_kind import CHILD, DRIVER, process_kind
 
     kind = process_kind()
     if kind == DRIVER:

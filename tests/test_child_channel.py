@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 from nrlprof.runtime.child import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
 
 WORKER_PROGRAM = textwrap.dedent(
@@ -24,7 +24,7 @@ WORKER_PROGRAM = textwrap.dedent(
     from nrlprof.runtime.activation import activate_worker
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
-    from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
+    from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
 
     def engine(connection):
         connection.send(os.getpid())

@@ -10,7 +10,7 @@ from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.cupti_clash import NVTX_INJECTION_VARIABLE, PATCH_NAME, points_at_cupti
 from nrlprof.backends.torch_profiler import TorchBackend
 from nrlprof.config.env import plan_from_env
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 from nrlprof.tools.check.doctor import WARNING, DoctorReport, NodeCheck, node_problems
 from nrlprof.tools.plan.overview import overview
 from nrlprof.workers.identity import WorkerIdentity

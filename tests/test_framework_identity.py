@@ -10,7 +10,7 @@ import pytest
 
 from nrlprof.config.plan import Plan
 from nrlprof.config.yaml_config import plan_from_mapping
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 from nrlprof.workers.frameworks import framework_of_class
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import match_worker

@@ -77,7 +77,7 @@ def test_gate_state_machine_outside_windows_does_no_ray_call(ray_cluster, activa
     )
     worker = DTensorPolicyWorker.remote()
     ray_cluster.get(worker.pid.remote())
-    from nrlprof.runtime import state
+    from nrlprof.process import state
 
     channel = state.session.channel
     dispatched = []

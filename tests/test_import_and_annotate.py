@@ -10,11 +10,11 @@ import sys
 import pytest
 
 import nrlprof
+from nrlprof.process import state
 from nrlprof.ranges.annotate import reset_timings
-from nrlprof.runtime import state
 
 INERT_CHECK = (
-    "import sys, nrlprof, nrlprof.runtime.patches as p, logging\n"
+    "import sys, nrlprof, nrlprof.process.patches as p, logging\n"
     "print(sorted(m for m in ('ray', 'torch', 'nvtx') if m in sys.modules), p.installed(), nrlprof.is_active(),"
     " logging.getLogger('nrlprof').handlers)\n"
 )
@@ -36,7 +36,7 @@ def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_n
 # A heavy module here is a regression to find before the benchmark does: `re`, `dataclasses`, `pathlib`,
 # `inspect`, `logging`, `socket` or `subprocess` each cost milliseconds.
 LIGHT_IMPORT = {"nrlprof", "nrlprof.errors", "nrlprof.ranges", "nrlprof.ranges.annotate", "nrlprof.ranges.names",
-                "nrlprof.ranges.nvtx", "nrlprof.runtime", "nrlprof.runtime.state"}  # fmt: skip
+                "nrlprof.ranges.nvtx", "nrlprof.process", "nrlprof.process.state"}  # fmt: skip
 HEAVY_STDLIB = ("re", "dataclasses", "pathlib", "inspect", "logging", "socket", "subprocess", "json", "threading")
 
 
@@ -51,7 +51,7 @@ def test_import_with_nothing_configured_loads_only_the_light_modules():
 def test_import_with_variables_activates_and_its_ray_hooks_wait_for_ray():
     env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
     code = (
-        "import sys, nrlprof, nrlprof.runtime.patches as p\n"
+        "import sys, nrlprof, nrlprof.process.patches as p\n"
         "print(p.installed(), nrlprof.is_active(), 'ray' in sys.modules, flush=True)\n"
         "import ray\n"
         "print(p.installed())\n"

@@ -1,6 +1,8 @@
 """Which way nrlprof's imports go (ARCHITECTURE.md), read from the code's own import statements by an AST walk.
 
 - No import cycle among nrlprof's modules, counting the imports at module level (`TYPE_CHECKING` blocks too).
+- No loop between nrlprof's packages, counting the imports inside functions too; the children's start-up shim
+  importing nrlprof is the one exception. Every package's `__init__.py` says what lives there.
 - No cycle through a tools module at all, counting the imports inside functions as well; and nowhere two modules
   that import each other, inside functions or not.
 - Each tools package imports only the packages below it; a command module imports no other command.
@@ -104,11 +106,31 @@ def imports() -> list[Import]:
 
 
 def cycles(edges: list[Import]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    """The strongly connected components of more than one module, each sorted."""
     graph: dict[str, set[str]] = {name: set() for name in modules()}
     for edge in edges:
         if edge.target in graph:
             graph[edge.source].add(edge.target)
+    return strongly_connected(graph)
+
+
+def package_of(module: str) -> str:
+    """`nrlprof.runtime` for every module under nrlprof/runtime/; a module at the top (`nrlprof.log`) and the
+    package itself (`nrlprof`) stand alone."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or modules()[module].name == "__init__.py" else module
+
+
+def package_loops(edges: list[Import]) -> list[list[str]]:
+    graph: dict[str, set[str]] = {package_of(name): set() for name in modules()}
+    for edge in edges:
+        if edge.target in modules() and package_of(edge.source) != package_of(edge.target):
+            graph[package_of(edge.source)].add(package_of(edge.target))
+    return strongly_connected(graph)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -165,6 +187,28 @@ def test_no_two_modules_import_each_other_counting_imports_inside_functions():
 def test_no_cycle_anywhere_counting_imports_inside_functions():
     """An adapter hands a framework's config to the activation through the session, never by importing it."""
     assert cycles(imports()) == []
+
+
+# The start-up shim of a worker's children (runtime/child_site) imports nrlprof itself, as a user's program would.
+PACKAGE_LOOP_EXCEPTIONS = {("nrlprof.runtime.child_site.sitecustomize", "nrlprof")}
+
+
+def test_no_loop_between_packages_counting_imports_inside_functions():
+    """The process-wide leaves (nrlprof.process) sit below every package that patches or reads the session."""
+    edges = [e for e in imports() if (e.source, e.target) not in PACKAGE_LOOP_EXCEPTIONS]
+    assert package_loops(edges) == []
+
+
+def test_the_package_loop_test_sees_a_loop():
+    back = Import("nrlprof.process.state", "nrlprof.runtime.gate", 1, False)
+    assert package_loops([*imports(), back]) != []
+    assert package_loops(imports()) != [], "the start-up shim's import of nrlprof is the one exception"
+
+
+def test_every_package_says_what_lives_there():
+    missing = [name for name, path in modules().items() if path.name == "__init__.py" and not ast.get_docstring(
+        ast.parse(path.read_text(encoding="utf-8")))]  # fmt: skip
+    assert missing == []
 
 
 def test_every_tools_module_lies_in_a_known_package():

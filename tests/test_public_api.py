@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 
 def test_runtime_env_for_gives_a_matched_worker_its_fragment_and_nothing_to_others(activate):
@@ -35,7 +35,7 @@ def test_nemo_rl_drop_ins(activate):
     config = nemo_rl.get_nsight_config_if_pattern_matches("dtensor_policy_worker")
     assert set(config) == {"nsight"} and config["nsight"]["t"] == "cuda,nvtx"
     assert nemo_rl.get_nsight_config_if_pattern_matches("vllm_generation_worker") == {}
-    from nrlprof.runtime import state
+    from nrlprof.process import state
 
     nemo_rl.maybe_gpu_profile_step(object(), 2)
     assert state.session.windows.is_open("torch"), "the controller's torch window opened at step 2"

@@ -236,7 +236,7 @@ TWO_NODE_DRIVER = textwrap.dedent(
     import nrlprof  # NRL_NSYS_WORKER_PATTERNS set: the creation hook chooses each matched actor's route
     import ray
     from nrlprof.rayfix import cluster_fix
-    from nrlprof.workers.runtime_env import package_fragment
+    from nrlprof.launch.runtime_env import package_fragment
 
     ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
 

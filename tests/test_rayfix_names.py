@@ -84,7 +84,7 @@ def test_agent_hook_installs_named_reversible_patches(tmp_path: Path) -> None:
 
         import nrlprof.rayfix.agent_hook as hook
         from nrlprof.rayfix import fix
-        from nrlprof.runtime import patches
+        from nrlprof.process import patches
 
         fixed = all(
             vars(c)[name] is fix.FIXED_METHODS[c.__name__][name]

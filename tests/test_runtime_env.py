@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from nrlprof.config.env import plan_from_env
 from nrlprof.config.plan import Plan
-from nrlprof.workers.identity import WorkerIdentity
-from nrlprof.workers.matching import match_worker
-from nrlprof.workers.runtime_env import (
+from nrlprof.launch.runtime_env import (
     PLAN_VARIABLE,
     RAY_SETUP_HOOK_VARIABLE,
     SETUP_HOOK,
@@ -15,6 +13,8 @@ from nrlprof.workers.runtime_env import (
     merge_runtime_env,
     parse_worker_descriptor,
 )
+from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.matching import match_worker
 
 ENV = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5,10"}
 

@@ -102,7 +102,7 @@ def test_a_later_import_and_configure_keep_the_session_the_hook_made(tmp_path):
     result = run(
         """
         import sys
-        from nrlprof.runtime import state
+        from nrlprof.process import state
         first = state.session
         import nrlprof
         nrlprof.configure({"trainer": {"profile_steps": [5]},

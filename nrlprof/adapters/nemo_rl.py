@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 STEP_SOURCE = "NeMo RL's maybe_gpu_profile_step"
 # NeMo RL's module-level copies of the variables, and what they become.

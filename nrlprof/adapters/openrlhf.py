@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 STEP_SOURCE = "OpenRLHF's PPO trainer (global_step)"
 

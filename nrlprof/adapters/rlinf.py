@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 
 def take_embodied_steps(session: Any, module: Any) -> None:

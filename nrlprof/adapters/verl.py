@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 # verl's profiler tools, as nrlprof's backends that take their place.
 TOOL_BACKENDS = {"nsys": "nsys", "torch": "torch", "torch_memory": "memory"}

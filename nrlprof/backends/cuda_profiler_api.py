@@ -6,7 +6,7 @@ import ctypes
 import ctypes.util
 from functools import cache
 
-from nrlprof.runtime.import_hooks import imported
+from nrlprof.process.import_hooks import imported
 
 CUDART_NAMES = ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0")
 # cudaErrorInsufficientDriver, cudaErrorNoDevice: a CUDA runtime without a GPU behind it.

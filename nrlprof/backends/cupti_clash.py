@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 NVTX_INJECTION_VARIABLE = "NVTX_INJECTION64_PATH"
 PATCH_NAME = "os.environ[NVTX_INJECTION64_PATH] unset (torch's profiler needs CUPTI to itself)"

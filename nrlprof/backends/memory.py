@@ -24,7 +24,7 @@ from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime.import_hooks import imported
+from nrlprof.process.import_hooks import imported
 
 MB = 1 << 20
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 
 PATCH_NAME = "torch.autograd.profiler.profile._prepare_trace"
 

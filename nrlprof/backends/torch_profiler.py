@@ -26,8 +26,8 @@ from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
+from nrlprof.process.import_hooks import imported
 from nrlprof.ranges.nvtx import nvtx_module
-from nrlprof.runtime.import_hooks import imported
 
 STEP_MARKER = "ProfilerStep#{}"
 TRUNCATED = "truncated"

@@ -1,0 +1,1 @@
+"""`nrlprof demo`: the bundled RL-shaped Ray job (`job`), profiled and then summarised (`cli`)."""

@@ -6,9 +6,9 @@ import functools
 import time
 from collections.abc import Callable
 
+from nrlprof.process import state
 from nrlprof.ranges.names import range_name
 from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
-from nrlprof.runtime import state
 
 CO_COROUTINE = 0x80
 

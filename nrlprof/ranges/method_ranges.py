@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nrlprof.runtime import patches, state
+from nrlprof.process import patches, state
 
 PATCH_NAME = "ray.FunctionActorManager._make_actor_method_executor"
 

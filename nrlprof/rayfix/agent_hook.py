@@ -12,8 +12,8 @@ from ray._private.runtime_env.nsight import NsightPlugin
 from ray._private.runtime_env.plugin import RuntimeEnvPlugin
 from ray._private.runtime_env.rocprof_sys import RocProfSysPlugin
 
+from nrlprof.process import patches
 from nrlprof.rayfix.fix import FIXED_METHODS
-from nrlprof.runtime import patches
 
 
 def install_plugin_fixes() -> tuple[str, ...]:

@@ -154,7 +154,7 @@ def _judge(node_ids: list[str], package: Mapping | None) -> dict[str, AgentFix]:
 
 def check_task_env(package: Mapping | None) -> dict:
     """The runtime_env of a check task: nrlprof shipped, and nothing a profiled parent worker would pass on."""
-    from nrlprof.workers.runtime_env import isolation_from_parent
+    from nrlprof.launch.runtime_env import isolation_from_parent
 
     return {**isolation_from_parent((), None), **isolation_overrides(), **dict(package or {})}
 

@@ -18,11 +18,11 @@ from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.config.plan import Plan, Target
 from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, anatomy_requested
 from nrlprof.errors import ConfigError
+from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 from nrlprof.log import configure_logging, logger
-from nrlprof.runtime import import_hooks, patches, state
-from nrlprof.runtime.process_kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.process import import_hooks, patches, state
+from nrlprof.process.process_kind import CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.session import Session, in_ray_worker_process
-from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 
 
 def _resolved(plan: Plan) -> Plan:
@@ -178,7 +178,7 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
 
 def _before_ray_connects() -> bool:
     """A Ray worker process at interpreter start-up: its setup hook runs once it has joined the cluster."""
-    from nrlprof.runtime.process_kind import is_ray_worker
+    from nrlprof.process.process_kind import is_ray_worker
 
     ray = sys.modules.get("ray")
     return is_ray_worker(sys.argv) and (ray is None or not ray.is_initialized())
@@ -220,7 +220,7 @@ def _arm_oom_snapshot(session: Session) -> None:
 
 
 def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session | None:
-    """Activate as what this process is (see nrlprof.runtime.process_kind).
+    """Activate as what this process is (see nrlprof.process.process_kind).
 
     A matched worker activates once Ray has connected it (its setup hook, or an import after that): its
     backends write under the session directory of its node.

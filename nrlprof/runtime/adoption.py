@@ -12,8 +12,8 @@ import threading
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import state
-from nrlprof.runtime.process_kind import WORKER
+from nrlprof.process import state
+from nrlprof.process.process_kind import WORKER
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import TrackedActor

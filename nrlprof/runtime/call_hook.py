@@ -12,7 +12,7 @@ import threading
 import weakref
 from typing import Any
 
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 from nrlprof.runtime.step_marker import StepMarker, actor_names
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, Plan, Target
 from nrlprof.config.variables import CHANNEL_VARIABLE
+from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
-from nrlprof.runtime import import_hooks, patches, state
+from nrlprof.process import import_hooks, patches, state
+from nrlprof.process.process_kind import CHILD, disabled, process_kind
 from nrlprof.runtime.child_channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
 from nrlprof.runtime.process import ProcessProfiler
-from nrlprof.runtime.process_kind import CHILD, disabled, process_kind
 from nrlprof.runtime.process_name import child_part
 from nrlprof.workers.identity import WorkerIdentity
-from nrlprof.workers.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session

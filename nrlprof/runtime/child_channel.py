@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime import patches
+from nrlprof.process import patches
 from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
 from nrlprof.runtime.process import START, STEP, STOP, Action
 

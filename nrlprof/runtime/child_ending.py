@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches, state
+from nrlprof.process import patches, state
 from nrlprof.runtime.dispatch import written_child_record
 
 PATCH_NAME = "os.kill (a child's windows closed first)"

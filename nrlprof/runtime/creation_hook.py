@@ -20,14 +20,14 @@ from typing import Any, Protocol
 
 from nrlprof.config.plan import NSYS, Plan, Target
 from nrlprof.config.variables import DISABLE_VARIABLE
+from nrlprof.launch.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
 from nrlprof.log import logger
+from nrlprof.process import patches
+from nrlprof.process.process_kind import CHILD
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
-from nrlprof.runtime import patches
-from nrlprof.runtime.process_kind import CHILD
 from nrlprof.workers.frameworks import framework_of_class
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, log_matches, match_worker
-from nrlprof.workers.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
@@ -76,7 +76,7 @@ def roles_of(actor_class: Any) -> tuple[str, ...]:
 
 def job_setup_hook() -> str | None:
     """The setup hook this job (or this worker's own runtime env) already runs, if any."""
-    from nrlprof.workers.runtime_env import RAY_SETUP_HOOK_VARIABLE, SETUP_HOOK, USER_SETUP_HOOK_VARIABLE
+    from nrlprof.launch.runtime_env import RAY_SETUP_HOOK_VARIABLE, SETUP_HOOK, USER_SETUP_HOOK_VARIABLE
 
     current = os.environ.get(RAY_SETUP_HOOK_VARIABLE)
     if current == SETUP_HOOK:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime import state
+from nrlprof.process import state
 from nrlprof.runtime.deaths import OpenWindow, death_cause, died_record
 from nrlprof.runtime.process import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.runtime.ray_link import ray_connected

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from nrlprof.log import logger
-from nrlprof.runtime import patches, state
+from nrlprof.process import patches, state
+from nrlprof.process.process_kind import DRIVER
 from nrlprof.runtime.process import STOP, Action
-from nrlprof.runtime.process_kind import DRIVER
 from nrlprof.runtime.ray_link import ray_connected
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"

@@ -14,7 +14,7 @@ from nrlprof.config.plan import Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord, append_record
-from nrlprof.runtime.state import OpenWindows
+from nrlprof.process.state import OpenWindows
 
 PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
 # Marks a record a child process returns for its worker to complete and write (nsys: the worker's report).

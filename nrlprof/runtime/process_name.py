@@ -10,7 +10,7 @@ import os
 import sys
 
 from nrlprof.layout import file_safe
-from nrlprof.runtime.import_hooks import imported
+from nrlprof.process.import_hooks import imported
 from nrlprof.workers.identity import snake_case
 
 # The kernel keeps the first 15 bytes of a process's name (`/proc/<pid>/comm`).

@@ -13,13 +13,13 @@ from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime import state
+from nrlprof.process import state
+from nrlprof.process.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
+from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
 from nrlprof.runtime.process import ProcessProfiler
-from nrlprof.runtime.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
-from nrlprof.runtime.state import OpenWindows
 from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.tracker import Tracker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from nrlprof.workers.runtime_env import USER_SETUP_HOOK_VARIABLE
+from nrlprof.launch.runtime_env import USER_SETUP_HOOK_VARIABLE
 
 
 def setup() -> None:
