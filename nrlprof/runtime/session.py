@@ -7,7 +7,8 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
@@ -19,13 +20,45 @@ from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.adoption import Adoption
 from nrlprof.runtime.dispatch import WorkerChannel
 from nrlprof.runtime.gate import Gate
-from nrlprof.runtime.process import ProcessProfiler
+from nrlprof.runtime.process import Action, ProcessProfiler
 from nrlprof.runtime.step_sources import StepSources
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
     from nrlprof.anatomy.recorder import Recorder
+
+
+class ChannelEnd(Protocol):
+    """One end of the channel between a matched worker and the processes it starts."""
+
+    def close(self) -> None: ...
+
+    def close_inherited(self) -> None:
+        """In a forked process: let go of the end its parent holds, without ending the parent's side."""
+
+
+class ChildrenEnd(ChannelEnd, Protocol):
+    """A worker's end (nrlprof.runtime.child_channel.ChildChannel): window actions out, the children's records
+    back."""
+
+    acting: AbstractContextManager
+
+    def __len__(self) -> int: ...
+
+    def post(self, actions: tuple[Action, ...]) -> Any: ...
+
+    def collect(self, posting: Any) -> list[dict]: ...
+
+    def release(self, pid: int) -> list[dict]:
+        """The records of the windows a child ending now had open."""
+
+
+class EngineProfilers(Protocol):
+    """Engines' own profiler switches (nrlprof.runtime.engine_switches.EngineSwitches)."""
+
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
+        """The engines' records, and the actions left for the worker's children."""
 
 
 class Session:
@@ -61,12 +94,11 @@ class Session:
         self.read_framework_config: Callable[[Any], Any] | None = None
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
-        # A matched worker's channel to the processes it starts (runtime.child_channel.ChildChannel); a child's
-        # end of its worker's channel (runtime.child.ParentLink); engines' own profiler switches
-        # (runtime.engine_switches.EngineSwitches). Their modules import this one.
-        self.children: Any = None
-        self.parent_link: Any = None
-        self.engines: Any = None
+        # A matched worker's channel to the processes it starts; a child's end of its worker's channel
+        # (nrlprof.runtime.child.ParentLink); engines' own profiler switches. Their modules import this one.
+        self.children: ChildrenEnd | None = None
+        self.parent_link: ChannelEnd | None = None
+        self.engines: EngineProfilers | None = None
         self._configure(plan, targets)
 
     def _configure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
