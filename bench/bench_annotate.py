@@ -5,8 +5,8 @@
 
 Inactive (no window open in this process, the normal case): a function doing about 20 us of work,
 decorated, against the plain function (target: within 5%), and the absolute cost in ns per call on an
-empty function and for the context-manager form. Active: a window opened in this process
-(`window_state.window_opened`), `@nrlprof.annotate` against `@nvtx.annotate` (nsys window), and against
+empty function and for the context-manager form. Active: a window open in this process (`window_open_here`: the
+process's session holds it), `@nrlprof.annotate` against `@nvtx.annotate` (nsys window), and against
 `torch.profiler.record_function` under a running torch profiler (torch window). Timings are the best of
 `--repeat` timeit runs, the variants of one comparison interleaved so machine load hits them alike.
 """
@@ -14,19 +14,34 @@ empty function and for the context-manager form. Active: a window opened in this
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import nvtx
 
 import nrlprof
-from nrlprof.runtime import window_state
+from nrlprof.process import state
+from nrlprof.process.state import OpenWindows
 
 WORK_TARGET_US = 20.0
+
+
+@contextlib.contextmanager
+def window_open_here(kind: str) -> Iterator[None]:
+    """A window of `kind` open in this process, as a matched worker's session holds it during a window."""
+    windows = OpenWindows()
+    windows.opened(kind, 1)
+    state.session = SimpleNamespace(windows=windows)
+    try:
+        yield
+    finally:
+        state.session = None
 
 
 @dataclass
@@ -120,12 +135,9 @@ def nsys_rows(loops: int, number: int, repeat: int) -> list[Row]:
     ours_empty = nrlprof.annotate("bench.empty")(empty)
     theirs_empty = nvtx.annotate("bench.empty", domain="nrlprof")(empty)
     ours_work, theirs_work = nrlprof.annotate("bench.work")(work), nvtx.annotate("bench.work", domain="nrlprof")(work)
-    window_state.window_opened("nsys", 1)
-    try:
+    with window_open_here("nsys"):
         light = compare({"ours": ours_empty, "nvtx": theirs_empty, "push_pop": push_pop}, number, repeat)
         heavy = compare({"ours": ours_work, "nvtx": theirs_work}, max(1, number // 200), repeat * 4)
-    finally:
-        window_state.window_closed("nsys")
     return [
         Row("@annotate, empty function, nsys window", light["ours"], "@nvtx.annotate", light["nvtx"]),
         Row("  same", light["ours"], "nvtx.push_range/pop_range", light["push_pop"]),
@@ -148,11 +160,10 @@ def torch_rows(number: int, repeat: int) -> list[Row]:
 
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
     profiler.start()
-    window_state.window_opened("torch", 1)
     try:
-        times = compare({"ours": ours, "direct": direct}, number, repeat)
+        with window_open_here("torch"):
+            times = compare({"ours": ours, "direct": direct}, number, repeat)
     finally:
-        window_state.window_closed("torch")
         profiler.stop()
     return [Row("@annotate, empty function, torch window", times["ours"], "record_function", times["direct"])]
 
@@ -171,7 +182,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7, help="timings per case; the best is kept")
     parser.add_argument("--torch-number", type=int, default=20_000, help="calls per timing under the torch profiler")
     args = parser.parse_args()
-    if nrlprof.is_active() or window_state.any_open:
+    if nrlprof.is_active() or state.session is not None:
         raise SystemExit("unset the NRL_* variables: this benchmark needs nrlprof inactive")
     began = time.perf_counter()
     loops = calibrate()

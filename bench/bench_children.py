@@ -6,7 +6,7 @@ cluster, so the figures are nrlprof's own, without Ray's call): either it does t
 matrix products per step), or it has `--children` processes started with `multiprocessing` (spawn), each joined
 to its windows as an inference engine's processes are (start-up hook, channel) and doing an equal share of that
 work per step. Window actions are applied as the driver's `__ray_call__` applies them
-(nrlprof.runtime.dispatch.apply_in_actor), per backend:
+(nrlprof.runtime.windows.dispatch.apply_in_actor), per backend:
 - torch: the torch profiler in every process, warmed up the step before as the gate does it; start is the
   window's first step, stop writes every process's trace. The work, and so the trace, divides among the
   children: this is the issue's target (within 1.5x of the worker without children).
@@ -56,8 +56,8 @@ def case(backend: str, children: int, windows: int, products: int, directory: st
     from nrlprof.config.env import load_plan
     from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
     from nrlprof.runtime.activation import activate_worker
-    from nrlprof.runtime.dispatch import apply_in_actor
-    from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action
+    from nrlprof.runtime.windows.dispatch import apply_in_actor
+    from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
 

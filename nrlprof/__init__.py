@@ -108,7 +108,7 @@ def _activate_from_environment() -> None:
     if kind is None:
         return
     if kind == CHILD:
-        from nrlprof.runtime.child import join_worker
+        from nrlprof.runtime.children.join import join_worker
 
         join_worker(os.environ)
         return

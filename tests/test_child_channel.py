@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from nrlprof.process import patches
-from nrlprof.runtime.child import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
+from nrlprof.runtime.children.join import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
 
 WORKER_PROGRAM = textwrap.dedent(
     """
     import json, multiprocessing, os, signal, subprocess, sys, time
     from nrlprof.config.env import load_plan
-    from nrlprof.runtime.dispatch import apply_in_actor
-    from nrlprof.runtime.process import START, STEP, STOP, Action
+    from nrlprof.runtime.windows.dispatch import apply_in_actor
+    from nrlprof.runtime.windows.process import START, STEP, STOP, Action
     from nrlprof.runtime.activation import activate_worker
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
@@ -87,7 +87,7 @@ def test_late_and_dead_children_are_recorded_and_the_environment_is_given_back(t
 
     channel = json.loads(out["environment"]["NRLPROF_CHANNEL"])
     assert channel["address"].startswith("@nrlprof-")
-    assert out["environment"]["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("runtime", "child_site"))
+    assert out["environment"]["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("children", "site"))
     assert out["restored"], "nrlprof.disable() gives the worker's environment back"
 
     assert out["first_window_s"] < 6, "a stopped child is waited on once, for NRL_PROFILE_TIMEOUT_S=1"
@@ -138,7 +138,7 @@ def test_multiprocessing_helpers_are_told_from_the_processes_they_serve(argv, he
 NAMES = textwrap.dedent(
     """
     import ctypes, multiprocessing, sys
-    from nrlprof.runtime.process_name import child_part
+    from nrlprof.runtime.children.names import child_part
 
     def named(queue):
         queue.put(child_part())

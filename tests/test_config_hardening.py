@@ -434,7 +434,7 @@ def test_an_interpolation_bomb_of_relative_references_is_refused(tmp_path):
 
 
 def test_many_windows_name_their_span_in_file_names():
-    from nrlprof.config.nsys_options import steps_label
+    from nrlprof.config.nsys.options import steps_label
     from nrlprof.config.steps import parse_step_spec
 
     assert steps_label(parse_step_spec("1,3,5", "V")) == "1_3_5"

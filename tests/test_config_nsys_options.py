@@ -180,7 +180,7 @@ def test_a_mapping_from_python_gets_the_same_value_checks(value):
 
 
 def test_rlinf_stop_on_range_end_alias_is_the_capture_range_end():
-    from nrlprof.config.nsys_options import normalise_options
+    from nrlprof.config.nsys.options import normalise_options
     from nrlprof.errors import ConfigError
 
     # RLinf's boolean: true stops at the end of the range, false lets nsys keep going
@@ -207,7 +207,7 @@ def test_null_removes_an_nsys_default_and_other_options_are_merged():
 
 
 def test_steps_label_of_a_selection_and_of_the_whole_lifetime():
-    from nrlprof.config.nsys_options import steps_label
+    from nrlprof.config.nsys.options import steps_label
     from nrlprof.config.steps import parse_step_spec
 
     assert steps_label(parse_step_spec("3:5,10", "X")) == "3-4_10"

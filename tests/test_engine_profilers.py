@@ -16,9 +16,9 @@ import pytest
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
-from nrlprof.runtime import engine_profilers
-from nrlprof.runtime.engine_switches import EngineSwitches
-from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action
+from nrlprof.runtime.children import engine_profilers
+from nrlprof.runtime.children.engine_switches import EngineSwitches
+from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action
 from nrlprof.workers.identity import WorkerIdentity
 
 WINDOW = (2, 3)

@@ -1,4 +1,4 @@
-"""nrlprof.runtime.gate, the step state machine: README's rules seen as the actions it sends the controller (no
+"""nrlprof.runtime.windows.gate, the step state machine: README's rules seen as the actions it sends the controller (no
 worker tracked, so no Ray): windows from runs of steps, warm-up the step before, repeated and backward steps,
 finish(), and its log lines. The same windows on a real Ray cluster: test_gating.py."""
 
@@ -10,9 +10,9 @@ import sys
 import textwrap
 
 from nrlprof.config.env import plan_from_env
-from nrlprof.runtime.dispatch import WorkerChannel
-from nrlprof.runtime.gate import Gate
-from nrlprof.runtime.process import Action
+from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.gate import Gate
+from nrlprof.runtime.windows.process import Action
 from nrlprof.workers.tracker import Tracker
 
 

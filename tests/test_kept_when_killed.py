@@ -10,7 +10,7 @@ from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.memory import MemoryBackend
 from nrlprof.config.env import plan_from_env
 from nrlprof.config.steps import Window
-from nrlprof.runtime.deaths import DIED, OpenWindow, death_cause, died_record
+from nrlprof.runtime.windows.deaths import DIED, OpenWindow, death_cause, died_record
 from nrlprof.workers.identity import WorkerIdentity
 
 

@@ -13,7 +13,7 @@ from helpers.clusters import joining_env
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 from nrlprof.config.plan import StepMethod
-from nrlprof.runtime.step_marker import StepMarker
+from nrlprof.runtime.steps.marker import StepMarker
 
 TESTS = str(Path(__file__).parent)
 

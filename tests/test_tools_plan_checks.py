@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nrlprof.config.env import load_plan
-from nrlprof.config.nsys_known import NsysOptions, parse_profile_help, read_profile_help, unknown_nsys_options
+from nrlprof.config.nsys.known import NsysOptions, parse_profile_help, read_profile_help, unknown_nsys_options
 from nrlprof.tools.check.doctor import ERROR, DoctorReport, NodeCheck, node_problems
 from nrlprof.tools.check.node import ToolCheck
 

@@ -14,9 +14,9 @@ from omegaconf import OmegaConf
 import nrlprof.config
 from nrlprof.config.env import load_plan, plan_from_env
 from nrlprof.config.files import plan_from_file
+from nrlprof.config.frameworks.verl import ROLE_PATTERNS, controller_nsys_options
 from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
-from nrlprof.config.verl import ROLE_PATTERNS, controller_nsys_options
 from nrlprof.config.yaml_config import plan_from_mapping
 from nrlprof.errors import ConfigError
 from nrlprof.workers.identity import WorkerIdentity

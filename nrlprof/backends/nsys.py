@@ -22,7 +22,7 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
-from nrlprof.config.nsys_options import steps_label
+from nrlprof.config.nsys.options import steps_label
 from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger

@@ -15,7 +15,7 @@ from nrlprof.config.memory import (
     parse_stacks,
 )
 from nrlprof.config.misspelled import partner_hint
-from nrlprof.config.nsys_options import build_nsys_options, normalise_options
+from nrlprof.config.nsys.options import build_nsys_options, normalise_options
 from nrlprof.config.plan import (
     DEFAULT_TIMEOUT_S,
     MAX_RANK,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from nrlprof.config.nsys_options import MAX_OPTION_INT, option_text
+from nrlprof.config.nsys.options import MAX_OPTION_INT, option_text
 from nrlprof.errors import ConfigError
 
 NAME_FORM = "a variable name without '=' or NUL, such as ROCPROFSYS_SAMPLING_FREQ"

@@ -62,7 +62,7 @@ WORKER_VARIABLE = "NRLPROF_WORKER"
 JOB_PLAN_VARIABLE = "NRLPROF_JOB_PLAN"
 # The pid of the controller or matched worker (a Ray worker process) that started this process.
 PARENT_VARIABLE = "NRLPROF_PARENT"
-# Set by a matched worker for the processes it starts: where they join its windows (nrlprof.runtime.child).
+# Set by a matched worker for the processes it starts: where they join its windows (nrlprof.runtime.children.join).
 CHANNEL_VARIABLE = "NRLPROF_CHANNEL"
 
 

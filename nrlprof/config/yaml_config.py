@@ -1,7 +1,7 @@
 """verl- and RLinf-style configuration mappings -> the same immutable Plan the NRL_* variables give.
 
-Both front ends are detected by their keys and may appear in one config: verl (nrlprof.config.verl)
-and RLinf (nrlprof.config.rlinf). Files named by NRL_PROFILE_CONFIG are read by nrlprof.config.files.
+Both front ends are detected by their keys and may appear in one config: verl (nrlprof.config.frameworks.verl)
+and RLinf (nrlprof.config.frameworks.rlinf). Files named by NRL_PROFILE_CONFIG are read by nrlprof.config.files.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from nrlprof.config.fragment import Fragment
+from nrlprof.config.frameworks.rlinf import rlinf_fragment, rlinf_section
+from nrlprof.config.frameworks.verl import controller_nsys_options, is_verl, verl_fragment
 from nrlprof.config.plan import NSYS, Plan
 from nrlprof.config.readers import as_mapping, key
-from nrlprof.config.rlinf import rlinf_fragment, rlinf_section
-from nrlprof.config.verl import controller_nsys_options, is_verl, verl_fragment
 from nrlprof.errors import ConfigError
 
 CONFIG_FORM = (

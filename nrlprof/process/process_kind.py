@@ -6,7 +6,7 @@
 - `driver`: a program started by the user.
 - `child`: a process started by a Ray worker (a controller or a matched worker) after nrlprof activated
   there (a DataLoader worker, an inference engine's process): it is not a driver of its own. A matched
-  worker's children join its windows (nrlprof.runtime.child); a controller's stay inert. A driver's own
+  worker's children join its windows (nrlprof.runtime.children.join); a controller's stay inert. A driver's own
   children may be drivers (a launcher, a sweep script); they activate lazily, as every driver does.
 - None: nrlprof stays inert (the `nrlprof` CLI, Ray's own processes, NRL_PROFILE_DISABLE=1).
 """

@@ -1,4 +1,5 @@
-"""nrlprof running in a job's processes: the activation that wires the rest together (`activation`), the session
-and its gate, which open and close windows in the workers (`session`, `gate`, `dispatch`), where steps come from
-(`step_sources`, `step_marker`, `call_hook`, `adoption`), how the job ends (`job_end`, `deaths`), and the
-processes a worker starts (`child*`, `child_site/`, `engine_switches`)."""
+"""nrlprof running in a job's processes. At the top: the activation, the one composition root that wires the rest
+together (`activation`), the session it builds (`session`), the hooks into Ray that create and set up matched
+workers (`creation_hook`, `worker_setup`), the job's end and settings (`job_end`, `job_env`) and whether Ray is
+there (`ray_link`). In rooms: where steps come from (`steps/`), windows opened and closed in the workers
+(`windows/`), the processes a worker starts (`children/`)."""

@@ -98,7 +98,8 @@ def _on_ray_imported(session: Session) -> None:
     """What needs Ray: the actor-creation hook, the step marker, the job's environment; the log lines."""
     if state.session is not session:
         return
-    from nrlprof.runtime import call_hook, creation_hook, job_end
+    from nrlprof.runtime import creation_hook, job_end
+    from nrlprof.runtime.steps import call_hook
 
     creation_hook.install(session)
     call_hook.install(session)
@@ -192,16 +193,16 @@ def _when_connected(session: Session) -> None:
 
 def _open_children(session: Session) -> None:
     """The processes this worker starts join its windows; engines' own profiler switches are driven with them."""
-    from nrlprof.runtime.engine_switches import EngineSwitches
+    from nrlprof.runtime.children.engine_switches import EngineSwitches
 
     process = session.process
     session.engines = EngineSwitches(process.role, process.write_manifest)
     if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
         return
     try:
-        from nrlprof.runtime import child_ending
-        from nrlprof.runtime.child import install_fork_handler
-        from nrlprof.runtime.child_channel import open_children
+        from nrlprof.runtime.children import ending as child_ending
+        from nrlprof.runtime.children.channel import open_children
+        from nrlprof.runtime.children.join import install_fork_handler
 
         open_children(session)
         child_ending.install(session)

@@ -17,11 +17,11 @@ from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
 from nrlprof.process.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
 from nrlprof.process.state import OpenWindows
-from nrlprof.runtime.adoption import Adoption
-from nrlprof.runtime.dispatch import WorkerChannel
-from nrlprof.runtime.gate import Gate
-from nrlprof.runtime.process import Action, ProcessProfiler
-from nrlprof.runtime.step_sources import StepSources
+from nrlprof.runtime.steps.adoption import Adoption
+from nrlprof.runtime.steps.sources import StepSources
+from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.gate import Gate
+from nrlprof.runtime.windows.process import Action, ProcessProfiler
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 
@@ -39,7 +39,7 @@ class ChannelEnd(Protocol):
 
 
 class ChildrenEnd(ChannelEnd, Protocol):
-    """A worker's end (nrlprof.runtime.child_channel.ChildChannel): window actions out, the children's records
+    """A worker's end (nrlprof.runtime.children.channel.ChildChannel): window actions out, the children's records
     back."""
 
     acting: AbstractContextManager
@@ -55,7 +55,7 @@ class ChildrenEnd(ChannelEnd, Protocol):
 
 
 class EngineProfilers(Protocol):
-    """Engines' own profiler switches (nrlprof.runtime.engine_switches.EngineSwitches)."""
+    """Engines' own profiler switches (nrlprof.runtime.children.engine_switches.EngineSwitches)."""
 
     def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
         """The engines' records, and the actions left for the worker's children."""
@@ -66,7 +66,7 @@ class Session:
 
     `kind` is `driver`, `controller` (a Ray worker that is no matched worker: it becomes the controller
     when it steps, as verl's TaskRunner does), `worker` (a matched worker) or `child` (a process a matched
-    worker started, which joins that worker's windows: `identity` is the worker's; nrlprof.runtime.child).
+    worker started, which joins that worker's windows: `identity` is the worker's; nrlprof.runtime.children.join).
     """
 
     def __init__(
@@ -95,7 +95,7 @@ class Session:
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
         # A matched worker's channel to the processes it starts; a child's end of its worker's channel
-        # (nrlprof.runtime.child.ParentLink); engines' own profiler switches. Their modules import this one.
+        # (nrlprof.runtime.children.join.ParentLink); engines' own profiler switches. Their modules import this one.
         self.children: ChildrenEnd | None = None
         self.parent_link: ChannelEnd | None = None
         self.engines: EngineProfilers | None = None

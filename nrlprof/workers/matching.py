@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from nrlprof.config.frameworks.rlinf import RLINF_ALL_GROUPS
 from nrlprof.config.plan import NSYS, ROCPROF, BackendPlan, Plan, Target
-from nrlprof.config.rlinf import RLINF_ALL_GROUPS
 from nrlprof.log import logger
 from nrlprof.workers.frameworks import RLINF
 from nrlprof.workers.identity import WorkerIdentity, rlinf_group

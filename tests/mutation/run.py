@@ -48,7 +48,7 @@ TARGETS = (
     Target("env", "nrlprof/config/env.py", (*CONFIG_TESTS, *MORE_CONFIG_TESTS), 30, SKIP_CLUSTER),
     Target(
         "nsys_options",
-        "nrlprof/config/nsys_options.py",
+        "nrlprof/config/nsys/options.py",
         ("test_config_nsys_options.py", "test_yaml_config.py", "test_config_hardening.py", *MORE_CONFIG_TESTS),
         25,
         SKIP_CLUSTER,
@@ -91,7 +91,7 @@ TARGETS = (
         ("test_gpu_attribution.py", "test_tools_gpu.py", "test_summary_event_decoding.py", "test_trace_pool.py"),
         30,
     ),
-    Target("gate", "nrlprof/runtime/gate.py", ("test_gate.py",), 12),
+    Target("gate", "nrlprof/runtime/windows/gate.py", ("test_gate.py",), 12),
     # The per-step NVTX ranges, seen through the nsys stand-in's NVTX injection library.
     Target("step_ranges", "nrlprof/ranges/step_ranges.py", ("test_step_ranges.py",), 30),
 )

@@ -174,7 +174,7 @@ def _fix_problems(check: NodeCheck, key: str, tool: str) -> list[Problem]:
 
 def _nsys_option_problems(check: NodeCheck, plan: Any) -> list[Problem]:
     """The plan's nsys options that the node's nsys does not know: it would not launch the workers."""
-    from nrlprof.config.nsys_known import NsysOptions, unknown_nsys_options
+    from nrlprof.config.nsys.known import NsysOptions, unknown_nsys_options
 
     if not check.nsys.found or check.nsys_options is None:
         return []

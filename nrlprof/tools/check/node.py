@@ -81,7 +81,7 @@ def nsys_options_here(nsys: ToolCheck) -> tuple[dict[str, list[str]] | None, str
     """The options `nsys profile --help` lists here (`{"long": [...], "short": [...]}`), or None and why not."""
     if nsys.path is None:
         return None, "nsys not on PATH"
-    from nrlprof.config.nsys_known import read_profile_help
+    from nrlprof.config.nsys.known import read_profile_help
 
     known, why = read_profile_help(nsys.path)
     if known is None:

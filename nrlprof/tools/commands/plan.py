@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 def check_nsys(plan: Plan) -> str:
     """The plan's nsys options checked against the nsys here (ConfigError for one it does not know); what was done."""
-    from nrlprof.config.nsys_known import check_nsys_options, plan_nsys_options, read_profile_help
+    from nrlprof.config.nsys.known import check_nsys_options, plan_nsys_options, read_profile_help
 
     if not plan_nsys_options(plan):
         return ""

@@ -1,4 +1,4 @@
-"""Start-up hook of the processes a matched worker starts: they join its windows (nrlprof.runtime.child).
+"""Start-up hook of the processes a matched worker starts: they join its windows (nrlprof.runtime.children.join).
 
 The worker puts this directory first on its children's PYTHONPATH. nrlprof is imported from the copy this file
 belongs to when the interpreter has none of its own (a per-worker venv gets nrlprof only through Ray's
@@ -38,7 +38,7 @@ def _nrlprof():
 def _join() -> None:
     try:
         _nrlprof()
-        from nrlprof.runtime.child import join_worker
+        from nrlprof.runtime.children.join import join_worker
 
         join_worker(os.environ)
     except Exception as err:

@@ -21,9 +21,9 @@ from nrlprof.backends import backend_class
 from nrlprof.config.plan import BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.runtime.dispatch import WorkerChannel
-from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.runtime.ray_link import ray_connected
+from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import Tracker
 
 
@@ -155,7 +155,7 @@ class Gate:
                 continue
             self._checked_unmatched.add(action.kind)
             if not any(action.kind in actor.kinds for actor in self.tracker.actors()):
-                from nrlprof.runtime.unmatched import tell_if_nothing_matched
+                from nrlprof.runtime.windows.unmatched import tell_if_nothing_matched
 
                 tell_if_nothing_matched(self.plan.backend(action.kind))
 

@@ -2,7 +2,7 @@
 
 vLLM and SGLang record their engine processes with their own torch profiler, switched by `start_profile()` /
 `stop_profile()` (vLLM's `LLM`, `LLMEngine`; SGLang's `Engine`). Whether it is switched on, and where it
-writes, is read from each engine (nrlprof.runtime.engine_profilers: vLLM's `profiler_config`, or the variable
+writes, is read from each engine (nrlprof.runtime.children.engine_profilers: vLLM's `profiler_config`, or the variable
 of older vLLM and of SGLang). Engines are found among the worker's attributes, two levels down (NeMo RL's
 `self.llm`, verl's `self.rollout.inference_engine`), by the package of their class and these method names.
 
@@ -25,8 +25,8 @@ from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import TORCH
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.runtime.engine_profilers import OwnProfiler, own_profiler, profile_prefix, stale_variable
-from nrlprof.runtime.process import PREPARE, START, STEP, STOP, Action
+from nrlprof.runtime.children.engine_profilers import OwnProfiler, own_profiler, profile_prefix, stale_variable
+from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action
 from nrlprof.workers.identity import snake_case
 
 SEARCH_DEPTH = 2

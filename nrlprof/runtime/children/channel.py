@@ -2,7 +2,7 @@
 
 The worker listens on an abstract Unix socket (no file; it goes with the worker; a peer of another user is
 refused) named in NRLPROF_CHANNEL, which its children inherit, with the start-up hook that makes them join
-(`nrlprof/runtime/child_site`, first on PYTHONPATH; `open_children`). A thread accepts them; window actions are sent
+(`nrlprof/runtime/children/site`, first on PYTHONPATH; `open_children`). A thread accepts them; window actions are sent
 by the thread that runs them to every live child at once, and their answers awaited together, up to
 NRL_PROFILE_TIMEOUT_S. A child that misses that is late for the rest of the window: later actions still reach
 it, flagged late, and are not waited on. A child whose connection closes during a window exited or was killed:
@@ -28,15 +28,15 @@ from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import patches
-from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
-from nrlprof.runtime.process import START, STEP, STOP, Action
+from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
+from nrlprof.runtime.windows.process import START, STEP, STOP, Action
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session
 
 LISTEN_BACKLOG = 128
 ENVIRONMENT_PATCH = "os.environ[PYTHONPATH, NRLPROF_CHANNEL] (nrlprof children)"
-SITE_DIR = Path(__file__).resolve().parent / "child_site"
+SITE_DIR = Path(__file__).resolve().parent / "site"
 
 
 @dataclass
@@ -312,7 +312,8 @@ def _writable(connection: socket.socket, deadline: float) -> bool:
 
 def open_children(session: Session) -> None:
     """In a matched worker: listen for the processes it will start, and make them find the channel (processes
-    forked from the worker are joined by nrlprof.runtime.child's fork handler, which the activation installs)."""
+    forked from the worker are joined by nrlprof.runtime.children.join's fork handler, which the activation
+    installs)."""
     process = session.process
     channel = ChildChannel(
         session.identity.name, session.identity.rank, process.role.node_ip, session.plan.timeout_s,

@@ -13,7 +13,7 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches, state
-from nrlprof.runtime.dispatch import written_child_record
+from nrlprof.runtime.windows.dispatch import written_child_record
 
 PATCH_NAME = "os.kill (a child's windows closed first)"
 ENDING_SIGNALS = frozenset(

@@ -2,7 +2,7 @@
 
 RLinf worker groups are Ray actors named `<Group>:<rank>`: a group name without wildcards
 becomes the patterns `<Group>` and `<Group>:*`. `steps` are RLinf's own step numbers, which count from 0.
-The nsys capture range follows nrlprof.config.nsys_options: not RLinf's `stop`, which silently keeps only the
+The nsys capture range follows nrlprof.config.nsys.options: not RLinf's `stop`, which silently keeps only the
 first of several steps.
 
 `cluster.profiling` is read by RLinf's own Cluster too, which knows the backends `nsight` and `rocprof_sys`
@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 
 from nrlprof.config.fragment import Fragment
-from nrlprof.config.nsys_options import build_nsys_options, normalise_options, nsys_flags
+from nrlprof.config.nsys.options import build_nsys_options, normalise_options, nsys_flags
 from nrlprof.config.plan import NSYS, ROCPROF, TORCH, BackendPlan, Target
 from nrlprof.config.readers import check_keys, key, lookup, mapping, names, optional_str, read_bool, step_list
 from nrlprof.config.steps import StepSelection

@@ -1,7 +1,7 @@
 """A Python process a matched worker starts joins the worker's windows, with no code of its own.
 
-How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/child_site` (a
-`sitecustomize`) first on PYTHONPATH (nrlprof.runtime.child_channel.open_children), so any interpreter it
+How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/children/site` (a
+`sitecustomize`) first on PYTHONPATH (nrlprof.runtime.children.channel.open_children), so any interpreter it
 starts with its environment (`multiprocessing` spawn and forkserver, `subprocess`) calls `join_worker` at
 start-up, whether or not nrlprof is installed there; a process forked from the worker or from a child joins
 through a fork handler. The helpers of `multiprocessing` (the forkserver, the resource tracker) do not join;
@@ -10,7 +10,7 @@ the forkserver's forks do. NRL_PROFILE_DISABLE=1 in a child's environment keeps 
 Once joined, a thread blocks on the channel: nothing runs in the child per step outside windows. The worker's
 window actions run on that thread, on the child's own backends and on the actors the child created (engine
 children of the worker, nrlprof.runtime.creation_hook), and the records go back to the worker. The child is
-`<worker>.<child>` (nrlprof.runtime.process_name) with the worker's rank; its files and records are a worker's.
+`<worker>.<child>` (nrlprof.runtime.children.names) with the worker's rank; its files and records are a worker's.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_wor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.process_kind import CHILD, disabled, process_kind
-from nrlprof.runtime.child_channel import ENVIRONMENT_PATCH
-from nrlprof.runtime.child_protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
-from nrlprof.runtime.process import ProcessProfiler
-from nrlprof.runtime.process_name import child_part
+from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
+from nrlprof.runtime.children.names import child_part
+from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
+from nrlprof.runtime.windows.process import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def child_targets(targets: Mapping[str, Target]) -> dict[str, Target]:
 
     nsys stays out of children of a worker in discrete mode: a child's range spanning the window would hold its
     worker's per-call captures open. Where an engine's own torch profiler records a window, the worker sends its
-    children none of that window's torch actions (nrlprof.runtime.engine_switches).
+    children none of that window's torch actions (nrlprof.runtime.children.engine_switches).
     """
     kept = {}
     for kind, target in targets.items():

@@ -2,11 +2,11 @@
 
 A worker that does not answer an action in time (busy in a long call) is not waited on again until every
 window is closed: later actions still reach it, in order, but flagged late, so its record says so. A worker found
-dead during a window (SIGKILL, the OOM killer) gets a record that says so (nrlprof.runtime.deaths); one that the
+dead during a window (SIGKILL, the OOM killer) gets a record that says so (nrlprof.runtime.windows.deaths); one that the
 job ends (`ray.kill`) closes its windows first (`release`). Nothing here calls Ray once the job has shut it down.
 
 Inside a worker, the actions reach the engines' own profiler switches, its own backends, the processes it
-started (over its own channel, all at once; nrlprof.runtime.child_channel; without the torch actions of a window
+started (over its own channel, all at once; nrlprof.runtime.children.channel; without the torch actions of a window
 an engine's own profiler records), then the actors it created.
 """
 
@@ -21,9 +21,9 @@ from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
-from nrlprof.runtime.deaths import OpenWindow, death_cause, died_record
-from nrlprof.runtime.process import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.runtime.ray_link import ray_connected
+from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
+from nrlprof.runtime.windows.process import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 

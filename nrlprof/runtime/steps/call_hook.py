@@ -1,5 +1,5 @@
 """The actor method calls a controller submits: steps begin at them (NRL_STEP_METHOD), and they reveal profiled
-workers the controller did not create (nrlprof.runtime.adoption). Ray's and nrlprof's own calls
+workers the controller did not create (nrlprof.runtime.steps.adoption). Ray's and nrlprof's own calls
 (`__ray_call__`, `__ray_ready__`) are left alone.
 
 A Ray compiled graph (vLLM's Ray executor drives its workers with one) calls its methods without `.remote()`:
@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 from nrlprof.process import patches
-from nrlprof.runtime.step_marker import StepMarker, actor_names
+from nrlprof.runtime.steps.marker import StepMarker, actor_names
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"
 GRAPH_PATCHES = ("execute", "execute_async")

@@ -20,7 +20,7 @@ Where the seeds disagree, or document a defect, this module decides:
 - verl's hybrid `actor_rollout_ref` worker runs actor, rollout and ref in one process, so
   their `discrete` must agree; that is checked (among the roles actually profiled, while
   `actor_rollout_ref.hybrid_engine` is true or unset) instead of "guaranteed by the user".
-- The nsys capture range follows nrlprof.config.nsys_options (not verl's
+- The nsys capture range follows nrlprof.config.nsys.options (not verl's
   `repeat-shutdown:6*len(steps)`, written only at exit).
 - `global_profiler.profile_continuous_steps: false` makes each listed step its own
   window; otherwise consecutive steps form one window, as for the NRL_* variables.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from nrlprof.config.fragment import Fragment
 from nrlprof.config.memory import DEFAULT_MAX_ENTRIES, DEFAULT_MEMORY_DIR, memory_options, parse_max_entries
-from nrlprof.config.nsys_options import build_nsys_options, merge_options, normalise_options, nsys_default_options
+from nrlprof.config.nsys.options import build_nsys_options, merge_options, normalise_options, nsys_default_options
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Target
 from nrlprof.config.readers import (
     as_mapping,
