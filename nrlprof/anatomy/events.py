@@ -1,29 +1,7 @@
 """Ray's task events, read from the GCS without the dashboard, as plain records of actor calls.
 
-What Ray 2.60 gives: `GlobalStateAccessor.get_task_events()` returns every task attempt the GCS keeps,
-all jobs, as serialized `gcs_pb2.TaskEvents` (no filter, no time bound; this is what `ray.timeline()`
-reads, after a fixed 1 s sleep).  The GCS keeps at most `RAY_task_events_max_num_task_in_gcs` attempts
-(100,000 by default) and evicts the oldest beyond it; workers send their events every
-`RAY_task_events_report_interval_ms` (1 s) and keep at most `RAY_task_events_max_num_profile_events_per_task`
-(1,000) profile events per task.  A task id is 24 bytes whose last 16 are the actor id (checked against
-`task_info.actor_id`), and an actor id's last 4 bytes are the job id; an actor's creation task is
-`ff..ff` + actor id.
-
-At capacity the GCS evicts one attempt per new one: finished attempts first, the least recently updated
-of them, then unfinished ones; it ignores later events of an attempt it evicted.  A finished call is
-therefore lost only if more than the capacity's worth of calls arrive before it is read; a call Ray
-dropped is absent from its phase.
-
-Reading incrementally: the serialized message starts with field 1, the task id (`0a 18` + 24 bytes), so
-a task already recorded, or another job's, is skipped by looking at those bytes, without parsing.  Only
-tasks that are not finished yet are parsed again on the next read.
-
-A call's events come from two processes, each sending once a second: its owner (the task info,
-`SUBMITTED_TO_WORKER`, `FINISHED`) and the worker that ran it (`RUNNING`, its node, its spans).  Either half
-can reach the GCS first, by more than a second on a loaded node; a call seen with one half is waited for
-`PROFILE_GRACE_S` (a time, not a number of reads: the last reads of a job come twice a second).  A finished
-call whose worker's half never comes is still kept, timed by its owner's stamps (`timed_by: "owner"`, from
-submission to the owner seeing its end, on the owner's clock): a call Ray ran is never left out.
+What Ray gives and keeps, how a read skips what it already recorded, and how a call's two halves of events are
+joined (`PROFILE_GRACE_S`, `timed_by: "owner"`): docs/design.md, "Reading Ray's task events".
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """`nrlprof collect`: copy one job's nrlprof outputs from every node of a running Ray cluster into one directory
 (with no cluster, from this machine's Ray session dirs: collect.local, by the same rules and into the same layout).
 
-The job is a Ray session: by default the newest `session_*` dir (on any node) holding nrlprof manifests, else the
-cluster's current one; `--session NAME` names another, `--all-sessions` takes them all. On each alive node a task
-(pinned to it, `num_cpus=0`) lists that session's outputs under the rule in `nrlprof.tools.collect.scan` (profile
-dirs of the session, files its manifests name under allowed roots, no symbolic link followed), each with size,
-mtime, mode and sha256. The driver then pulls each file through a streaming task pinned to its node that yields
-8 MiB chunks, at most a few ahead of the driver (the nodes in parallel), so a multi-GB report is never whole in
-memory on either side; it verifies the sha256, gives the copy the source's permission bits and renames it into
-place. Nothing is written outside DIR: node names are single safe names, and no symbolic link already in DIR is
-written through.
-
-Layout of `DIR`:
-
-    DIR/.nrlprof-collect.json                 index: what was copied from where (size, mtime, sha256)
-    DIR/<node>/session_<...>/logs/nsight/<report>.nsys-rep
-    DIR/<node>/session_<...>/logs/rocprof_sys/<...>
-    DIR/<node>/session_<...>/logs/nrlprof/manifest-<host>-<pid>.jsonl
-    DIR/<node>/<backend>/<absolute path on the node without its leading />   (e.g. torch/home/u/run/trace/...)
-
-`<node>` is the node's hostname when no other alive node shares it, else `<hostname>-<ip>`, else (several
-raylets on one machine, as `ray.cluster_utils.Cluster` starts them) `<hostname>-<ip>-<first 8 hex of node id>`.
-A file is copied again only when its size, mtime or sha256 differ from the index (or, without an index entry,
-from the file already in DIR).
+Which session is the job, how each node's files are listed, pulled and checked, and the layout of DIR:
+docs/design.md, "How collect copies a job's files".
 """
 
 from __future__ import annotations

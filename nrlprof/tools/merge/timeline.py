@@ -2,33 +2,8 @@
 Ray's timeline) into one Chrome/Perfetto trace. Any of them alone is enough: an nsys-only or anatomy-only run
 merges too.
 
-Streaming, one batch of events at a time, so memory stays bounded whatever the input size:
-- timestamps move onto the earliest `baseTimeNanoseconds` of the inputs, or the earliest capture start (kept as
-  the output's; with neither, the step anatomy's first step);
-- processes get new integer pids, one per (host, pid, rank, worker, original pid), named
-  `<worker> rank <r> (<host>)` or `controller (<host>)` by `process_name` metadata events;
-- flow ids (`id`) and `args.correlation` / `args["External id"]` of the i-th input move up by i * 2**40 so
-  they stay distinct; ids that are not integers in [0, 2**40) become strings prefixed `<i>:`;
-- every input event is written (of the traces, and steps, a Selection keeps: select.py); the only additions
-  are one `process_name` event per new pid and the memory backend's figures found under the inputs, as
-  counter tracks of their process (memory_tracks.py); Nsight Systems captures, a process each
-  (nsys_tracks.py: kept whole, chosen by worker and rank only); the step anatomy's spans, its workers named as
-  the profiler files name them (anatomy_tracks.py).
-(The rewriting of each event: rewrite.py.) Before anything is written, the output's size is estimated
-(estimate.py): past what Perfetto's UI opens, the merge stops and names filters that fit, unless forced.
-
-Each input becomes a "part" (its rewritten events, gzip-compressed when the output is) in a temporary
-directory beside the output, then parts are appended in order into one gzip member (gzip_member.py).
-Pids and ids depend only on the input's place in the sorted list, so parts can be written by several
-processes at once (`jobs`).
-
-Bad inputs: a trace that cannot be read (not JSON, cut short, damaged gzip, nested too deep, an event
-that is not an object or values of types a trace does not hold) is skipped with its reason in
-`MergeResult.skipped`, its part dropped, and the output holds every other trace. With `strict=True` the
-first bad trace (or nsys report) raises ToolError instead. A missing input, or inputs holding nothing to merge,
-raise ToolError; when every input is skipped, the output holds none of them.
-The output is written under a temporary name and renamed into place only when complete; on any error
-nothing is left at `output`.
+How (streaming in bounded memory, new pids and ids, parts written in parallel, bad inputs, an output never
+left half-written): docs/design.md, "How merge builds one timeline".
 """
 
 from __future__ import annotations
