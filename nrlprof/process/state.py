@@ -8,7 +8,7 @@ process-wide state nrlprof keeps lives in the module that uses it:
   undoes it (the environment variables set for the process's children, the fork handler's switch);
 - `process/import_hooks.py` (`_waiting`, `_finder`): what waits for a module's import, and the finder on
   `sys.meta_path`;
-- `runtime/child.py` (`_fork_handler_registered`, `_fork_handler_active`): the fork handler, registered once
+- `runtime/children/join.py` (`_fork_handler_registered`, `_fork_handler_active`): the fork handler, registered once
   (`os.register_at_fork` cannot take it back) and switched on and off by its patch;
 - `rayfix/cluster_fix.py` (`_verdicts`): each node's verdict on Ray's plugin fix, once judged or read from Ray's KV;
 - `backends/kineto_first_start.py` (`_started_once`): whether a torch profiler started in this process yet;
