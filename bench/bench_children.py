@@ -57,7 +57,7 @@ def case(backend: str, children: int, windows: int, products: int, directory: st
     from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
     from nrlprof.runtime.activation import activate_worker
     from nrlprof.runtime.windows.dispatch import apply_in_actor
-    from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action
+    from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
 

@@ -100,7 +100,7 @@ def _activate_from_environment() -> None:
     if not any(name.startswith(("NRL_", "NRLPROF_")) for name in os.environ):
         return
     from nrlprof.config.variables import may_activate
-    from nrlprof.process.process_kind import CHILD, DRIVER, process_kind
+    from nrlprof.process.kind import CHILD, DRIVER, process_kind
 
     kind = process_kind()
     if kind == DRIVER:

@@ -1,6 +1,6 @@
 """nrlprof at interpreter start-up: imported by `nrlprof-startup.pth` when an NRL_* variable is set.
 
-`import nrlprof` activates it (nrlprof.process.process_kind says what this process is). A bad setting ends
+`import nrlprof` activates it (nrlprof.process.kind says what this process is). A bad setting ends
 the process here, before the program's own code, with one line naming the variable (exit 2); any other
 failure leaves the program running unprofiled, with a warning.
 """

@@ -20,7 +20,7 @@ WORKER_PROGRAM = textwrap.dedent(
     import json, multiprocessing, os, signal, subprocess, sys, time
     from nrlprof.config.env import load_plan
     from nrlprof.runtime.windows.dispatch import apply_in_actor
-    from nrlprof.runtime.windows.process import START, STEP, STOP, Action
+    from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action
     from nrlprof.runtime.activation import activate_worker
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker

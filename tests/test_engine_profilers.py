@@ -18,7 +18,7 @@ from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target, TorchS
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.runtime.children import engine_profilers
 from nrlprof.runtime.children.engine_switches import EngineSwitches
-from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action
+from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action
 from nrlprof.workers.identity import WorkerIdentity
 
 WINDOW = (2, 3)

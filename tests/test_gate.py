@@ -12,7 +12,7 @@ import textwrap
 from nrlprof.config.env import plan_from_env
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.process import Action
+from nrlprof.runtime.windows.profiler import Action
 from nrlprof.workers.tracker import Tracker
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nrlprof.process import import_hooks
-from nrlprof.process.process_kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
 
 # (module, what the adapter does, the process kinds it acts in, the function applying it to the module)
 Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]

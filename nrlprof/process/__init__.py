@@ -1,3 +1,3 @@
 """What every part of nrlprof needs to know about this process, and nothing else: what kind of process it is
-(`process_kind`), the session it runs (`state`), the named and reversible patches (`patches`) and the hooks run
+(`kind`), the session it runs (`state`), the named and reversible patches (`patches`) and the hooks run
 when a module is imported (`import_hooks`). It imports nothing of nrlprof but the variables' names."""

@@ -21,7 +21,7 @@ from nrlprof.errors import ConfigError
 from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
-from nrlprof.process.process_kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
 from nrlprof.runtime.session import Session, in_ray_worker_process
 
 
@@ -179,7 +179,7 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
 
 def _before_ray_connects() -> bool:
     """A Ray worker process at interpreter start-up: its setup hook runs once it has joined the cluster."""
-    from nrlprof.process.process_kind import is_ray_worker
+    from nrlprof.process.kind import is_ray_worker
 
     ray = sys.modules.get("ray")
     return is_ray_worker(sys.argv) and (ray is None or not ray.is_initialized())
@@ -221,7 +221,7 @@ def _arm_oom_snapshot(session: Session) -> None:
 
 
 def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session | None:
-    """Activate as what this process is (see nrlprof.process.process_kind).
+    """Activate as what this process is (see nrlprof.process.kind).
 
     A matched worker activates once Ray has connected it (its setup hook, or an import after that): its
     backends write under the session directory of its node.

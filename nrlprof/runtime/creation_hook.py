@@ -23,7 +23,7 @@ from nrlprof.config.variables import DISABLE_VARIABLE
 from nrlprof.launch.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
 from nrlprof.log import logger
 from nrlprof.process import patches
-from nrlprof.process.process_kind import CHILD
+from nrlprof.process.kind import CHILD
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
 from nrlprof.workers.frameworks import framework_of_class
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case

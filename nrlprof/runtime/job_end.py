@@ -15,9 +15,9 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches, state
-from nrlprof.process.process_kind import DRIVER
+from nrlprof.process.kind import DRIVER
 from nrlprof.runtime.ray_link import ray_connected
-from nrlprof.runtime.windows.process import STOP, Action
+from nrlprof.runtime.windows.profiler import STOP, Action
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
 KILL_PATCH = "ray.kill (the actor's windows closed first)"

@@ -18,7 +18,7 @@ from typing import Any
 from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
 from nrlprof.log import logger
 from nrlprof.process import patches, state
-from nrlprof.process.process_kind import CONTROLLER
+from nrlprof.process.kind import CONTROLLER
 
 PATCH_NAME = "ray.init (the job's env_vars)"
 PREFIX = "NRL_"

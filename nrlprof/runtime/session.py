@@ -15,13 +15,13 @@ from nrlprof.config.plan import Plan, Target
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
-from nrlprof.process.process_kind import CHILD, CONTROLLER, DRIVER, WORKER
+from nrlprof.process.kind import CHILD, CONTROLLER, DRIVER, WORKER
 from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.steps.adoption import Adoption
 from nrlprof.runtime.steps.sources import StepSources
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.process import Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import Action, ProcessProfiler
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 

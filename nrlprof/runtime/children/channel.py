@@ -29,7 +29,7 @@ from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import patches
 from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
-from nrlprof.runtime.windows.process import START, STEP, STOP, Action
+from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session

@@ -32,11 +32,11 @@ from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
-from nrlprof.process.process_kind import CHILD, disabled, process_kind
+from nrlprof.process.kind import CHILD, disabled, process_kind
 from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.children.names import child_part
 from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
-from nrlprof.runtime.windows.process import ProcessProfiler
+from nrlprof.runtime.windows.profiler import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
 if TYPE_CHECKING:

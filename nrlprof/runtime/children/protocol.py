@@ -14,7 +14,7 @@ import socket
 from dataclasses import asdict
 from typing import Any
 
-from nrlprof.runtime.windows.process import Action
+from nrlprof.runtime.windows.profiler import Action
 
 ABSTRACT_PREFIX = "@"
 READ_SIZE = 1 << 16  # bytes read from a channel connection at a time, either end

@@ -13,7 +13,7 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import state
-from nrlprof.process.process_kind import WORKER
+from nrlprof.process.kind import WORKER
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import TrackedActor

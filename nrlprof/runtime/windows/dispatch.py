@@ -23,7 +23,7 @@ from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
-from nrlprof.runtime.windows.process import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 

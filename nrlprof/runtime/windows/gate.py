@@ -23,7 +23,7 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.dispatch import WorkerChannel
-from nrlprof.runtime.windows.process import PREPARE, START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import Tracker
 
 
