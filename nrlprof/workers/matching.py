@@ -21,18 +21,21 @@ class Match:
     matched_name: str
 
 
-def matched_name(target: Target, identity: WorkerIdentity) -> str | None:
-    """The first of the worker's names that the target's pattern matches.
-
-    A target from RLinf's `worker_groups` means what it means to RLinf: group names compared without case, and
-    `all` selecting every RLinf worker group (not the other actors of the job).
-    """
+def name_matches(target: Target, name: str) -> bool:
+    """Whether the target's pattern matches one name. A target from RLinf's `worker_groups` means what it means
+    to RLinf: group names compared without case, and `all` for every group."""
     if not target.rlinf_groups:
-        return next((name for name in identity.match_names if fnmatchcase(name, target.pattern)), None)
+        return fnmatchcase(name, target.pattern)
     pattern = target.pattern.lower()
-    if pattern == RLINF_ALL_GROUPS:
+    return pattern == RLINF_ALL_GROUPS or fnmatchcase(name.lower(), pattern)
+
+
+def matched_name(target: Target, identity: WorkerIdentity) -> str | None:
+    """The first of the worker's names that the target's pattern matches; RLinf's `all` selects RLinf's worker
+    groups only, not the other actors of the job."""
+    if target.rlinf_groups and target.pattern.lower() == RLINF_ALL_GROUPS:
         return rlinf_group(identity.actor_name) if identity.framework == RLINF else None
-    return next((name for name in identity.match_names if fnmatchcase(name.lower(), pattern)), None)
+    return next((name for name in identity.match_names if name_matches(target, name)), None)
 
 
 def match_backend(backend: BackendPlan, identity: WorkerIdentity) -> Match | None:

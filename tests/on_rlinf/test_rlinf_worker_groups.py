@@ -66,3 +66,13 @@ def test_steps_are_the_steps_rlinfs_own_config_profiles(steps):
         return
     ours = {step for window in nsys.steps.windows for step in range(window.first, window.last + 1)}
     assert ours == {step for step in range(60) if rlinfs.should_profile_step(step)}
+
+
+@pytest.mark.parametrize("worker_groups", [["actorgroup"], "all"], ids=repr)
+def test_plans_size_estimate_selects_the_groups_the_windows_select(worker_groups):
+    from nrlprof.tools.remote.rates import Rate, expected_sizes
+
+    section = {"backend": "nsight", "worker_groups": worker_groups, "steps": [2, 3]}
+    plan = plan_from_mapping({"cluster": {"profiling": section}})
+    (row,) = expected_sizes(plan, [Rate("nsys", "ActorGroup", 1000.0, ("1",))])
+    assert (row["worker"], row["bytes_per_rank"]) == ("ActorGroup", 2000)

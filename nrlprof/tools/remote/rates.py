@@ -8,7 +8,6 @@ per rank.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from nrlprof.tools.cluster import alive_nodes, connected, run_on_nodes
 from nrlprof.tools.collect.collector import choose_sessions
 from nrlprof.tools.collect.pull import LIST_TIMEOUT_S
 from nrlprof.tools.collect.scan import UNWRITABLE_BY_OTHERS, node_temp_dir, session_dirs
+from nrlprof.workers.matching import name_matches
 
 
 def written_windows_here(sessions: list[str] | None) -> list[dict[str, Any]]:
@@ -81,7 +81,7 @@ def expected_sizes(plan: Plan, measured: list[Rate]) -> list[dict[str, Any]]:
     rows = []
     for backend in plan.backends:
         for rate in (r for r in measured if r.backend == backend.kind):
-            if not any(fnmatch.fnmatchcase(rate.worker, t.pattern) for t in backend.targets):
+            if not any(name_matches(t, rate.worker) for t in backend.targets):
                 continue
             for window in backend.steps.windows if backend.steps else ():
                 steps = window.last - window.first + 1
