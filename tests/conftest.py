@@ -28,6 +28,15 @@ NEEDS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A raylet starts as many idle workers as it has CPUs for its first driver; the tests' jobs start their own
+    # workers (runtime envs of their own), so on 2 cores that is only lost time. Clusters the tests start, and the
+    # drivers they run, inherit it.
+    os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # Each pytest-xdist worker has Ray's temp dir to itself: its clusters' address file (which `ray.init()` and
+        # `address="auto"` read), sessions and sockets never meet another worker's.
+        os.environ["RAY_TMPDIR"] = str(clusters.short_temp_dir(f"{worker}-"))
     for name, text in NEEDS.items():
         config.addinivalue_line("markers", f"{name}: needs {text}")
 
@@ -47,6 +56,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("fresh_cluster"):
         clusters.count_start("of their own, in tests")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its counts go to the controller
+        session.config.workeroutput["ray_cluster_starts"] = dict(clusters.STARTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    clusters.STARTS.update(getattr(node, "workeroutput", {}).get("ray_cluster_starts", {}))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -92,6 +92,27 @@ def test_decorator_context_manager_and_async_record_timings(timings):
     assert recorded["ad-hoc"]["mean_s"] >= 0
 
 
+def test_a_reset_empties_the_timings_and_functions_decorated_before_it_count_again(timings):
+    @nrlprof.annotate("before the reset")
+    def work():
+        return None
+
+    ranged = nrlprof.annotate("a range")
+    work()
+    with ranged:
+        pass
+    reset_timings()
+    assert timings() == {}
+    work()
+    work()
+    with ranged:
+        pass
+    recorded = timings()
+    assert recorded["before the reset"]["count"] == 2
+    assert recorded["a range"]["count"] == 1
+    assert set(recorded) == {"before the reset", "a range"}
+
+
 @pytest.mark.parametrize("active", [False, True])
 def test_a_function_that_raises_runs_once(timings, active, activate):
     calls = []

@@ -47,3 +47,19 @@ def test_the_check_sees_every_form_of_import(tmp_path):
         ("conftest", "tool_records"),
         ("test_c.sub", "h"),
     ]
+
+
+# Imported by jsonschema when installed (jupyter-events asks for it), it builds a grammar at import: 3-4 s of CPU
+# in every process that imports Ray, which was half of the suite's time.
+SLOW_AT_IMPORT = ("rfc3987_syntax",)
+
+
+def test_the_suites_environment_keeps_importing_ray_cheap():
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"import ray, sys; print(*[m for m in {SLOW_AT_IMPORT!r} if m in sys.modules])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert loaded == [], f"{loaded} imported with Ray: scripts/setup-venv must keep them out of .venv"

@@ -69,12 +69,13 @@ class _Ranges:
 class annotate:
     """Decorator (sync and async) and context manager; reusable and re-entrant."""
 
-    __slots__ = ("_stack", "color", "name")
+    __slots__ = ("_stack", "_total", "color", "name")
 
     def __init__(self, name: str | None = None, color: str | None = None) -> None:
         self.name = name
         self.color = color
         self._stack: list[tuple[float, _Ranges | None]] = []
+        self._total = state.timings.total(name or "annotated")
 
     def __enter__(self) -> annotate:
         ranges = _Ranges(self.name or "annotated", self.color, False) if window_open() else None
@@ -83,7 +84,9 @@ class annotate:
 
     def __exit__(self, *exc_info: object) -> None:
         began, ranges = self._stack.pop()
-        state.timings.add(self.name or "annotated", time.perf_counter() - began)
+        total = self._total
+        total[1] += time.perf_counter() - began
+        total[0] += 1
         if ranges is not None:
             ranges.close()
 
@@ -105,21 +108,20 @@ class annotate:
 
             return async_wrapper
 
+        total = state.timings.total(label)
+        clock = time.perf_counter
+
         @functools.wraps(function)
         def wrapper(*args: object, **kwargs: object) -> object:
             session = state.session
-            if session is None or not session.windows.any_open:
-                began = time.perf_counter()
-                try:
-                    return function(*args, **kwargs)
-                finally:
-                    state.timings.add(label, time.perf_counter() - began)
-            ranges = _Ranges(label, color, False)
-            began = time.perf_counter()
+            ranges = _Ranges(label, color, False) if session is not None and session.windows.any_open else None
+            began = clock()
             try:
                 return function(*args, **kwargs)
             finally:
-                state.timings.add(label, time.perf_counter() - began)
-                ranges.close()
+                total[1] += clock() - began
+                total[0] += 1
+                if ranges is not None:
+                    ranges.close()
 
         return wrapper

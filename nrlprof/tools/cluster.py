@@ -101,6 +101,7 @@ def connect(address: str | None = None) -> bool:
     import ray
 
     if ray.is_initialized():
+        _same_cluster_as_joined(address)
         return False
     given = address or AUTO_ADDRESS
     if not given.startswith(CLIENT_PREFIX):
@@ -111,6 +112,18 @@ def connect(address: str | None = None) -> bool:
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise BadInput(f"could not connect to the Ray cluster at {given!r}: {first_line}") from None
     return True
+
+
+def _same_cluster_as_joined(address: str | None) -> None:
+    """A process already on a cluster stays on it: an address that names another one is refused, not ignored."""
+    import ray
+
+    if address in (None, AUTO_ADDRESS) or address.startswith(CLIENT_PREFIX):
+        return
+    joined = ray.get_runtime_context().gcs_address
+    if locate(address) != joined:
+        raise BadInput(f"this process is already connected to the Ray cluster at {joined}; --address {address!r} "
+                       "names another")  # fmt: skip
 
 
 @contextlib.contextmanager
