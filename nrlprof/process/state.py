@@ -75,11 +75,6 @@ class Timings:
             entry = self._totals[label] = [0, 0.0]
         return entry
 
-    def add(self, label: str, seconds: float) -> None:
-        entry = self.total(label)
-        entry[0] += 1
-        entry[1] += seconds
-
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {
             label: {"count": int(count), "total_s": total, "mean_s": total / count}

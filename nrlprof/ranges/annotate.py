@@ -93,23 +93,23 @@ class annotate:
     def __call__(self, function: Callable) -> Callable:
         label = self.name or function.__qualname__
         color = self.color
+        total = state.timings.total(label)
+        clock = time.perf_counter
         if getattr(getattr(function, "__code__", None), "co_flags", 0) & CO_COROUTINE:
 
             @functools.wraps(function)
             async def async_wrapper(*args: object, **kwargs: object) -> object:
                 ranges = _Ranges(label, color, True) if window_open() else None
-                began = time.perf_counter()
+                began = clock()
                 try:
                     return await function(*args, **kwargs)
                 finally:
-                    state.timings.add(label, time.perf_counter() - began)
+                    total[1] += clock() - began
+                    total[0] += 1
                     if ranges is not None:
                         ranges.close()
 
             return async_wrapper
-
-        total = state.timings.total(label)
-        clock = time.perf_counter
 
         @functools.wraps(function)
         def wrapper(*args: object, **kwargs: object) -> object:
