@@ -137,6 +137,26 @@ def ray_cluster(shared_cluster):
 
 
 @pytest.fixture(scope="session")
+def multi_node_cluster(stand_in_env, token_auth):
+    """One cluster of three raylets on this machine for the multi-node modules (`helpers.clusters.MultiNode`); the
+    stand-in tools are on its nodes' PATH."""
+    multi = clusters.start_multi_node({"PATH": stand_in_env["PATH"]})
+    yield multi
+    clusters.disconnect()
+    multi.shutdown()
+
+
+@pytest.fixture(scope="module")
+def on_multi_node(multi_node_cluster):
+    """The multi-node cluster for one module: joined as a job of its own, with no file another module planted, and
+    cleared of this module's when it ends."""
+    multi_node_cluster.clear()
+    multi_node_cluster.join()
+    yield multi_node_cluster
+    multi_node_cluster.clear()
+
+
+@pytest.fixture(scope="session")
 def ray_start_head(tmp_path_factory):
     """One head started with `ray start` (token auth, nrlprof's agent hook, the stand-in tools) for the tests of jobs
     on such a cluster; see `helpers.clusters.ray_start_cluster` for what it yields. Its drivers run as processes."""

@@ -9,16 +9,11 @@ stay, and the model must find the shift again within its own bound.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import ray
-from helpers import clusters
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
 
 from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines, latest_run, read_lines
 from nrlprof.tools.figures.anatomy import anatomy_summary
@@ -32,22 +27,9 @@ WORKER_STAMPS = ("start_ns", "end_ns", "task_start_ns", "task_end_ns", "running_
 
 
 @pytest.fixture(scope="module")
-def two_nodes():
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
-    base = Path(tempfile.mkdtemp(prefix="nrla", dir="/tmp"))  # short: raylet socket paths are length-limited
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 8}, "temp_dir": f"{base}/h"}
-    )
-    other = cluster.add_node(num_cpus=1, resources={"other": 8}, temp_dir=f"{base}/w")
-    try:
-        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
-        clusters.count_start("multi-node, a module's own")
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield {"head": cluster.head_node.node_id, "other": other.node_id}
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
+def two_nodes(on_multi_node):
+    """The shared multi-node cluster's head (resource `head`) and the worker node with resource `other`."""
+    return {"head": on_multi_node.head, "other": on_multi_node.workers[0]}
 
 
 @ray.remote(num_cpus=0)

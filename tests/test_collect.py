@@ -1,23 +1,19 @@
-"""`nrlprof collect` on a real 3-node Ray cluster (three raylets on this machine, each with its own temp dir)."""
+"""`nrlprof collect` on a real 3-node Ray cluster (three raylets on this machine, each with its own temp dir); the
+node-loss tests add a node of their own and kill it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import ray
-from helpers import clusters
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
 
 from nrlprof.manifest import WindowRecord, append_record
 from nrlprof.rayfix.node_tasks import pinned
@@ -70,27 +66,15 @@ def expected_destination(source: str, temp_dir: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
-    base = tempfile.mkdtemp(prefix="nrlc", dir="/tmp")  # short: raylet socket paths are length-limited
-    head = {"num_cpus": 1, "temp_dir": f"{base}/h", "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
-    try:
-        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
-        clusters.count_start("multi-node, a module's own")
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster, workers, base
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
+def cluster(on_multi_node, tmp_path_factory):
+    """The shared three-node cluster, and this module's root for torch traces (collect's `--allow-dir`)."""
+    return on_multi_node, str(tmp_path_factory.mktemp("traces"))
 
 
 @pytest.fixture(scope="module")
 def outputs(cluster):
     """{label: {destination below DIR/<label>: bytes}} for every node."""
-    _, _, base = cluster
+    _, base = cluster
     writer = ray.remote(num_cpus=0)(write_node_outputs)
     nodes = alive_nodes()
     assert len({n.label for n in nodes}) == 3
@@ -117,7 +101,7 @@ def first(cluster, outputs, tmp_path_factory):
     """The first collect into a fresh directory, with its progress reports."""
     to = tmp_path_factory.mktemp("collect") / "out"
     seen = []
-    _, _, base = cluster
+    _, base = cluster
     result = C.collect(to, chunk_size=CHUNK, allow_dirs=[base], progress=lambda done, total: seen.append((done, total)))
     return to, result, seen
 
@@ -143,7 +127,7 @@ def run_args(to, **options) -> argparse.Namespace:
 
 def test_second_collect_copies_nothing_and_prints_json(cluster, first, capsys):
     to, result, _ = first
-    assert collect_command.run(run_args(to, allow_dir=[cluster[2]])) == 0
+    assert collect_command.run(run_args(to, allow_dir=[cluster[1]])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is True and len(data["nodes"]) == 3
     assert data["copied"] == [] and data["failed"] == []
@@ -158,7 +142,7 @@ def test_modified_file_is_copied_again(cluster, outputs, first):
     Path(source).write_bytes(changed)
     outputs[big.node][big.path.removeprefix(big.node + "/")] = changed
 
-    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[2]])
+    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[1]])
     assert [c.path for c in again.copied] == [big.path]
     assert (to / big.path).read_bytes() == changed
 
@@ -166,7 +150,7 @@ def test_modified_file_is_copied_again(cluster, outputs, first):
 def test_without_index_files_already_there_are_compared_by_hash(cluster, outputs, first):
     to, result, _ = first
     (to / INDEX_NAME).unlink()
-    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[2]])
+    again = C.collect(to, chunk_size=CHUNK, allow_dirs=[cluster[1]])
     assert again.ok and again.copied == []
     assert len(again.skipped) == len(result.copied)
     assert_collected(to, outputs)
@@ -192,25 +176,26 @@ def test_unreachable_cluster_fails_fast_with_exit_2(tmp_path):
 
 
 def test_node_dying_during_collect_is_reported_and_others_collected(cluster, outputs, tmp_path):
-    """Last in this module: it removes a worker node from the shared cluster."""
-    cluster_, workers, _ = cluster
-    victim = workers[-1]
+    """A node of this test's own, with outputs like the others', dies after the listing."""
+    multi, base = cluster
+    victim = multi.add_node()
+    writer = ray.remote(num_cpus=0)(write_node_outputs)
+    ray.get(writer.options(**pinned(victim.node_id)).remote(base, len(outputs)))
     victim_label = next(n.label for n in alive_nodes() if n.node_id == victim.node_id)
 
     def kill_node(listings):
-        assert {listing.node.label for listing in listings} == set(outputs)
-        cluster_.remove_node(victim)
+        assert {listing.node.label for listing in listings} == {*outputs, victim_label}
+        multi.cluster.remove_node(victim)
 
     result = C.collect(
-        tmp_path / "out", chunk_size=CHUNK, allow_dirs=[cluster[2]], read_timeout_s=60, after_listing=kill_node
+        tmp_path / "out", chunk_size=CHUNK, allow_dirs=[cluster[1]], read_timeout_s=60, after_listing=kill_node
     )
 
     assert result.exit_code == 1
     assert [e.node for e in result.node_errors] == [victim_label]
     assert victim_label in result.node_errors[0].reason and "died or left the cluster" in result.node_errors[0].reason
     assert {f.node for f in result.failed} == {victim_label}
-    survivors = [label for label in outputs if label != victim_label]
-    assert_collected(tmp_path / "out", outputs, survivors)
+    assert_collected(tmp_path / "out", outputs)
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and victim_label in p.parts]
 
 
@@ -221,9 +206,9 @@ def write_big_report(size: int) -> str:
 
 
 def test_node_dying_mid_file_leaves_no_partial_file(cluster, first):
-    """After the test above: the other worker node dies while its new report is streaming."""
-    cluster_, workers, _ = cluster
-    victim = workers[0]
+    """A node of this test's own dies while its new report is streaming; the others' files are already there."""
+    multi, _ = cluster
+    victim = multi.add_node()
     to, _, _ = first
     writer = ray.remote(num_cpus=0)(write_big_report)
     source = ray.get(writer.options(**pinned(victim.node_id)).remote(40 * CHUNK))
@@ -232,10 +217,10 @@ def test_node_dying_mid_file_leaves_no_partial_file(cluster, first):
     def kill_after_first_chunk(done: int, total: int) -> None:
         if not killed:
             killed.append(done)
-            cluster_.remove_node(victim)
+            multi.cluster.remove_node(victim)
 
     result = C.collect(
-        to, chunk_size=CHUNK, depth=2, allow_dirs=[cluster[2]], read_timeout_s=60, progress=kill_after_first_chunk
+        to, chunk_size=CHUNK, depth=2, allow_dirs=[cluster[1]], read_timeout_s=60, progress=kill_after_first_chunk
     )
 
     assert result.exit_code == 1 and killed

@@ -1,4 +1,4 @@
-"""`nrlprof collect` stays in its bounds and survives bad manifests, on a real 2-node Ray cluster.
+"""`nrlprof collect` stays in its bounds and survives bad manifests, on a real multi-node Ray cluster.
 
 Each case builds its own fake session dir on the head node and is collected with `--session` alone, so the cases
 do not see each other's files.
@@ -10,14 +10,9 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import pytest
-import ray
-from helpers import clusters
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
 
 from nrlprof.tools.cluster import BadInput, alive_nodes, label_nodes, node_dir_name
 from nrlprof.tools.collect import collector as C
@@ -26,21 +21,11 @@ OTHER_UID = 65534  # nobody
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
-    base = Path(tempfile.mkdtemp(prefix="nrlb", dir="/tmp"))  # short: raylet socket paths are length-limited
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
-    cluster.add_node(num_cpus=1, temp_dir=f"{base}/w")
-    try:
-        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
-        clusters.count_start("multi-node, a module's own")
-        ray.init(address=cluster.address, log_to_driver=False)
-        head = next(n for n in alive_nodes() if n.node_id == cluster.head_node.node_id)
-        yield {"base": base, "head_temp": Path(os.path.realpath(base / "h")), "label": head.label}
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
+def cluster(on_multi_node, tmp_path_factory):
+    """The shared multi-node cluster's head (where the cases' session dirs go) and a root of this module's own."""
+    head = next(n for n in alive_nodes() if n.node_id == on_multi_node.head)
+    base = Path(os.path.realpath(tmp_path_factory.mktemp("bounds")))
+    yield {"base": base, "head_temp": on_multi_node.temp_dirs[on_multi_node.head], "label": head.label}
 
 
 counter = iter(range(1, 1000))

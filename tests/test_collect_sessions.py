@@ -1,4 +1,4 @@
-"""`nrlprof collect` takes one job (one Ray session dir) by default, on a real 2-node Ray cluster with old sessions."""
+"""`nrlprof collect` takes one job (one Ray session dir) by default, on a real multi-node cluster with old sessions."""
 
 from __future__ import annotations
 
@@ -6,14 +6,9 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-import ray
-from helpers import clusters
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
 
 from nrlprof.tools.cluster import alive_nodes
 from nrlprof.tools.collect import collector as C
@@ -40,34 +35,22 @@ def plant(session: Path, tag: str, with_manifest: bool) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def job():
-    """Head: the current session holds a manifest. Worker: its current session only a report, old ones manifests.
+def job(on_multi_node):
+    """Head: the current session holds a manifest. Workers: their current session only a report, old ones manifests.
 
-    Both nodes also hold a newer session dir with a report and no manifest (another cluster's, say).
+    Every node also holds a newer session dir with a report and no manifest (another cluster's, say).
     """
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
-    base = Path(tempfile.mkdtemp(prefix="nrls", dir="/tmp"))  # short: raylet socket paths are length-limited
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
-    worker = cluster.add_node(num_cpus=1, temp_dir=f"{base}/w")
-    try:
-        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
-        clusters.count_start("multi-node, a module's own")
-        ray.init(address=cluster.address, log_to_driver=False)
-        current = Path(ray._private.worker._global_node.get_session_dir_path()).name
-        labels = {n.node_id: n.label for n in alive_nodes()}
-        head, other = labels[cluster.head_node.node_id], labels[worker.node_id]
-        files: dict[str, dict[str, set[str]]] = {head: {}, other: {}}
-        for label, temp, current_manifest in ((head, base / "h", True), (other, base / "w", False)):
-            assert (temp / current).is_dir()
-            files[label][current] = plant(temp / current, f"{label}-current", current_manifest)
-            for name in OLD:
-                files[label][name] = plant(temp / name, f"{label}-{name[8:12]}", True)
-            files[label][NEWER_WITHOUT_MANIFEST] = plant(temp / NEWER_WITHOUT_MANIFEST, f"{label}-newer", False)
-        yield {"current": current, "files": files, "head_temp": base / "h"}
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
+    current = on_multi_node.session
+    labels = {n.node_id: n.label for n in alive_nodes()}
+    files: dict[str, dict[str, set[str]]] = {}
+    for node_id in (on_multi_node.head, *on_multi_node.workers):
+        label, temp = labels[node_id], on_multi_node.temp_dirs[node_id]
+        assert (temp / current).is_dir()
+        files[label] = {current: plant(temp / current, f"{label}-current", node_id == on_multi_node.head)}
+        for name in OLD:
+            files[label][name] = plant(temp / name, f"{label}-{name[8:12]}", True)
+        files[label][NEWER_WITHOUT_MANIFEST] = plant(temp / NEWER_WITHOUT_MANIFEST, f"{label}-newer", False)
+    return {"current": current, "files": files, "head_temp": on_multi_node.temp_dirs[on_multi_node.head]}
 
 
 def expected(job: dict, sessions: list[str]) -> set[str]:

@@ -12,18 +12,13 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-import ray
-from helpers import clusters
 from helpers.memory import host_steps, write_figures
 from helpers.trace_reading import load_trace
 from helpers.traces import gpu_step_trace
 from nsys_standin.report import FORMAT as STANDIN_FORMAT
-from ray._common.utils import get_default_ray_temp_dir
-from ray.cluster_utils import Cluster
 
 from nrlprof.cli import main
 from nrlprof.errors import ToolError
@@ -86,31 +81,20 @@ def plant_node(temp_dir: Path, base: Path, index: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def job(stand_in_env):
-    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)  # Cluster writes its address file there
-    base = Path(tempfile.mkdtemp(prefix="nrlr", dir="/tmp"))  # short: raylet socket paths are length-limited
-    saved_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{stand_in_env['bin']}:{saved_path}"  # the nodes' PATH: nsys there, not here
-    try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "temp_dir": f"{base}/h"})
-        workers = [cluster.add_node(num_cpus=1, temp_dir=f"{base}/w{i}") for i in (1, 2)]
-    finally:
-        os.environ["PATH"] = saved_path
-    try:
-        clusters.disconnect()  # the shared cluster stays up; this module's driver joins its own
-        clusters.count_start("multi-node, a module's own")
-        ray.init(address=cluster.address, log_to_driver=False)
-        labels = {n.node_id: n.label for n in alive_nodes()}
-        temp_dirs = [(cluster.head_node.node_id, base / "h")]
-        temp_dirs += [(w.node_id, base / f"w{i}") for i, w in enumerate(workers, start=1)]
-        for index, (_, temp_dir) in enumerate(temp_dirs):
-            plant_node(temp_dir, base, index)
-        yield {"cluster": cluster, "workers": workers, "base": base, "labels": [labels[n] for n, _ in temp_dirs],
-               "address": cluster.address}  # fmt: skip
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
+def job(on_multi_node, tmp_path_factory):
+    """The shared three-node cluster (nsys stand-in on its nodes' PATH), node `index`'s part of the job planted on
+    each; torch traces and memory figures under this module's `base`."""
+    base = tmp_path_factory.mktemp("job")
+    labels = {n.node_id: n.label for n in alive_nodes()}
+    nodes = [on_multi_node.head, *on_multi_node.workers]
+    for index, node_id in enumerate(nodes):
+        plant_node(on_multi_node.temp_dirs[node_id], base, index)
+    return {
+        "multi": on_multi_node,
+        "base": base,
+        "labels": [labels[n] for n in nodes],
+        "address": on_multi_node.address,
+    }
 
 
 def without_paths(data: dict) -> dict:
@@ -293,13 +277,15 @@ def test_the_step_anatomy_named_with_anatomy_joins_the_summary_and_the_timeline_
 
 
 def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
-    """Last in this module: it removes a worker node from the shared cluster."""
-    victim = job["workers"][-1]
+    """A node of this test's own, planted like the others, is removed after the listing."""
+    multi = job["multi"]
+    victim = multi.add_node()
+    plant_node(multi.temp_dirs[victim.node_id], job["base"], 3)
     victim_label = next(n.label for n in alive_nodes() if n.node_id == victim.node_id)
 
     def remove_node(listings):
         assert victim_label in {listing.node.label for listing in listings}
-        job["cluster"].remove_node(victim)
+        multi.cluster.remove_node(victim)
 
     job_60s = ClusterJob(allow_dirs=(str(job["base"]),), read_timeout_s=60)
     summary, reading = summarize_cluster(job_60s, after_listing=remove_node)
@@ -307,5 +293,5 @@ def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
     assert error.node == victim_label
     lost = [(str(p), reason) for p, reason in summary.skipped if str(p).startswith(f"{victim_label}:")]
     assert len(lost) == 4 and all(victim_label in reason for _, reason in lost)  # its trace, report, memory, manifest
-    assert sorted(w.rank for w in summary.workers if w.source == "torch") == [0, 1]
-    assert sorted(w.rank for w in summary.workers if w.source == "nsys") == [0, 1]
+    assert sorted(w.rank for w in summary.workers if w.source == "torch") == [0, 1, 2]
+    assert sorted(w.rank for w in summary.workers if w.source == "nsys") == [0, 1, 2]

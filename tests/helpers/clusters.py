@@ -219,3 +219,98 @@ def ray_start_cluster(
     finally:
         stop_own_cluster(f"{base}/ray")
         shutil.rmtree(base, ignore_errors=True)
+
+
+# What `nrlprof collect` and the summary on the nodes read in a session dir: the multi-node modules plant files there.
+COLLECTED_LOG_DIRS = ("nsight", "rocprof_sys", "nrlprof")
+
+
+class MultiNode:
+    """One `Cluster` of three raylets on this machine, each with a temp dir of its own, shared by the multi-node test
+    modules: a head (resource `head`), `workers[0]` (resource `other`) and `workers[1]`.
+
+    A module joins it with `join()` (a driver job of its own) and `clear()`s what it planted when it leaves. A test that
+    kills a node kills one it added (`add_node`), so the three nodes stay for the next module.
+    """
+
+    def __init__(self, cluster, base: Path, node_env: dict[str, str]) -> None:
+        self.cluster = cluster
+        self.base = base
+        self.node_env = node_env
+        self.head = cluster.head_node.node_id
+        by_dir = sorted(cluster.worker_nodes, key=lambda node: node.get_temp_dir_path())  # w1, w2
+        self.workers = [node.node_id for node in by_dir]
+        self.temp_dirs = {node.node_id: real_temp_dir(node) for node in cluster.list_all_nodes()}
+
+    @property
+    def address(self) -> str:
+        return self.cluster.address
+
+    @property
+    def session(self) -> str:
+        """The session dir name, the same on every node of the cluster."""
+        return Path(self.cluster.head_node.get_session_dir_path()).name
+
+    def join(self) -> None:
+        """This process's driver on the cluster as a job of its own: a module sees none of another's calls."""
+        import ray
+
+        disconnect()
+        ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+
+    def add_node(self, **resources: float):
+        """A node of the caller's own (to kill), with its own temp dir; returns the `ray` node."""
+        with _environment(self.node_env):
+            node = self.cluster.add_node(num_cpus=1, resources=resources, temp_dir=str(short_temp_dir("nrlx")))
+        self.cluster.wait_for_nodes()
+        self.temp_dirs[node.node_id] = real_temp_dir(node)
+        return node
+
+    def clear(self) -> None:
+        """Every planted file gone from every node: other session dirs, and the collected logs of the current one."""
+        for temp_dir in self.temp_dirs.values():
+            for session in temp_dir.glob("session_*"):
+                if session.is_symlink() or not session.is_dir():
+                    continue
+                if session.name != self.session:
+                    shutil.rmtree(session, ignore_errors=True)
+                    continue
+                for name in COLLECTED_LOG_DIRS:
+                    shutil.rmtree(session / "logs" / name, ignore_errors=True)
+
+    def shutdown(self) -> None:
+        self.cluster.shutdown()
+        shutil.rmtree(self.base, ignore_errors=True)
+        for temp_dir in self.temp_dirs.values():
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def real_temp_dir(node) -> Path:
+    return Path(os.path.realpath(node.get_temp_dir_path()))
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def start_multi_node(node_env: dict[str, str]) -> MultiNode:
+    """The shared multi-node cluster; its raylets (and the nodes added later) run with `node_env` on top."""
+    base = short_temp_dir("nrlm")  # short: raylet socket paths are length-limited
+    head = {"num_cpus": 1, "resources": {"head": 8}, "temp_dir": f"{base}/h"}
+    nodes = (
+        {"num_cpus": 1, "resources": {"other": 8}, "temp_dir": f"{base}/w1"},
+        {"num_cpus": 1, "temp_dir": f"{base}/w2"},
+    )
+    with _environment(node_env):
+        cluster = start_cluster("multi-node shared", head, nodes)
+    return MultiNode(cluster, base, node_env)
