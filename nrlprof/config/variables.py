@@ -33,6 +33,8 @@ ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
 DISABLE_VARIABLE = "NRL_PROFILE_DISABLE"
 STEP_METHOD_VARIABLE = "NRL_STEP_METHOD"
 FRAMEWORK_CONFIG_VARIABLE = "NRL_PROFILE_FRAMEWORK_CONFIG"
+# Arms a job for windows asked for while it runs (`nrlprof capture`).
+ON_DEMAND_VARIABLE = "NRL_PROFILE_ON_DEMAND"
 
 TORCH_FLAG_VARIABLES = {
     "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -86,7 +88,13 @@ def may_activate(environ: Mapping[str, str]) -> bool:
         or is_configured(environ)
         or anatomy_requested(environ)
         or steps_or_framework_requested(environ)
+        or on_demand_requested(environ)
     )
+
+
+def on_demand_requested(environ: Mapping[str, str]) -> bool:
+    """NRL_PROFILE_ON_DEMAND arms the job by itself, with no window planned."""
+    return (environ.get(ON_DEMAND_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def anatomy_requested(environ: Mapping[str, str]) -> bool:
