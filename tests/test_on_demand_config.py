@@ -41,7 +41,7 @@ def test_a_memory_dir_without_patterns_is_still_refused_in_a_job_not_armed():
 
 
 def test_a_bad_arming_value_names_the_variable():
-    with pytest.raises(ConfigError, match="NRL_PROFILE_ON_DEMAND.*maybe"):
+    with pytest.raises(ConfigError, match=r"NRL_PROFILE_ON_DEMAND.*maybe"):
         plan_from_env({"NRL_PROFILE_ON_DEMAND": "maybe"})
 
 
