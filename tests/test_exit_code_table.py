@@ -86,6 +86,10 @@ def rows(tmp: Path) -> list[tuple[str, list[str], dict[str, str], int]]:
         ),
         ("plan, a bad value", ["plan"], {**nsys, "NRL_NSYS_PROFILE_STEP_RANGE": "3-5"}, BAD_INPUT),
         ("doctor, no cluster at the address", ["doctor", "--address", "127.0.0.1:1"], {}, BAD_INPUT),
+        ("capture, no cluster at the address", ["capture", "--address", "127.0.0.1:1", "--list"], {}, BAD_INPUT),
+        ("capture, no worker pattern", ["capture", "--backend", "torch", "--steps", "2"], {}, BAD_INPUT),
+        ("capture, a bad rank", ["capture", "--workers", "*", "--backend", "torch", "--steps", "2", "--ranks", "x"],
+         {}, BAD_INPUT),  # fmt: skip
         ("patch-ray --check, no Ray there", ["patch-ray", "--check", "--ray-dir", missing], {}, BAD_INPUT),
     ]
 
