@@ -35,7 +35,7 @@ JOB = textwrap.dedent(
     policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
     reward = RewardWorker.remote()
     for step in range(1, {steps} + 1):
-        nrlprof.step(step)
+        {step_call}
         ray.get([w.train.remote(step) for w in policy] + [reward.score.remote(step)])
         print("STEP", step, flush=True)
         time.sleep({pause})
@@ -71,9 +71,10 @@ CONTROLLER_JOB = textwrap.dedent(
 )
 
 
-def start_job(tmp_path: Path, env: dict[str, str], script: str = JOB, pause: float = 0.5, name: str = "train.py"):
-    path = tmp_path / name
-    path.write_text(script.format(tests=TESTS, steps=STEPS, pause=pause))
+def start_job(tmp_path: Path, env: dict[str, str], script: str = JOB, step_call: str = "nrlprof.step(step)"):
+    """The job, started; `step_call`: how its loop marks a step (`pass`: the step marker or an adapter does)."""
+    path = tmp_path / "train.py"
+    path.write_text(script.format(tests=TESTS, steps=STEPS, pause=0.5, step_call=step_call))
     env = {**env, "PYTHONPATH": PYTHONPATH, "NRL_STEP_ANATOMY": "0"}
     return subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path)  # fmt: skip
@@ -142,6 +143,12 @@ def test_capture_in_a_running_job_profiles_exactly_the_steps_it_printed(ray_clus
     assert not (memory / "dtensor_policy_worker" / "0").exists(), "--ranks 1 only"
     assert re.search(r"request \w+ from node \S+ \(.*\): torch for 3 step\(s\) of workers '\*policy\*'", err)
     assert "(asked for: request" in err and "accepted" in err
+    request_id = re.search(r"for request (\w+)", torch_run.stdout).group(1)
+    session_dir = Path(ray_cluster._private.worker.global_worker.node.get_session_dir_path())
+    records = [json.loads(line) for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl")
+               for line in manifest.read_text().splitlines()]  # fmt: skip
+    window = [r for r in records if r["backend"] == "torch" and r["window"] == f"{first}-{last}"]
+    assert len(window) == 3 and {r["asked"] for r in window} == {request_id}, "2 workers and the controller"
 
 
 def test_refusals_leave_the_job_untouched(ray_cluster, tmp_path):
@@ -149,7 +156,9 @@ def test_refusals_leave_the_job_untouched(ray_cluster, tmp_path):
     env = joining_env(address)
     not_armed = capture(env, "--address", address, "--workers", "*", "--backend", "torch", "--steps", "2")
     assert not_armed.returncode == 2 and "no armed job on this cluster" in not_armed.stderr
-    job = start_job(tmp_path, {**env, "NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_DIR": str(tmp_path / "t")})
+    # Steps from the step marker: an armed job takes its steps wherever they come from.
+    job = start_job(tmp_path, {**env, "NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_DIR": str(tmp_path / "t"),
+                               "NRL_STEP_METHOD": "*policy*.train"}, step_call="pass")  # fmt: skip
     try:
         wait_armed(env, address)
         wrong_job = capture(env, "--address", address, "--job", "ffffffff", "--workers", "*", "--backend",

@@ -106,7 +106,10 @@ class Gate:
         if current is None:
             self.open[kind] = target
             self.prepared.pop(kind, None)
-            actions.append(Action(kind, START, target.first, target.last, step))
+            asked = self.asked.get((kind, target))
+            actions.append(
+                Action(kind, START, target.first, target.last, step, asked=asked.request.id if asked else "")
+            )
         else:
             actions.append(Action(kind, STEP, step=step))
         return actions

@@ -34,6 +34,8 @@ class Action:
     last: int = 0
     step: int = 0
     late: bool = False
+    # A window asked for while the job runs: its request id, which its records carry.
+    asked: str = ""
 
     @property
     def window(self) -> Window:
@@ -134,6 +136,7 @@ class ProcessProfiler:
             backend.start_window(action.window, action.step)
             backend.start_ms = (time.perf_counter() - began) * 1000
             backend.late = action.late
+            backend.asked = action.asked
             self.windows.opened(backend.kind, action.step, self if backend.discrete else None)
         elif action.op == STEP and backend.window is not None:
             backend.mark_step(action.step)
