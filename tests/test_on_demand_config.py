@@ -45,6 +45,25 @@ def test_a_bad_arming_value_names_the_variable():
         plan_from_env({"NRL_PROFILE_ON_DEMAND": "maybe"})
 
 
+def test_nsys_on_demand_launches_the_matched_workers_under_nsys_with_a_repeating_capture_range():
+    plan = plan_from_env({"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "on-demand",
+                          "NRL_NSYS_EXTRA_OPTIONS": '{"s": "none"}'})  # fmt: skip
+    nsys = plan.backend("nsys")
+    assert plan.on_demand is not None and plan.on_demand.nsys and nsys.steps is None
+    assert {"capture-range": "cudaProfilerApi", "capture-range-end": "repeat", "s": "none"}.items() <= dict(
+        nsys.options
+    ).items()
+    assert Plan.from_json(plan.to_json()) == plan
+    with pytest.raises(ConfigError, match="NRL_NSYS_WORKER_PATTERNS"):
+        plan_from_env({"NRL_NSYS_PROFILE_STEP_RANGE": "on-demand"})
+    with pytest.raises(ConfigError, match="NRL_PROFILE_ON_DEMAND"):
+        plan_from_env({"NRL_NSYS_WORKER_PATTERNS": "*p*", "NRL_NSYS_PROFILE_STEP_RANGE": "on-demand",
+                       "NRL_PROFILE_ON_DEMAND": "0"})  # fmt: skip
+    with pytest.raises(ConfigError, match="capture-range"):
+        plan_from_env({"NRL_NSYS_WORKER_PATTERNS": "*p*", "NRL_NSYS_PROFILE_STEP_RANGE": "on-demand",
+                       "NRL_NSYS_EXTRA_OPTIONS": '{"capture-range-end": "stop"}'})  # fmt: skip
+
+
 def test_planned_windows_and_arming_combine():
     plan = plan_from_env({"NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
                           "NRL_TORCH_PROFILE_STEP_RANGE": "3:5"})  # fmt: skip

@@ -43,6 +43,7 @@ from nrlprof.config.variables import (
     MEMORY_STACKS_VARIABLE,
     MEMORY_STEP_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
+    NSYS_ON_DEMAND,
     NSYS_PREFIX,
     NSYS_STEP_VARIABLE,
     ON_DEMAND_VARIABLE,
@@ -59,6 +60,7 @@ from nrlprof.config.variables import (
     TORCH_PREFIX,
     TORCH_STEP_VARIABLE,
     is_configured,
+    nsys_on_demand,
     on_demand_requested,
 )
 from nrlprof.errors import ConfigError
@@ -161,12 +163,27 @@ def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
     return parse_json_object(text, variable) if text.strip() else {}
 
 
-def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    """Workers launched under nsys with no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand)."""
-    return None
+def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
+    """Workers launched under nsys with no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand):
+    a cudaProfilerApi capture range that repeats, each window asked for its own report, finalised when it closes."""
+    patterns_variable = f"{NSYS_PREFIX}_WORKER_PATTERNS"
+    patterns = parse_patterns(environ.get(patterns_variable, ""))
+    if not patterns:
+        because = f"because {NSYS_STEP_VARIABLE}={NSYS_ON_DEMAND}"
+        raise ConfigError(
+            patterns_variable, environ.get(patterns_variable, ""), f"patterns such as '*policy*' {because}"
+        )
+    ranks_variable = f"{NSYS_PREFIX}_RANKS"
+    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
+    options = dict(build_nsys_options(extra, None, NSYS_EXTRA_OPTIONS_VARIABLE))
+    options.update({"capture-range": "cudaProfilerApi", "capture-range-end": "repeat"})
+    return BackendPlan(NSYS, tuple(Target(p, ranks) for p in patterns), None, options=tuple(options.items()))
 
 
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
+    if nsys_on_demand(environ):
+        return nsys_on_demand_from_env(environ)
     selected = selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
@@ -234,12 +251,15 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 def on_demand_from_env(environ: Mapping[str, str], default: OnDemand | None) -> OnDemand | None:
     """An armed job's settings for the windows asked for while it runs (NRL_PROFILE_ON_DEMAND)."""
     text = (environ.get(ON_DEMAND_VARIABLE) or "").strip()
-    if not text:
+    nsys = nsys_on_demand(environ)
+    if not text and not nsys:
         return default
-    if not parse_bool(text, ON_DEMAND_VARIABLE):
+    if text and not parse_bool(text, ON_DEMAND_VARIABLE):
+        if nsys:
+            raise ConfigError(ON_DEMAND_VARIABLE, text, f"1 (or unset) because {NSYS_STEP_VARIABLE}={NSYS_ON_DEMAND}")
         return None
     directory, options = memory_settings_from_env(environ)
-    return OnDemand(memory_dir=directory, memory_options=options, nsys=nsys_on_demand_from_env(environ))
+    return OnDemand(memory_dir=directory, memory_options=options, nsys=nsys)
 
 
 def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> TorchSettings:

@@ -66,13 +66,13 @@ class OnDemand:
     """An armed job (NRL_PROFILE_ON_DEMAND): what windows asked for while it runs use where no pattern set it.
 
     `memory_dir`, `memory_options`: the memory backend's directory and settings (NRL_MEMORY_PROFILE_*); the torch
-    directory and switches are the plan's own. `nsys`: the workers launched under nsys for windows asked for
-    (NRL_NSYS_PROFILE_STEP_RANGE=on-demand), else None.
+    directory and switches are the plan's own. `nsys`: the plan's nsys backend (no steps) launches its workers under
+    nsys with a capture range and no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand).
     """
 
     memory_dir: str = "memory_profile"
     memory_options: tuple[tuple[str, str], ...] = ()
-    nsys: BackendPlan | None = None
+    nsys: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def _on_demand_to_dict(on_demand: OnDemand) -> dict:
     return {
         "memory_dir": on_demand.memory_dir,
         "memory_options": [list(kv) for kv in on_demand.memory_options],
-        "nsys": None if on_demand.nsys is None else _backend_to_dict(on_demand.nsys),
+        "nsys": on_demand.nsys,
     }
 
 
@@ -167,7 +167,7 @@ def _on_demand_from_dict(data: dict) -> OnDemand:
     return OnDemand(
         memory_dir=data["memory_dir"],
         memory_options=tuple((k, v) for k, v in data["memory_options"]),
-        nsys=None if data.get("nsys") is None else _backend_from_dict(data["nsys"]),
+        nsys=bool(data.get("nsys", False)),
     )
 
 

@@ -310,6 +310,8 @@ def _log_plan(plan: Plan) -> None:
     for backend in plan.backends:
         patterns = ",".join(t.pattern for t in backend.targets)
         steps = "whole lifetime" if backend.steps is None else ",".join(w.label for w in backend.steps.windows)
+        if backend.kind == "nsys" and plan.on_demand is not None and plan.on_demand.nsys:
+            steps = "on demand (launched under nsys; windows when asked for with `nrlprof capture`)"
         logger.info("%s profiling planned for workers matching '%s', steps %s", backend.kind, patterns, steps)
     if plan.step_method is not None:
         logger.info("steps: the step marker NRL_STEP_METHOD=%s", plan.step_method.text)

@@ -36,6 +36,7 @@ from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
+from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
 
 
@@ -153,7 +154,7 @@ class Listener:
         """Why the request cannot be taken; None when it can."""
         if request.job != self.job:
             return f"it is for job {request.job}, and reached job {self.job}"
-        if request.backend == NSYS:
+        if request.backend == NSYS and not self.session.plan.on_demand.nsys:
             return (
                 "nsys cannot attach to a running process: a worker profiled by nsys on demand is launched under nsys. "
                 f"Arm its workers at the job's start with NRL_NSYS_WORKER_PATTERNS='{','.join(request.patterns)}' and "
@@ -173,6 +174,17 @@ class Listener:
         backend_plan = self.backend_plan(request)
         workers = live_workers(self.session)
         chosen = selected(workers, backend_plan)
+        if chosen and request.backend == NSYS:
+            launched = self.session.plan.backend(NSYS)
+            outside = [(h, m) for h, m in chosen if match_backend(launched, self._identity(h, m)) is None]
+            if outside:
+                names = describe_names(names_and_ranks([(h, self._identity(h, m)) for h, m in outside]))
+                patterns = ",".join(t.pattern for t in launched.targets)
+                return (
+                    f"{names} did not start under nsys (nsys cannot attach to a running process): the workers launched "
+                    f"under nsys are those of NRL_NSYS_WORKER_PATTERNS='{patterns}' with "
+                    "NRL_NSYS_PROFILE_STEP_RANGE=on-demand at the job's start"
+                )
         if not chosen:
             return (
                 f"no live worker matches --workers '{','.join(request.patterns)}'"
@@ -198,6 +210,8 @@ class Listener:
 
     def backend_plan(self, request: Request) -> BackendPlan:
         on_demand = self.session.plan.on_demand
+        if request.backend == NSYS:
+            return replace(self.session.plan.backend(NSYS), targets=request.targets)
         if request.backend == MEMORY:
             return BackendPlan(MEMORY, request.targets, None, options=on_demand.memory_options,
                                output_dir=on_demand.memory_dir)  # fmt: skip

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from nrlprof.backends import backend_class
-from nrlprof.config.plan import BackendPlan, Plan
+from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.runtime.ray_link import ray_connected
@@ -183,7 +183,8 @@ class Gate:
             self._starts, self._ends = _relevant_intervals(self.gated, self.warms_up)
             self.done.setdefault(kind, set())
             self._checked_unmatched.add(kind)
-            self.controller.add_backend(kind, asked.backend_plan)
+            if kind != NSYS:  # the controller is captured by nsys only when launched under it (planned windows)
+                self.controller.add_backend(kind, asked.backend_plan)
             for actor in asked.actors:
                 self._join_asked(actor, kind)
             asked.window = window

@@ -99,15 +99,20 @@ def _print_opened(reply: dict) -> None:
     print(
         f"nrlprof capture: job {reply['job']}, controller {reply['controller']} on {reply['host']} pid {reply['pid']}: "
         f"{reply['backend']} window of steps {reply['window']} (steps {reply['first']} to {reply['last']}) in "
-        f"{reply.get('answered', 0)} worker(s) [{workers}] and the controller"
+        f"{reply.get('answered', 0)} worker(s) [{workers}]{' and the controller' if _controllers(reply) else ''}"
     )
     sys.stdout.flush()
+
+
+def _controllers(reply: dict) -> int:
+    """The controller takes part in a window asked for, but for nsys (it is not launched under nsys)."""
+    return 0 if reply.get("backend") == NSYS else 1
 
 
 def _print_closed(reply: dict) -> int:
     """The files of the window as the manifest records name them; PARTIAL when a process was late or gone."""
     records = reply.get("records") or []
-    expected = sum(len(row["ranks"]) for row in reply.get("workers", [])) + 1
+    expected = sum(len(row["ranks"]) for row in reply.get("workers", [])) + _controllers(reply)
     complete = len(records) >= expected
     for record in sorted(records, key=lambda r: (r.get("worker", ""), r.get("rank") is not None, r.get("rank") or 0)):
         rank = "" if record.get("rank") is None else f" rank {record['rank']}"
