@@ -8,6 +8,7 @@ what was done with it go to the job's log. Nothing here raises into the job: a b
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
@@ -46,6 +47,8 @@ def start_listening(session: Any) -> Listener:
     context = ray.get_runtime_context()
     listener = Listener(session, context.get_job_id(), _controller_name(context))
     listener.start()
+    # Registered before the gate's exit hook, so it runs after it: the windows closed at exit are answered.
+    atexit.register(listener.stop)
     logger.info(
         "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid %d)",
         listener.job,
@@ -81,6 +84,8 @@ class Listener:
 
     def stop(self) -> None:
         """The job ends: no more requests; its card goes (a window asked for was closed by the gate)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

@@ -105,19 +105,26 @@ def wait_for(
     job's card went. The answer is taken off the store once final."""
     kv = _kv()
     deadline = time.monotonic() + timeout_s
-    alive = job_alive or (lambda: bool(kv._internal_kv_get(armed_key(request.job), namespace=NAMESPACE)))
-    while time.monotonic() < deadline:
+    alive = job_alive or (lambda: _card_is_fresh(request.job))
+    while True:
         text = kv._internal_kv_get(answer_key(request.id), namespace=NAMESPACE)
-        if text:
-            reply = json.loads(text)
-            if reply.get("state") in (*states, REFUSED, CLOSED):
-                if reply.get("state") in (REFUSED, CLOSED):
-                    kv._internal_kv_del(answer_key(request.id), namespace=NAMESPACE)
-                return reply
-        elif not alive():
+        reply = json.loads(text) if text else None
+        if reply is not None and reply.get("state") in (*states, REFUSED, CLOSED):
+            if reply.get("state") in (REFUSED, CLOSED):
+                kv._internal_kv_del(answer_key(request.id), namespace=NAMESPACE)
+            return reply
+        if time.monotonic() >= deadline or not alive():
             return None
         time.sleep(0.2)
-    return None
+
+
+def _card_is_fresh(job: str) -> bool:
+    """The job's card is there and was rewritten within STALE_S: its controller still listens."""
+    text = _kv()._internal_kv_get(armed_key(job), namespace=NAMESPACE)
+    try:
+        return bool(text) and time.time() - float(json.loads(text).get("at", 0)) <= STALE_S
+    except (ValueError, AttributeError, TypeError):
+        return False
 
 
 def withdraw(request: Request) -> None:
