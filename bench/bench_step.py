@@ -3,6 +3,8 @@
     python bench/bench_step.py                          # every part
     python bench/bench_step.py --part fast --part job   # some parts
     python bench/bench_step.py --windows 3 --rounds 4   # quicker
+    python bench/bench_step.py --part armed             # an armed job's step against the same job not armed
+    python bench/bench_step.py --part armed --address HOST:PORT   # the same, joining a running cluster
 
 Each part runs in its own interpreter, with the NRL_* variables it needs set before `import nrlprof`:
 
@@ -13,6 +15,9 @@ Each part runs in its own interpreter, with the NRL_* variables it needs set bef
   `nrlprof.step(n)` when it opens a window (the first one separately: it pays torch profiler start-up)
   and when it closes one (the traces are written then), against one `__ray_call__` round trip to the 8
   actors, the least any dispatch can cost.
+- armed: an armed job (NRL_PROFILE_ON_DEMAND=1, nothing asked) against the same job not armed, each in its own
+  interpreter on a local Ray cluster with 2 actors created and the first step taken (the armed one's listener polls
+  Ray's KV store on its thread meanwhile); `nrlprof.step(n)` with timeit, alternating rounds; target: < 1 us more.
 - job: the demo job (nrlprof.demo.job) on one cluster, twice: workers created while nrlprof is active
   (matched, but the windows at step 1e9 are never reached) with `nrlprof.step` as the step hook, and workers
   created before nrlprof was activated with a no-op hook. Rounds alternate; target: within 1%.
@@ -158,7 +163,53 @@ def part_job(args: argparse.Namespace, work: Path) -> dict:
     return {"rounds": args.rounds, "steps": args.steps, "without_s": without, "with_s": with_nrlprof}
 
 
-PARTS = {"fast": part_fast, "window": part_window, "job": part_job}
+def _armed_or_not(args: argparse.Namespace, work: Path, armed: bool) -> dict:
+    os.environ.update(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE=FAR_RANGE,
+        NRL_TORCH_PROFILE_DIR=str(work / "traces"),
+        NRL_STEP_ANATOMY="0",
+        NRL_PROFILE_LOG_LEVEL="WARNING",
+    )
+    if armed:
+        os.environ["NRL_PROFILE_ON_DEMAND"] = "1"
+    import ray
+
+    import nrlprof
+
+    @ray.remote(num_cpus=0)
+    class BenchWorker:
+        def work(self, step: int) -> int:
+            return step
+
+    if args.address == "local":
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    else:
+        ray.init(address=args.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        workers = [BenchWorker.remote() for _ in range(2)]
+        ray.get([w.work.remote(0) for w in workers])
+        nrlprof.step(1)
+        time.sleep(1.0)  # the listener has written the job's card and polls
+        from nrlprof.runtime.session import current
+
+        listening = getattr(current(), "listener", None) is not None
+        step_ns = best_ns(lambda n: nrlprof.step(n + 1), args.iterations)
+        empty_ns = best_ns(_noop, args.iterations)
+    finally:
+        ray.shutdown()
+    return {"step_ns": step_ns, "empty_ns": empty_ns, "listening": listening}
+
+
+def part_armed(args: argparse.Namespace, work: Path) -> dict:
+    return _armed_or_not(args, work, True)
+
+
+def part_unarmed(args: argparse.Namespace, work: Path) -> dict:
+    return _armed_or_not(args, work, False)
+
+
+PARTS = {"fast": part_fast, "window": part_window, "armed": part_armed, "unarmed": part_unarmed, "job": part_job}
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -173,7 +224,7 @@ def child_main(args: argparse.Namespace) -> int:
 
 def run_part(part: str, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--child", part]
-    for name in ("iterations", "workers", "windows", "rounds", "steps"):
+    for name in ("iterations", "workers", "windows", "rounds", "steps", "address"):
         command += [f"--{name}", str(getattr(args, name))]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_ADDRESS"))}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -238,6 +289,26 @@ def rows_window(r: dict) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
+def rows_armed(args: argparse.Namespace) -> list[tuple[str, str, str, str, str]]:
+    armed, unarmed = [], []
+    for _ in range(args.armed_rounds):
+        armed.append(run_part("armed", args))
+        unarmed.append(run_part("unarmed", args))
+    if not all(r["listening"] for r in armed) or any(r["listening"] for r in unarmed):
+        raise SystemExit("the armed job was not listening, or the job not armed was")
+    armed_ns = statistics.median(r["step_ns"] for r in armed)
+    unarmed_ns = statistics.median(r["step_ns"] for r in unarmed)
+    return [
+        (
+            f"step() outside a window, armed, listener polling (median of {len(armed)} interpreters)",
+            f"{armed_ns:.0f} ns",
+            f"not armed {unarmed_ns:.0f} ns",
+            f"{armed_ns - unarmed_ns:+.0f} ns",
+            "< +1 us",
+        )
+    ]
+
+
 def rows_job(r: dict) -> list[tuple[str, str, str, str, str]]:
     with_s, without_s = r["with_s"], r["without_s"]
     with_ms, without_ms = _median(with_s) * 1000, _median(without_s) * 1000
@@ -278,20 +349,23 @@ def print_table(rows: list[tuple[str, str, str, str, str]]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", action="append", choices=list(PARTS), help="parts to run (default: all)")
+    parser.add_argument("--part", action="append", choices=[p for p in PARTS if p != "unarmed"],
+                        help="parts to run (default: all)")  # fmt: skip
     parser.add_argument("--iterations", type=int, default=1_000_000, help="timeit calls per repeat (fast)")
     parser.add_argument("--workers", type=int, default=8, help="matched actors (window)")
     parser.add_argument("--windows", type=int, default=6, help="windows opened and closed (window)")
     parser.add_argument("--rounds", type=int, default=16, help="alternating rounds of the job each way (job)")
     parser.add_argument("--steps", type=int, default=20, help="steps per round (job)")
+    parser.add_argument("--address", default="local", help="a running cluster to join (armed), else one of its own")
+    parser.add_argument("--armed-rounds", type=int, default=3, help="interpreters each way, alternating (armed)")
     parser.add_argument("--child", choices=list(PARTS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child_main(args)
     rows = []
     renderers = {"fast": rows_fast, "window": rows_window, "job": rows_job}
-    for part in args.part or list(PARTS):
-        rows += renderers[part](run_part(part, args))
+    for part in args.part or [p for p in PARTS if p != "unarmed"]:
+        rows += rows_armed(args) if part == "armed" else renderers[part](run_part(part, args))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nnrlprof.step benchmark ({os.cpu_count()} CPUs, load average {load})")
     print_table(rows)

@@ -31,6 +31,10 @@ SUBCOMMANDS = {
     "summary": ("nrlprof.tools.commands.summary", "worker x step time, GPU, memory and step-anatomy figures"),
     "diff": ("nrlprof.tools.commands.diff", "two runs' per-step time and GPU figures side by side, with the change"),
     "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),
+    "capture": (
+        "nrlprof.tools.commands.capture",
+        "profile the next N steps of chosen workers in a job that is already running (armed: NRL_PROFILE_ON_DEMAND=1)",
+    ),
     "demo": ("nrlprof.demo.cli", "run a small bundled RL-shaped Ray job, profiled, then summarised"),
 }
 

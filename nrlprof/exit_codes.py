@@ -16,11 +16,12 @@ MEANINGS = {
     PARTIAL: (
         "done in part: an input skipped or unreadable (or every one), nothing found to take, a node or file that "
         "failed, or a check that found a problem (doctor: an error on a node; patch-ray --check: a plugin file not "
-        "fixed on disk; plan: a misspelled NRL_* variable)"
+        "fixed on disk; plan: a misspelled NRL_* variable; capture: a worker late or gone in the window)"
     ),
     BAD_INPUT: (
         "nothing done: bad input (a missing input, a bad option or setting, an nsys option the installed nsys does "
-        "not know, no cluster at --address, an output path that cannot be written)"
+        "not know, no cluster at --address, an output path that cannot be written; capture: no armed job, or a "
+        "request the job refused: a pattern no live worker matches, a window of the same backend that overlaps)"
     ),
     INTERRUPTED: "interrupted",
 }

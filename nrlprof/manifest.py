@@ -28,6 +28,7 @@ class WindowRecord:
     (a torch window stopped early past its host budget, NRL_PROFILE_MAX_HOST_MB: its trace holds the steps before);
     `error`.
     start_ms / stop_ms: how long starting and stopping the profiler took in this process.
+    asked: the request id of a window asked for while the job ran; empty for a planned window.
     """
 
     backend: str
@@ -46,6 +47,8 @@ class WindowRecord:
     start_ms: float = 0.0
     stop_ms: float = 0.0
     event: str = "window"
+    # The request of a window asked for while the job ran (`nrlprof capture`); empty for a planned window.
+    asked: str = ""
 
 
 def manifest_path(directory: str | Path) -> Path:

@@ -175,7 +175,7 @@ def test_shared_options_are_spelled_and_checked_alike_in_every_command():
     assert seen == {
         "json": {"summary", "merge", "diff", "collect", "doctor", "plan"},
         "output": {"merge", "report"},
-        "address": {"collect", "doctor", "plan", "summary", "report", "merge"},
+        "address": {"capture", "collect", "doctor", "plan", "summary", "report", "merge"},
         "jobs": {"summary", "merge", "report"},
     }
     assert positive_int("3") == 3

@@ -15,6 +15,7 @@ from nrlprof import cli, exit_codes
 from nrlprof.tools.check.doctor import ERROR, WARNING, DoctorReport, Problem
 
 OK, PARTIAL, BAD_INPUT = exit_codes.OK, exit_codes.PARTIAL, exit_codes.BAD_INPUT
+CAPTURE_TORCH = ["capture", "--workers", "*", "--backend", "torch", "--steps", "2"]
 SESSION = "session_2026-11-24_10-00-00_000001_42"
 
 
@@ -86,6 +87,9 @@ def rows(tmp: Path) -> list[tuple[str, list[str], dict[str, str], int]]:
         ),
         ("plan, a bad value", ["plan"], {**nsys, "NRL_NSYS_PROFILE_STEP_RANGE": "3-5"}, BAD_INPUT),
         ("doctor, no cluster at the address", ["doctor", "--address", "127.0.0.1:1"], {}, BAD_INPUT),
+        ("capture, no cluster at the address", ["capture", "--address", "127.0.0.1:1", "--list"], {}, BAD_INPUT),
+        ("capture, no worker pattern", ["capture", "--backend", "torch", "--steps", "2"], {}, BAD_INPUT),
+        ("capture, a bad rank", [*CAPTURE_TORCH, "--ranks", "x"], {}, BAD_INPUT),
         ("patch-ray --check, no Ray there", ["patch-ray", "--check", "--ray-dir", missing], {}, BAD_INPUT),
     ]
 

@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "collect": {"cluster", "progress", "output"},
     "check": {"cluster"},
     "plan": {"cluster"},
+    "capture": {"cluster"},
     "remote": {"cluster", "collect", "figures", "read", "merge", "progress", "output"},
 }
 OFFLINE = ("progress", "output", "read", "figures", "merge", "render")

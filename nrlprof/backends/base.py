@@ -56,6 +56,8 @@ class Backend:
         self.started_at = 0.0
         self.start_ms = 0.0
         self.late = False
+        # The request id of the window asked for that is open (nrlprof.runtime.windows.asked), else empty.
+        self.asked = ""
 
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
@@ -108,4 +110,5 @@ class Backend:
             message=message,
             node_ip=self.role.node_ip,
             started_at=self.started_at,
+            asked=self.asked,
         )

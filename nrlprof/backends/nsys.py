@@ -60,7 +60,10 @@ class NsysBackend(Backend):
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
         config: dict = dict(backend_plan.options)
-        config.setdefault("o", layout.nsys_output_name(identity.file_name, steps_label(backend_plan.steps)))
+        # No steps and a capture range: armed for windows asked for while the job runs (`on-demand`).
+        armed = backend_plan.steps is None and config.get("capture-range") == "cudaProfilerApi"
+        label = "on-demand" if armed else steps_label(backend_plan.steps)
+        config.setdefault("o", layout.nsys_output_name(identity.file_name, label))
         if backend_plan.output_dir and not Path(config["o"]).is_absolute():
             config["o"] = str(Path(backend_plan.output_dir) / config["o"])
         if backend_plan.flags:

@@ -24,6 +24,7 @@ from nrlprof.config.plan import (
     ROCPROF,
     TORCH,
     BackendPlan,
+    OnDemand,
     Plan,
     StepMethod,
     Target,
@@ -42,8 +43,10 @@ from nrlprof.config.variables import (
     MEMORY_STACKS_VARIABLE,
     MEMORY_STEP_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
+    NSYS_ON_DEMAND,
     NSYS_PREFIX,
     NSYS_STEP_VARIABLE,
+    ON_DEMAND_VARIABLE,
     ROCPROF_ARGS_VARIABLE,
     ROCPROF_ENV_VARIABLE,
     ROCPROF_OUTPUT_DIR_VARIABLE,
@@ -57,6 +60,8 @@ from nrlprof.config.variables import (
     TORCH_PREFIX,
     TORCH_STEP_VARIABLE,
     is_configured,
+    nsys_on_demand,
+    on_demand_requested,
 )
 from nrlprof.errors import ConfigError
 
@@ -158,7 +163,27 @@ def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
     return parse_json_object(text, variable) if text.strip() else {}
 
 
+def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
+    """Workers launched under nsys with no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand):
+    a cudaProfilerApi capture range that repeats, each window asked for its own report, finalised when it closes."""
+    patterns_variable = f"{NSYS_PREFIX}_WORKER_PATTERNS"
+    patterns = parse_patterns(environ.get(patterns_variable, ""))
+    if not patterns:
+        because = f"because {NSYS_STEP_VARIABLE}={NSYS_ON_DEMAND}"
+        raise ConfigError(
+            patterns_variable, environ.get(patterns_variable, ""), f"patterns such as '*policy*' {because}"
+        )
+    ranks_variable = f"{NSYS_PREFIX}_RANKS"
+    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
+    options = dict(build_nsys_options(extra, None, NSYS_EXTRA_OPTIONS_VARIABLE))
+    options.update({"capture-range": "cudaProfilerApi", "capture-range-end": "repeat"})
+    return BackendPlan(NSYS, tuple(Target(p, ranks) for p in patterns), None, options=tuple(options.items()))
+
+
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
+    if nsys_on_demand(environ):
+        return nsys_on_demand_from_env(environ)
     selected = selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
@@ -189,15 +214,22 @@ def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     return BackendPlan(ROCPROF, targets, steps, options=options, env=env, output_dir=output_dir)
 
 
-def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
-    selected = selection(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, steps_required=True)
+def memory_settings_from_env(environ: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The memory backend's directory and options, as the variables set them (patterns or not)."""
     entries_text = environ.get(MEMORY_MAX_ENTRIES_VARIABLE, "")
     max_entries = parse_max_entries(entries_text, MEMORY_MAX_ENTRIES_VARIABLE) if entries_text.strip() else None
     oom_text = environ.get(MEMORY_ON_OOM_VARIABLE, "")
     on_oom = parse_bool(oom_text, MEMORY_ON_OOM_VARIABLE) if oom_text.strip() else False
     stacks_text = environ.get(MEMORY_STACKS_VARIABLE, "")
     stacks = parse_stacks(stacks_text, MEMORY_STACKS_VARIABLE) if stacks_text.strip() else PYTHON_STACKS
-    if selected is None:
+    directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
+    return directory, memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom, stacks)
+
+
+def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
+    selected = selection(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, steps_required=True)
+    directory, options = memory_settings_from_env(environ)
+    if selected is None and not on_demand_requested(environ):
         for variable in (
             MEMORY_MAX_ENTRIES_VARIABLE,
             MEMORY_ON_OOM_VARIABLE,
@@ -210,11 +242,24 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
                     environ.get(f"{MEMORY_PREFIX}_WORKER_PATTERNS", ""),
                     f"worker patterns such as '*policy*' because {variable} is set",
                 )
+    if selected is None:
         return None
     targets, steps = selected
-    directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
-    options = memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom, stacks)
     return BackendPlan(MEMORY, targets, steps, options=options, output_dir=directory)
+
+
+def on_demand_from_env(environ: Mapping[str, str], default: OnDemand | None) -> OnDemand | None:
+    """An armed job's settings for the windows asked for while it runs (NRL_PROFILE_ON_DEMAND)."""
+    text = (environ.get(ON_DEMAND_VARIABLE) or "").strip()
+    nsys = nsys_on_demand(environ)
+    if not text and not nsys:
+        return default
+    if text and not parse_bool(text, ON_DEMAND_VARIABLE):
+        if nsys:
+            raise ConfigError(ON_DEMAND_VARIABLE, text, f"1 (or unset) because {NSYS_STEP_VARIABLE}={NSYS_ON_DEMAND}")
+        return None
+    directory, options = memory_settings_from_env(environ)
+    return OnDemand(memory_dir=directory, memory_options=options, nsys=nsys)
 
 
 def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> TorchSettings:
@@ -270,6 +315,7 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         framework_config=framework_config_from_env(environ, plan.framework_config),
         controller_nsys=plan.controller_nsys,
         max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
+        on_demand=on_demand_from_env(environ, plan.on_demand),
     )
 
 

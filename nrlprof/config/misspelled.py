@@ -18,6 +18,7 @@ from nrlprof.config.variables import (
     MEMORY_ON_OOM_VARIABLE,
     MEMORY_STACKS_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
+    ON_DEMAND_VARIABLE,
     ROCPROF_ARGS_VARIABLE,
     ROCPROF_ENV_VARIABLE,
     ROCPROF_OUTPUT_DIR_VARIABLE,
@@ -54,6 +55,7 @@ def known_variables() -> frozenset[str]:
         DISABLE_VARIABLE,
         STEP_METHOD_VARIABLE,
         FRAMEWORK_CONFIG_VARIABLE,
+        ON_DEMAND_VARIABLE,
     }
     return frozenset(names)
 

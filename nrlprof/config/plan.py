@@ -62,6 +62,20 @@ class TorchSettings:
 
 
 @dataclass(frozen=True)
+class OnDemand:
+    """An armed job (NRL_PROFILE_ON_DEMAND): what windows asked for while it runs use where no pattern set it.
+
+    `memory_dir`, `memory_options`: the memory backend's directory and settings (NRL_MEMORY_PROFILE_*); the torch
+    directory and switches are the plan's own. `nsys`: the plan's nsys backend (no steps) launches its workers under
+    nsys with a capture range and no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand).
+    """
+
+    memory_dir: str = "memory_profile"
+    memory_options: tuple[tuple[str, str], ...] = ()
+    nsys: bool = False
+
+
+@dataclass(frozen=True)
 class StepMethod:
     """NRL_STEP_METHOD: a step begins at each run of calls of `method` on workers matching `worker`."""
 
@@ -87,6 +101,7 @@ class Plan:
     controller_nsys: tuple[tuple[str, str], ...] = ()
     # NRL_PROFILE_MAX_HOST_MB: None, a share of the node's memory per process; 0, no budget.
     max_host_mb: int | None = None
+    on_demand: OnDemand | None = None
 
     @property
     def controller_nsys_options(self) -> dict[str, str]:
@@ -118,6 +133,7 @@ class Plan:
                 "framework_config": self.framework_config,
                 "controller_nsys": [list(kv) for kv in self.controller_nsys],
                 "max_host_mb": self.max_host_mb,
+                "on_demand": None if self.on_demand is None else _on_demand_to_dict(self.on_demand),
             },
             sort_keys=True,
         )
@@ -135,7 +151,24 @@ class Plan:
             framework_config=bool(data.get("framework_config", False)),
             controller_nsys=tuple((k, v) for k, v in data.get("controller_nsys", ())),
             max_host_mb=data.get("max_host_mb"),
+            on_demand=None if data.get("on_demand") is None else _on_demand_from_dict(data["on_demand"]),
         )
+
+
+def _on_demand_to_dict(on_demand: OnDemand) -> dict:
+    return {
+        "memory_dir": on_demand.memory_dir,
+        "memory_options": [list(kv) for kv in on_demand.memory_options],
+        "nsys": on_demand.nsys,
+    }
+
+
+def _on_demand_from_dict(data: dict) -> OnDemand:
+    return OnDemand(
+        memory_dir=data["memory_dir"],
+        memory_options=tuple((k, v) for k, v in data["memory_options"]),
+        nsys=bool(data.get("nsys", False)),
+    )
 
 
 def _backend_to_dict(plan: BackendPlan) -> dict:

@@ -33,6 +33,10 @@ ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
 DISABLE_VARIABLE = "NRL_PROFILE_DISABLE"
 STEP_METHOD_VARIABLE = "NRL_STEP_METHOD"
 FRAMEWORK_CONFIG_VARIABLE = "NRL_PROFILE_FRAMEWORK_CONFIG"
+# Arms a job for windows asked for while it runs (`nrlprof capture`).
+ON_DEMAND_VARIABLE = "NRL_PROFILE_ON_DEMAND"
+# NRL_NSYS_PROFILE_STEP_RANGE's value that launches the nsys workers with no window until one is asked for.
+NSYS_ON_DEMAND = "on-demand"
 
 TORCH_FLAG_VARIABLES = {
     "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -86,7 +90,20 @@ def may_activate(environ: Mapping[str, str]) -> bool:
         or is_configured(environ)
         or anatomy_requested(environ)
         or steps_or_framework_requested(environ)
+        or on_demand_requested(environ)
     )
+
+
+def on_demand_requested(environ: Mapping[str, str]) -> bool:
+    """NRL_PROFILE_ON_DEMAND arms the job by itself, with no window planned; so do nsys workers armed for it."""
+    return (environ.get(ON_DEMAND_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on") or nsys_on_demand(
+        environ
+    )
+
+
+def nsys_on_demand(environ: Mapping[str, str]) -> bool:
+    """NRL_NSYS_PROFILE_STEP_RANGE=on-demand: the nsys workers run under nsys, windows only when asked for."""
+    return (environ.get(NSYS_STEP_VARIABLE) or "").strip().lower() == NSYS_ON_DEMAND
 
 
 def anatomy_requested(environ: Mapping[str, str]) -> bool:

@@ -90,4 +90,7 @@ class Timings:
 
 # The Session of this process (a driver or a matched worker), or None while nrlprof is inactive.
 session = None
+# In a worker no pattern matched: the Session a window asked for while the job runs made for it
+# (nrlprof.runtime.on_demand.worker), beside any other this process has.
+on_demand = None
 timings = Timings()

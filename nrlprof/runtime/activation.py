@@ -32,7 +32,10 @@ def _resolved(plan: Plan) -> Plan:
         replace(b, output_dir=str(Path(b.output_dir).expanduser().resolve())) if b.output_dir else b
         for b in plan.backends
     )
-    return replace(plan, torch=torch_settings, backends=backends)
+    on_demand = plan.on_demand
+    if on_demand is not None:
+        on_demand = replace(on_demand, memory_dir=str(Path(on_demand.memory_dir).expanduser().resolve()))
+    return replace(plan, torch=torch_settings, backends=backends, on_demand=on_demand)
 
 
 def _controller_targets(plan: Plan) -> dict[str, Target | None]:
@@ -47,7 +50,7 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     """
     configure_logging(plan.log_level)
     anatomy = anatomy_settings(os.environ, plan.active)
-    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config):
+    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config or plan.on_demand):
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
@@ -67,6 +70,11 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
         session.anatomy = Recorder(anatomy)
     state.session = session
     session.read_framework_config = configure_quietly
+    session.on_controller = None
+    if plan.on_demand is not None:
+        from nrlprof.runtime.on_demand.listener import start_listening
+
+        session.on_controller = start_listening
     from nrlprof import adapters
 
     adapters.install(session)
@@ -231,9 +239,14 @@ def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session
     if kind == CONTROLLER:
         return activate_controller(environ)
     from nrlprof.config.env import is_configured, load_plan
-    from nrlprof.config.variables import steps_or_framework_requested
+    from nrlprof.config.variables import on_demand_requested, steps_or_framework_requested
 
-    if not (is_configured(environ) or anatomy_requested(environ) or steps_or_framework_requested(environ)):
+    if not (
+        is_configured(environ)
+        or anatomy_requested(environ)
+        or steps_or_framework_requested(environ)
+        or on_demand_requested(environ)
+    ):
         return None
     return activate_driver(load_plan(environ))
 
@@ -265,6 +278,9 @@ def _prepare_output_dirs(plan: Plan, source: str) -> None:
     memory = plan.backend("memory")
     if memory is not None and memory.output_dir:
         _check_writable(Path(memory.output_dir), "NRL_MEMORY_PROFILE_DIR")
+    if plan.on_demand is not None:
+        _check_writable(Path(plan.torch.directory), source)
+        _check_writable(Path(plan.on_demand.memory_dir), "NRL_MEMORY_PROFILE_DIR")
 
 
 def _check_writable(directory: Path, source: str) -> None:
@@ -294,7 +310,11 @@ def _log_plan(plan: Plan) -> None:
     for backend in plan.backends:
         patterns = ",".join(t.pattern for t in backend.targets)
         steps = "whole lifetime" if backend.steps is None else ",".join(w.label for w in backend.steps.windows)
+        if backend.kind == "nsys" and plan.on_demand is not None and plan.on_demand.nsys:
+            steps = "on demand (launched under nsys; windows when asked for with `nrlprof capture`)"
         logger.info("%s profiling planned for workers matching '%s', steps %s", backend.kind, patterns, steps)
     if plan.step_method is not None:
         logger.info("steps: the step marker NRL_STEP_METHOD=%s", plan.step_method.text)
+    if plan.on_demand is not None:
+        logger.info("armed for windows asked for while it runs (NRL_PROFILE_ON_DEMAND): `nrlprof capture`")
     logger.info("controller (driver) runs on %s pid %d", socket.gethostname(), os.getpid())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from typing import Any, Protocol
 
 from nrlprof.config.plan import NSYS, Plan, Target
@@ -52,6 +53,7 @@ class CreationHost(Protocol):
     known_actors: dict[str, WorkerIdentity]
     controller_classes: set[str]
     created_actors: list
+    created_handles: dict
 
 
 def class_name_of(actor_class: Any) -> str:
@@ -194,8 +196,11 @@ class ActorCreationHook:
 
     def created(self, handle: Any, identity: WorkerIdentity, matched: bool = True) -> Any:
         """Every actor this process creates, matched or not: known to the step marker, named for the anatomy."""
-        with contextlib.suppress(AttributeError):
-            self.host.known_actors[handle._actor_id.hex()] = identity
+        with contextlib.suppress(AttributeError, TypeError):
+            actor_id = handle._actor_id.hex()
+            self.host.known_actors[actor_id] = identity
+            if self.host.plan.on_demand is not None:
+                self.host.created_handles[actor_id] = weakref.ref(handle)
         if not matched and self.host.identity is None:
             from nrlprof.runtime.job_env import remember_created
 

@@ -61,6 +61,10 @@ class EngineProfilers(Protocol):
         """The engines' records, and the actions left for the worker's children."""
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
 class Session:
     """What nrlprof holds in one process: plan, identity, tracked children, open windows, backends, gate.
 
@@ -99,6 +103,13 @@ class Session:
         self.children: ChildrenEnd | None = None
         self.parent_link: ChannelEnd | None = None
         self.engines: EngineProfilers | None = None
+        # Every actor this process created, held weakly (actor id -> weak reference): a window asked for while the
+        # job runs reaches those its patterns select.
+        self.created_handles: dict[str, Callable[[], Any]] = {}
+        # Set by the activation in an armed job: called when this process becomes the controller, it starts listening
+        # for windows asked for (nrlprof.runtime.on_demand.listener) and returns what stops that.
+        self.on_controller: Callable[[Session], Stoppable | None] | None = None
+        self.listener: Stoppable | None = None
         self._configure(plan, targets)
 
     def _configure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
@@ -156,6 +167,10 @@ class Session:
                 self._gate.marks = self.anatomy.marks
         return self._gate
 
+    def built_gate(self) -> Gate | None:
+        """The gate once a step built it (another thread reads it here, never building it)."""
+        return self._gate
+
     def _first_explicit_step(self, step: int) -> None:
         self.sources.explicit(step)
         self.step = self.gate.step
@@ -182,6 +197,11 @@ class Session:
     def _became_controller(self, step: int) -> None:
         if self.anatomy is not None and not self.anatomy.started:
             self.anatomy.start()
+        if self.on_controller is not None and self.listener is None:
+            try:
+                self.listener = self.on_controller(self)
+            except Exception as err:  # the job runs on, without windows asked for
+                logger.error("this armed job cannot take windows asked for while it runs: %s", err)
         if self.kind == CONTROLLER:
             logger.info(
                 "step %d: this actor (%s) is the controller on %s pid %d: it opens and closes the windows of "
@@ -194,6 +214,9 @@ class Session:
             )
 
     def finish(self) -> None:
+        if self.listener is not None:
+            self.listener.stop()
+            self.listener = None
         if self._gate is not None:
             self._gate.finish()
         elif self._process is not None:

@@ -21,6 +21,7 @@ from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
+from nrlprof.process.kind import WORKER
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
 from nrlprof.runtime.windows.profiler import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
@@ -37,6 +38,8 @@ class ProcessWithChildren(Protocol):
 def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
     """Runs inside a worker: its engines, its own backends and child processes, then the actors it tracks."""
     session = state.session
+    if state.on_demand is not None and (session is None or session.kind != WORKER):
+        session = state.on_demand
     if session is None:
         return []
     records: list[dict] = []

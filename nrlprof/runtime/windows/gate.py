@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable
 
 from nrlprof.backends import backend_class
-from nrlprof.config.plan import BackendPlan, Plan
+from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.runtime.ray_link import ray_connected
+from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action, ProcessProfiler
-from nrlprof.workers.tracker import Tracker
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
 class Gate:
@@ -55,6 +56,12 @@ class Gate:
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
         # (step, start ns, end ns, what) for the time the gate spent on window actions.
         self.marks: list[tuple] | None = None
+        # Windows asked for while the job runs: appended by the listener's thread, taken at the next step.
+        self.asked_waiting: list[AskedWindow] = []
+        self.asked: dict[tuple[str, Window], AskedWindow] = {}
+        self._closing: list[AskedWindow] = []
+        # Tracked actors as they were before a window asked for joined them (None: not tracked before).
+        self._before_asked: dict[int, tuple[TrackedActor, TrackedActor | None]] = {}
 
     def _relevant(self, step: int) -> bool:
         index = bisect.bisect_right(self._starts, step) - 1
@@ -65,9 +72,11 @@ class Gate:
             return
         if self.marks is not None:
             self.marks.append((step, time.time_ns()))
-        if not self.open and not self.prepared and not self._relevant(step):
+        if not self.open and not self.prepared and not self.asked_waiting and not self._relevant(step):
             self.last_step = step
             return
+        if self.asked_waiting:
+            self._take_asked(step)
         going_back = self.last_step is not None and step < self.last_step
         self.last_step = step
         actions: list[Action] = []
@@ -85,6 +94,8 @@ class Gate:
         actions = []
         if current is not None and (target != current or going_back):
             actions.append(Action(kind, STOP))
+            if (kind, current) in self.asked:
+                self._closing.append(self.asked.pop((kind, current)))
             self.done[kind].add(current)
             del self.open[kind]
             current = None
@@ -95,7 +106,10 @@ class Gate:
         if current is None:
             self.open[kind] = target
             self.prepared.pop(kind, None)
-            actions.append(Action(kind, START, target.first, target.last, step))
+            asked = self.asked.get((kind, target))
+            actions.append(
+                Action(kind, START, target.first, target.last, step, asked=asked.request.id if asked else "")
+            )
         else:
             actions.append(Action(kind, STEP, step=step))
         return actions
@@ -114,9 +128,14 @@ class Gate:
     def finish(self) -> None:
         """Close every open window and wait for the files, also those of workers that fell behind."""
         actions = []
+        for asked in self.asked_waiting:
+            asked.refuse("the job ended before its next step")
+        self.asked_waiting.clear()
         for kind, window in list(self.open.items()):
             actions.append(Action(kind, STOP))
             self.done[kind].add(window)
+            if (kind, window) in self.asked:
+                self._closing.append(self.asked.pop((kind, window)))
         actions += [Action(kind, STOP) for kind in self.prepared if kind not in self.open]
         self.open.clear()
         self.prepared.clear()
@@ -147,6 +166,62 @@ class Gate:
         self._log_started(actions, step, answered, elapsed_ms)
         self._log_stopped(records, step)
         self._tell_unmatched(actions)
+        self._tell_asked(actions, step, answered, records)
+
+    def _take_asked(self, step: int) -> None:
+        """The windows asked for since the last step open now, unless one of the same backend overlaps them."""
+        while self.asked_waiting:
+            asked = self.asked_waiting.pop(0)
+            kind = asked.kind
+            window = Window(step, step + asked.request.steps - 1)
+            conflict = asked_conflict(self.gated, self.open, kind, window)
+            if conflict is not None:
+                asked.refuse(conflict)
+                logger.info("request %s refused at step %d: %s", asked.request.id, step, conflict)
+                continue
+            self.gated = with_asked_window(self.gated, asked.backend_plan, window)
+            self._starts, self._ends = _relevant_intervals(self.gated, self.warms_up)
+            self.done.setdefault(kind, set())
+            self._checked_unmatched.add(kind)
+            if kind != NSYS:  # the controller is captured by nsys only when launched under it (planned windows)
+                self.controller.add_backend(kind, asked.backend_plan)
+            for actor in asked.actors:
+                self._join_asked(actor, kind)
+            asked.window = window
+            self.asked[(kind, window)] = asked
+
+    def _join_asked(self, actor: TrackedActor, kind: str) -> None:
+        """A worker joins a window asked for: tracked for it (or for it too) until it closes."""
+        tracked = self.tracker.find(actor.handle)
+        if tracked is not None and kind in tracked.kinds:
+            return
+        joined = TrackedActor(actor.handle, tracked.identity if tracked else actor.identity,
+                              (*(tracked.kinds if tracked else ()), kind))  # fmt: skip
+        if tracked is not None:
+            self.tracker.remove(tracked)
+        self.tracker.add(joined)
+        self._before_asked[id(joined)] = (joined, tracked)
+
+    def _leave_asked(self, asked: AskedWindow) -> None:
+        for key, (joined, before) in list(self._before_asked.items()):
+            if asked.kind not in joined.kinds or joined.kinds[-1] != asked.kind:
+                continue
+            del self._before_asked[key]
+            if joined in self.tracker.actors():  # not found dead in the window
+                self.tracker.remove(joined)
+                if before is not None:
+                    self.tracker.add(before)
+
+    def _tell_asked(self, actions: tuple[Action, ...], step: int | None, answered: int, records: list[dict]) -> None:
+        """Windows asked for that opened or closed now: what their command waits for."""
+        for action in actions:
+            if action.op == START and (asked := self.asked.get((action.kind, action.window))) is not None:
+                asked.opened(step, answered)
+        closing, self._closing = self._closing, []
+        for asked in closing:
+            label = asked.window.label if asked.window else ""
+            asked.closed([r for r in records if r.get("backend") == asked.kind and r.get("window") == label])
+            self._leave_asked(asked)
 
     def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
         """Once per backend, at the first window that starts in none of the workers this controller reaches."""
@@ -187,11 +262,13 @@ class Gate:
     def _log_started(self, actions: tuple[Action, ...], step: int | None, answered: int, elapsed_ms: float) -> None:
         for action in actions:
             if action.op == START:
+                asked = self.asked.get((action.kind, action.window))
                 logger.info(
-                    "step %d: %s window %s started in %d worker(s) and the controller (%s pid %d) in %.0f ms",
+                    "step %d: %s window %s%s started in %d worker(s) and the controller (%s pid %d) in %.0f ms",
                     step,
                     action.kind,
                     action.window.label,
+                    "" if asked is None else f" (asked for: request {asked.request.id})",
                     answered,
                     socket.gethostname(),
                     os.getpid(),

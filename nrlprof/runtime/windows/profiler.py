@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from nrlprof import layout
 from nrlprof.backends import backend_class
 from nrlprof.backends.base import Backend, ProcessRole
-from nrlprof.config.plan import Target
+from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord, append_record
@@ -34,6 +34,8 @@ class Action:
     last: int = 0
     step: int = 0
     late: bool = False
+    # A window asked for while the job runs: its request id, which its records carry.
+    asked: str = ""
 
     @property
     def window(self) -> Window:
@@ -55,6 +57,11 @@ class ProcessProfiler:
         self._calls_lock = threading.Lock()
         self._calls_running = 0
         self._capturing: list[Backend] = []
+
+    def add_backend(self, kind: str, backend_plan: BackendPlan, target: Target | None = None) -> None:
+        """A backend this process did not have, for a window asked for while the job runs; one it has is kept."""
+        if kind not in self.backends:
+            self.backends[kind] = backend_class(kind)(backend_plan, self.role, target)
 
     def begin_call(self, label: str, method: str | None) -> bool:
         """A call that discrete mode captures begins (any thread or task); False if it is not captured."""
@@ -129,6 +136,7 @@ class ProcessProfiler:
             backend.start_window(action.window, action.step)
             backend.start_ms = (time.perf_counter() - began) * 1000
             backend.late = action.late
+            backend.asked = action.asked
             self.windows.opened(backend.kind, action.step, self if backend.discrete else None)
         elif action.op == STEP and backend.window is not None:
             backend.mark_step(action.step)

@@ -139,8 +139,17 @@ def describe(plan: Plan, interpreter: str = WORKER_PYTHON) -> list[BackendView]:
             }
             for t in backend.targets
         ]
-        windows = ["whole lifetime"] if backend.steps is None else [w.label for w in backend.steps.windows]
+        armed_nsys = backend.kind == NSYS and plan.on_demand is not None and plan.on_demand.nsys
+        windows = [w.label for w in backend.steps.windows] if backend.steps else ["whole lifetime"]
+        if armed_nsys:
+            windows = ["on demand (nrlprof capture)"]
         view = BackendView(backend.kind, targets, windows, _command(backend, interpreter), _files(plan, backend))
+        if armed_nsys:
+            view.notes.append(
+                "armed for nsys on demand: every matched worker runs under nsys from its start (its start-up and its "
+                "memory carry nsys's; a cudaProfilerApi capture range records nothing until a window is asked for, "
+                "and each window asked for is its own report, finalised when it closes)"
+            )
         if backend.kind == TORCH:
             view.notes.append(f"torch traces go to {Path(plan.torch.directory).resolve()} on each node")
         if backend.kind == NSYS and backend.output_dir is None:

@@ -24,6 +24,7 @@ class Overhead:
     started_at: float = 0.0
     stopped_at: float = 0.0
     status: str = "ok"  # the window's, as the manifest records it
+    asked: str = ""  # the request id of a window asked for while the job ran (`nrlprof capture`)
 
     @property
     def label(self) -> str:
@@ -32,7 +33,7 @@ class Overhead:
     def to_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
                 "host": self.host, "pid": self.pid, "status": self.status, "start_ms": round(self.start_ms, 3),
-                "stop_ms": round(self.stop_ms, 3)}  # fmt: skip
+                "stop_ms": round(self.stop_ms, 3), "asked": self.asked}  # fmt: skip
 
 
 @dataclass
@@ -134,7 +135,9 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
     status = str(record.get("status", "ok"))
-    return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times, status)
+    asked = record.get("asked") if isinstance(record.get("asked"), str) else ""
+    return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times, status,
+                    asked)  # fmt: skip
 
 
 def _is_int(value: object) -> bool:

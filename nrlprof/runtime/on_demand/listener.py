@@ -1,0 +1,290 @@
+"""The armed job's controller listens for windows asked for while it runs, on a thread of its own.
+
+Every POLL_S it reads the requests for its job from Ray's KV store (the only channel: no port is opened), and every
+HEARTBEAT_S it rewrites the job's card (its step, its workers). A request is checked, its workers get their backend
+(off the step path), and the gate opens its window at the next step boundary. Each request, the node it came from and
+what was done with it go to the job's log. Nothing here raises into the job: a bad request is refused and logged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan
+from nrlprof.config.requests import (
+    ACCEPTED,
+    HEARTBEAT_S,
+    NAMESPACE,
+    POLL_S,
+    REFUSED,
+    Request,
+    answer,
+    answer_key,
+    armed_key,
+    request_prefix,
+)
+from nrlprof.config.steps import Window
+from nrlprof.launch.runtime_env import worker_descriptor
+from nrlprof.log import logger
+from nrlprof.runtime.on_demand.worker import enable_in_actor
+from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
+from nrlprof.runtime.ray_link import ray_connected
+from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
+from nrlprof.workers.matching import match_backend
+from nrlprof.workers.tracker import TrackedActor
+
+
+def start_listening(session: Any) -> Listener:
+    import ray
+
+    context = ray.get_runtime_context()
+    listener = Listener(session, context.get_job_id(), _controller_name(context))
+    listener.start()
+    # Registered before the gate's exit hook, so it runs after it: the windows closed at exit are answered.
+    atexit.register(listener.stop)
+    logger.info(
+        "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid %d)",
+        listener.job,
+        listener.controller,
+        listener.host,
+        listener.pid,
+    )
+    return listener
+
+
+def _controller_name(context: Any) -> str:
+    try:
+        return context.get_actor_name() or f"actor {context.get_actor_id()}" if context.get_actor_id() else "driver"
+    except Exception:
+        return "driver"
+
+
+class Listener:
+    def __init__(self, session: Any, job: str, controller: str) -> None:
+        self.session = session
+        self.job = job
+        self.controller = controller
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.asked: list[AskedWindow] = []
+        self._written: dict[str, str] = {}
+        self._next_card = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nrlprof-on-demand", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """The job ends: no more requests; its card goes (a window asked for was closed by the gate)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if ray_connected():
+            try:
+                self._answer_changes()
+                _kv()._internal_kv_del(armed_key(self.job), namespace=NAMESPACE)
+            except Exception as err:
+                logger.debug("could not take the armed job's card down: %s", err)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not ray_connected():
+                return
+            try:
+                self.tick()
+            except Exception as err:  # the job runs on; the next tick tries again
+                logger.warning("nrlprof's listener for windows asked for: %s", err)
+            self._stop.wait(POLL_S)
+
+    def tick(self) -> None:
+        kv = _kv()
+        now = time.monotonic()
+        if now >= self._next_card:
+            kv._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
+            self._next_card = now + HEARTBEAT_S
+        gate = self.session.built_gate()
+        if gate is not None:
+            for key in kv._internal_kv_list(request_prefix(self.job), namespace=NAMESPACE):
+                text = kv._internal_kv_get(key, namespace=NAMESPACE)
+                kv._internal_kv_del(key, namespace=NAMESPACE)
+                if text:
+                    self.take(key.decode(errors="replace"), text, gate)
+        self._answer_changes()
+
+    def card(self) -> str:
+        gate = self.session.built_gate()
+        on_demand = self.session.plan.on_demand
+        return json.dumps(
+            {
+                "job": self.job,
+                "controller": self.controller,
+                "host": self.host,
+                "pid": self.pid,
+                "step": None if gate is None else gate.last_step,
+                "workers": names_and_ranks(live_workers(self.session)),
+                "planned": [b.kind for b in self.session.plan.backends],
+                "nsys_armed": on_demand is not None and on_demand.nsys is not None,
+                "at": time.time(),
+            }
+        )
+
+    def take(self, key: str, text: bytes, gate: Any) -> None:
+        try:
+            request = Request.from_json(text)
+        except ValueError as err:
+            request_id = key.rsplit("/", 1)[-1]
+            logger.warning("request %s for this job could not be read (%s): refused, nothing done", request_id, err)
+            self._write(request_id, answer(REFUSED, f"the request could not be read: {err}"))
+            return
+        logger.info("request %s from node %s: %s", request.id, request.node or "?", request.describe())
+        try:
+            refusal = self.refusal(request, gate) or self.accept(request, gate)
+        except Exception as err:
+            refusal = f"it failed in the job's controller: {err}"
+        if refusal:
+            logger.info("request %s refused, nothing done: %s", request.id, refusal)
+            self._write(request.id, answer(REFUSED, refusal, **self._about()))
+
+    def refusal(self, request: Request, gate: Any) -> str | None:
+        """Why the request cannot be taken; None when it can."""
+        if request.job != self.job:
+            return f"it is for job {request.job}, and reached job {self.job}"
+        if request.backend == NSYS and not self.session.plan.on_demand.nsys:
+            return (
+                "nsys cannot attach to a running process: a worker profiled by nsys on demand is launched under nsys. "
+                f"Arm its workers at the job's start with NRL_NSYS_WORKER_PATTERNS='{','.join(request.patterns)}' and "
+                "NRL_NSYS_PROFILE_STEP_RANGE=on-demand"
+            )
+        for asked in self.asked:
+            if asked.kind == request.backend and not asked.finished:
+                steps = f" (steps {asked.window.label})" if asked.window else ""
+                return f"request {asked.request.id} for {asked.kind}{steps} overlaps it; ask again once it has closed"
+        if any(asked.kind == request.backend for asked in gate.asked_waiting):
+            return f"another {request.backend} request waits for the next step; ask again once it has closed"
+        last = gate.last_step or 0
+        return asked_conflict(gate.gated, gate.open, request.backend, Window(last + 1, last + request.steps))
+
+    def accept(self, request: Request, gate: Any) -> str | None:
+        """Ready the selected workers (their backend in place), then hand the window to the gate."""
+        backend_plan = self.backend_plan(request)
+        workers = live_workers(self.session)
+        chosen = selected(workers, backend_plan)
+        if chosen and request.backend == NSYS:
+            launched = self.session.plan.backend(NSYS)
+            outside = [(h, m) for h, m in chosen if match_backend(launched, self._identity(h, m)) is None]
+            if outside:
+                names = describe_names(names_and_ranks([(h, self._identity(h, m)) for h, m in outside]))
+                patterns = ",".join(t.pattern for t in launched.targets)
+                return (
+                    f"{names} did not start under nsys (nsys cannot attach to a running process): the workers launched "
+                    f"under nsys are those of NRL_NSYS_WORKER_PATTERNS='{patterns}' with "
+                    "NRL_NSYS_PROFILE_STEP_RANGE=on-demand at the job's start"
+                )
+        if not chosen:
+            return (
+                f"no live worker matches --workers '{','.join(request.patterns)}'"
+                + ("" if request.ranks is None else f" --ranks {','.join(map(str, sorted(request.ranks)))}")
+                + f"; the workers there are: {describe_names(names_and_ranks(workers))}"
+            )
+        ready = self._ready(chosen, backend_plan)
+        if not ready:
+            return "none of the selected workers answered (busy or gone); nothing done"
+        asked = AskedWindow(request, backend_plan, ready)
+        self.asked.append(asked)
+        gate.asked_waiting.append(asked)
+        gone = len(chosen) - len(ready)
+        logger.info(
+            "request %s accepted: %s window in %d worker(s) (%s)%s and the controller, from the next step",
+            request.id,
+            request.backend,
+            len(ready),
+            describe_names(names_and_ranks([(a.handle, a.identity) for a in ready])),
+            f"; {gone} selected worker(s) did not answer" if gone else "",
+        )
+        return None
+
+    def backend_plan(self, request: Request) -> BackendPlan:
+        on_demand = self.session.plan.on_demand
+        if request.backend == NSYS:
+            return replace(self.session.plan.backend(NSYS), targets=request.targets)
+        if request.backend == MEMORY:
+            return BackendPlan(MEMORY, request.targets, None, options=on_demand.memory_options,
+                               output_dir=on_demand.memory_dir)  # fmt: skip
+        return BackendPlan(TORCH, request.targets, None)
+
+    def _ready(self, chosen: list, backend_plan: BackendPlan) -> list[TrackedActor]:
+        import ray
+
+        plan_json = replace(self.session.plan, backends=(backend_plan,)).to_json()
+        refs = {}
+        for handle, match in chosen:
+            descriptor = worker_descriptor(self._identity(handle, match), (match,))
+            try:
+                refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
+                    handle,
+                    match,
+                )
+            except Exception as err:
+                logger.warning("could not reach worker '%s': %s", match.matched_name, err)
+        done, _late = ray.wait(list(refs), num_returns=len(refs), timeout=self.session.plan.timeout_s)
+        ready = []
+        for ref in done:
+            handle, match = refs[ref]
+            identity = self._identity(handle, match)
+            try:
+                ray.get(ref)
+            except Exception as err:
+                logger.warning("worker '%s' rank %s is not ready: %s", identity.name, identity.rank, err)
+                continue
+            ready.append(TrackedActor(handle, identity, (backend_plan.kind,)))
+        return ready
+
+    def _identity(self, handle: Any, match: Any) -> Any:
+        return self.session.known_actors.get(handle._actor_id.hex()) or next(
+            a.identity for a in self.session.tracker.actors() if a.handle is handle
+        )
+
+    def _about(self) -> dict:
+        return {"job": self.job, "controller": self.controller, "host": self.host, "pid": self.pid}
+
+    def _answer_changes(self) -> None:
+        for asked in list(self.asked):
+            if self._written.get(asked.request.id) == asked.state:
+                continue
+            self._written[asked.request.id] = asked.state
+            window = asked.window
+            details = {
+                **self._about(),
+                "backend": asked.kind,
+                "window": None if window is None else window.label,
+                "first": None if window is None else window.first,
+                "last": None if window is None else window.last,
+                "workers": names_and_ranks([(a.handle, a.identity) for a in asked.actors]),
+                "answered": asked.answered,
+                "records": asked.records,
+            }
+            self._write(asked.request.id, answer(asked.state, asked.message, **details))
+            if asked.state != ACCEPTED:
+                logger.info("request %s: %s%s", asked.request.id, asked.state,
+                            f" (steps {window.label})" if window else f": {asked.message}")  # fmt: skip
+            if asked.finished:
+                self.asked.remove(asked)
+
+    def _write(self, request_id: str, text: str) -> None:
+        _kv()._internal_kv_put(answer_key(request_id), text, namespace=NAMESPACE)
+
+
+def _kv() -> Any:
+    from ray.experimental import internal_kv
+
+    return internal_kv

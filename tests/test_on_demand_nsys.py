@@ -1,0 +1,69 @@
+"""nsys on demand on a real local Ray cluster with the nsys stand-in: workers launched under nsys at their start
+(NRL_NSYS_PROFILE_STEP_RANGE=on-demand) capture nothing until a window is asked for; each window asked for is its own
+report, finalised when it closes, while the worker runs on; nsys on a worker not launched under it is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nsys_standin.report import read_report
+
+from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+
+WORKER = "dtensor_policy_worker"
+
+
+def session_dir(ray) -> Path:
+    return Path(ray._private.worker.global_worker.node.get_session_dir_path())
+
+
+def ask(ray, nrlprof, workers, request: Request, first_step: int) -> tuple[dict, int]:
+    """Send the request, step the job until its window has closed (or it was refused); the last answer, next step."""
+    from nrlprof.tools.capture import client
+
+    client.send(request)
+    step, reply = first_step, None
+    for step in range(first_step, first_step + 60):
+        nrlprof.step(step)
+        ray.get([w.train.remote(step) for w in workers], timeout=120)
+        reply = client.wait_for(request, (OPENED,), timeout_s=0.3) or reply
+        if reply is not None and reply["state"] == OPENED:
+            reply = client.wait_for(request, (CLOSED,), timeout_s=0.3) or reply
+        if reply is not None and reply["state"] in (CLOSED, REFUSED):
+            return reply, step + 1
+    raise AssertionError(f"no final answer: {reply}")
+
+
+def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate):
+    from workload import DTensorPolicyWorker, RewardWorker
+
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="on-demand")
+    policy, reward = DTensorPolicyWorker.remote(), RewardWorker.remote()
+    pid = ray_cluster.get(policy.pid.remote(), timeout=180)
+    nrlprof.step(1)
+    job = ray_cluster.get_runtime_context().get_job_id()
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    base = f"{WORKER}_on-demand_{pid}"
+    assert not list(nsight.glob(base + ".*")), "armed, nothing captured yet"
+
+    refused, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*reward*",), 2), 2)
+    assert refused["state"] == REFUSED and "reward_worker (rank 0) did not start under nsys" in refused["message"]
+    assert "NRL_NSYS_PROFILE_STEP_RANGE=on-demand" in refused["message"]
+
+    first, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*policy*",), 2), step)
+    second, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*policy*",), 1), step)
+    assert ray_cluster.get(policy.pid.remote()) == pid, "the reports were written while the worker kept running"
+    assert ray_cluster.get(reward.pid.remote()) > 0
+    reports = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]
+    for reply, report, count in ((first, reports[0], 2), (second, reports[1], 1)):
+        (record,) = reply["records"]
+        steps = list(range(reply["first"], reply["last"] + 1))
+        assert len(steps) == count and record["steps"] == steps and record["status"] == "ok"
+        assert record["files"] == [str(nsight / report)] and record["asked"]
+        ranges = sorted(r["message"] for r in read_report(nsight / report)["nvtx_ranges"] if r["domain"] == "nrlprof")
+        assert [r for r in ranges if r.startswith("step ")] == [f"step {s}" for s in steps]
+    manifests = (session_dir(ray_cluster) / "logs" / "nrlprof").glob("manifest-*.jsonl")
+    asked = [json.loads(line) for m in manifests for line in m.read_text().splitlines() if '"nsys"' in line]
+    request_ids = {reply["records"][0]["asked"] for reply in (first, second)}
+    assert {r["asked"] for r in asked if r["pid"] == pid} == request_ids
