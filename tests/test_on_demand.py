@@ -147,8 +147,10 @@ def test_capture_in_a_running_job_profiles_exactly_the_steps_it_printed(ray_clus
     session_dir = Path(ray_cluster._private.worker.global_worker.node.get_session_dir_path())
     records = [json.loads(line) for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl")
                for line in manifest.read_text().splitlines()]  # fmt: skip
-    window = [r for r in records if r["backend"] == "torch" and r["window"] == f"{first}-{last}"]
-    assert len(window) == 3 and {r["asked"] for r in window} == {request_id}, "2 workers and the controller"
+    # The shared cluster's session holds other tests' records too: the request id picks this window's.
+    window = [r for r in records if r.get("asked") == request_id]
+    assert len(window) == 3, "2 workers and the controller"
+    assert {(r["backend"], r["window"]) for r in window} == {("torch", f"{first}-{last}")}
 
 
 def test_refusals_leave_the_job_untouched(ray_cluster, tmp_path):

@@ -31,9 +31,10 @@ class Overhead:
         return f"{self.worker} rank {self.rank}" if self.rank is not None else self.worker
 
     def to_json(self) -> dict[str, Any]:
-        return {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
-                "host": self.host, "pid": self.pid, "status": self.status, "start_ms": round(self.start_ms, 3),
-                "stop_ms": round(self.stop_ms, 3), "asked": self.asked}  # fmt: skip
+        row = {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
+               "host": self.host, "pid": self.pid, "status": self.status, "start_ms": round(self.start_ms, 3),
+               "stop_ms": round(self.stop_ms, 3)}  # fmt: skip
+        return {**row, "asked": self.asked} if self.asked else row
 
 
 @dataclass
