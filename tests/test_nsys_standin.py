@@ -427,3 +427,53 @@ def test_a_process_that_dies_with_its_range_open_does_not_hold_the_capture(tmp_p
         (run["child"], "cudaProfilerStop"),
         (run["child"], "exit"),
     ], "the child's second range closed when it died"
+
+
+SESSION_WINDOWS = """
+def nsys(*words):
+    done = subprocess.run([sys.executable, {nsys!r}, *words], capture_output=True, text=True)
+    return done.returncode, done.stderr.strip()
+
+emit(pid=os.getpid(), before_start=[runtime.cudaProfilerStart(), runtime.cudaProfilerStop()])
+for k in (1, 2):
+    emit(start=nsys("start", "--session=s1", "-c", "cudaProfilerApi", "--capture-range-end=stop", "-o", f"w_{{k}}"))
+    runtime.cudaProfilerStart()
+    nvtx.mark(message=f"window {{k}}", domain="nrlprof")
+    runtime.cudaProfilerStop()
+    emit(reports=sorted(p for p in os.listdir() if p.endswith(".nsys-rep")))
+emit(idle_stop=nsys("stop", "--session=s1"))
+emit(now=nsys("start", "--session=s1", "-o", "now"), twice=nsys("start", "--session=s1", "-o", "again"))
+nvtx.mark(message="collected now", domain="nrlprof")
+emit(stop=nsys("stop", "--session=s1"), reports=sorted(p for p in os.listdir() if p.endswith(".nsys-rep")))
+"""
+
+
+def test_launch_session_writes_each_collection_started_in_it_when_it_ends(tmp_path):
+    """As nsys 2025.3 did on an H200: `nsys launch` collects nothing; each `nsys start -c cudaProfilerApi
+    --capture-range-end=stop` collects the next capture range, whose report is there when cudaProfilerStop returns,
+    while the application runs on; `nsys stop` ends a collection started without a range."""
+    program = tmp_path / "prog.py"
+    program.write_text(PRELUDE + "import subprocess\n" + SESSION_WINDOWS.format(nsys=str(NSYS)))
+    command = [sys.executable, str(NSYS), "launch", "--session-new=s1", "-t", "cuda,nvtx", sys.executable, str(program)]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    result.emitted = [json.loads(line[5:]) for line in result.stdout.splitlines() if line.startswith("EMIT ")]
+    first, window1, window2, idle, now = result.emitted[0], result.emitted[2], result.emitted[4], *result.emitted[5:7]
+    assert first["before_start"] == [0, 0] and result.emitted[1]["start"] == [0, ""]
+    assert window1["reports"] == ["w_1.nsys-rep"] and window2["reports"] == ["w_1.nsys-rep", "w_2.nsys-rep"]
+    assert idle["idle_stop"] == [1, "Error: no collection is active in session 's1'."]
+    assert now["now"] == [0, ""] and now["twice"] == [1, "Error: a collection is already active in session 's1'."]
+    assert result.emitted[7]["stop"] == [0, ""] and "now.nsys-rep" in result.emitted[7]["reports"]
+    for name, mark in (("w_1", "window 1"), ("w_2", "window 2"), ("now", "collected now")):
+        report = read_report(tmp_path / f"{name}.nsys-rep")
+        assert [r["message"] for r in report["nvtx_marks"]] == [mark], name
+    assert not list(tmp_path.glob("*.qdstrm"))
+
+
+def test_start_and_stop_name_the_session_they_want(tmp_path):
+    missing = subprocess.run([sys.executable, str(NSYS), "start", "--session=nowhere", "-o", "x"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert missing.returncode == 1 and "the session 'nowhere' was not found" in missing.stderr
+    launch = subprocess.run([sys.executable, str(NSYS), "launch", sys.executable, "-c", "pass"],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert launch.returncode == 1 and "--session-new" in launch.stderr

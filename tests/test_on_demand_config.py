@@ -4,18 +4,23 @@ window asked for at the next step, beside the planned ones. The same on a real c
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from nrlprof.backends import backend_class
 from nrlprof.config.env import plan_from_env
 from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
 from nrlprof.config.variables import may_activate
 from nrlprof.errors import ConfigError
+from nrlprof.rayfix.fix import nsight_command
+from nrlprof.rayfix.worker_prefix import worker_prefix
 from nrlprof.runtime.windows.asked import AskedWindow
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.gate import Gate
 from nrlprof.runtime.windows.profiler import Action
+from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 
 
@@ -45,15 +50,23 @@ def test_a_bad_arming_value_names_the_variable():
         plan_from_env({"NRL_PROFILE_ON_DEMAND": "maybe"})
 
 
-def test_nsys_on_demand_launches_the_matched_workers_under_nsys_with_a_repeating_capture_range():
+def test_nsys_on_demand_launches_each_matched_worker_in_an_nsys_session_of_its_own():
     plan = plan_from_env({"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "on-demand",
                           "NRL_NSYS_EXTRA_OPTIONS": '{"s": "none"}'})  # fmt: skip
     nsys = plan.backend("nsys")
     assert plan.on_demand is not None and plan.on_demand.nsys and nsys.steps is None
-    assert {"capture-range": "cudaProfilerApi", "capture-range-end": "repeat", "s": "none"}.items() <= dict(
-        nsys.options
-    ).items()
+    assert dict(nsys.options) == {"t": "cuda,nvtx", "s": "none", "session-new": "<session>"}
     assert Plan.from_json(plan.to_json()) == plan
+    worker = WorkerIdentity("DTensorPolicyWorker", None, 0)
+    first, second = (backend_class("nsys").runtime_env_fragment(nsys, worker) for _ in range(2))
+    session = first["_nsight"]["session-new"]
+    assert re.fullmatch(r"nrlprof-[0-9a-f]{12}", session) and session != second["_nsight"]["session-new"]
+    launched = {"_nsight": {"t": "cuda,nvtx", "session-new": session}, "env_vars": {"NRLPROF_NSYS_SESSION": session}}
+    assert first == launched, "the collection's options go to `nsys start`"
+    assert nsight_command(first["_nsight"], [], "/logs/nsight") == ["nsys", "launch", "-t", "cuda,nvtx",
+                                                                     f"--session-new={session}"]  # fmt: skip
+    prefix = worker_prefix(first["_nsight"], None, "/venv/bin/python")
+    assert f"exec nsys launch -t cuda,nvtx --session-new={session} /venv/bin/python" in prefix and " -o " not in prefix
     with pytest.raises(ConfigError, match="NRL_NSYS_WORKER_PATTERNS"):
         plan_from_env({"NRL_NSYS_PROFILE_STEP_RANGE": "on-demand"})
     with pytest.raises(ConfigError, match="NRL_PROFILE_ON_DEMAND"):

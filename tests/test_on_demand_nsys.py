@@ -35,12 +35,17 @@ def ask(ray, nrlprof, workers, request: Request, first_step: int) -> tuple[dict,
     raise AssertionError(f"no final answer: {reply}")
 
 
-def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate):
+def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate, calls):
     from workload import DTensorPolicyWorker, RewardWorker
 
-    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="on-demand")
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="on-demand",
+                       NRL_NSYS_EXTRA_OPTIONS='{"cuda-memory-usage": true}')  # fmt: skip
     policy, reward = DTensorPolicyWorker.remote(), RewardWorker.remote()
     pid = ray_cluster.get(policy.pid.remote(), timeout=180)
+    (launch,) = [r for r in calls() if r["pid"] == pid]
+    assert launch["subcommand"] == "launch" and "-t" in launch["options"], "a session of its own, collecting nothing"
+    (session,) = [o.partition("=")[2] for o in launch["options"] if o.startswith("--session-new=nrlprof-")]
+    assert not any("cuda-memory-usage" in o for o in launch["options"]), "the collection's options go to nsys start"
     nrlprof.step(1)
     job = ray_cluster.get_runtime_context().get_job_id()
     nsight = session_dir(ray_cluster) / "logs" / "nsight"
@@ -67,3 +72,7 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
     asked = [json.loads(line) for m in manifests for line in m.read_text().splitlines() if '"nsys"' in line]
     request_ids = {reply["records"][0]["asked"] for reply in (first, second)}
     assert {r["asked"] for r in asked if r["pid"] == pid} == request_ids
+    starts = [r for r in calls() if r.get("subcommand") == "start"]
+    assert [r["pid"] for r in starts] == [pid, pid], "one collection started by the worker itself per window"
+    assert all(f"--session={session}" in r["options"] and "--cuda-memory-usage=true" in r["options"] for r in starts)
+    assert [r["options"][r["options"].index("-o") + 1] for r in starts] == [str(nsight / f"{base}.{k}") for k in (1, 2)]

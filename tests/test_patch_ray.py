@@ -18,6 +18,7 @@ from ray.exceptions import RuntimeEnvSetupError
 from ray.runtime_env import RuntimeEnv
 
 from nrlprof.rayfix import patch_ray
+from nrlprof.rayfix.fix import NRLPROF_FIX_VERSION as FIX
 
 REPO = Path(__file__).resolve().parents[1]
 PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
@@ -61,7 +62,7 @@ def test_unpatched_copy_drops_the_interpreter(ray_dir: Path, tmp_path: Path) -> 
 def test_patched_nsight_keeps_interpreter_and_quotes(ray_dir: Path, tmp_path: Path) -> None:
     assert patch_ray.main(["--ray-dir", str(ray_dir)]) == 0
     module = load_module(ray_dir / NSIGHT)
-    assert module.NsightPlugin.nrlprof_fix_version == 1
+    assert module.NsightPlugin.nrlprof_fix_version == FIX
     plugin = module.NsightPlugin(resources_dir(tmp_path))
     context = RuntimeEnvContext(py_executable=INTERPRETER)
     runtime_env = RuntimeEnv(_nsight={"t": "cuda,nvtx", "o": "name with space;rm -rf x"})
@@ -109,7 +110,7 @@ def test_patched_nsight_create_dry_runs_nsys(ray_dir: Path, tmp_path: Path, monk
 def test_patched_rocprof_keeps_interpreter_and_quotes(ray_dir: Path, tmp_path: Path) -> None:
     assert patch_ray.main(["--ray-dir", str(ray_dir)]) == 0
     module = load_module(ray_dir / ROCPROF)
-    assert module.RocProfSysPlugin.nrlprof_fix_version == 1
+    assert module.RocProfSysPlugin.nrlprof_fix_version == FIX
     plugin = module.RocProfSysPlugin(resources_dir(tmp_path))
     context = RuntimeEnvContext(py_executable=sys.executable)
     runtime_env = RuntimeEnv(
@@ -141,8 +142,8 @@ def test_inspect_ray_shape(ray_dir: Path) -> None:
     patch_ray.main(["--ray-dir", str(ray_dir)])
     after = patch_ray.inspect_ray(str(ray_dir))
     assert {key: (value["state"], value["fix_version"]) for key, value in after.items()} == {
-        "nsight": ("patched", 1),
-        "rocprof_sys": ("patched", 1),
+        "nsight": ("patched", FIX),
+        "rocprof_sys": ("patched", FIX),
     }
 
 
@@ -167,7 +168,7 @@ def test_patched_file_starts_with_the_original_bytes(ray_dir: Path) -> None:
     patch_ray.main(["--ray-dir", str(ray_dir)])
     patched = (ray_dir / NSIGHT).read_bytes()
     assert patched.startswith(original)
-    assert patched.endswith(b"apply_nsight_fix(NsightPlugin)\n# <<< nrlprof ray-plugin-fix v1 <<<\n")
+    assert patched.endswith(f"apply_nsight_fix(NsightPlugin)\n# <<< nrlprof ray-plugin-fix v{FIX} <<<\n".encode())
 
 
 @pytest.mark.parametrize(("version", "source"), [(0, "OLD_FIX = 0\n"), (1, "STALE_FIX_OF_THE_SAME_VERSION = 1\n")])
@@ -202,7 +203,7 @@ def test_check_exit_codes(ray_dir: Path) -> None:
     run_patch("--ray-dir", str(ray_dir))
     fixed = run_patch("--check", "--ray-dir", str(ray_dir))
     assert fixed.returncode == 0
-    assert f"{NSIGHT}: patched (fix v1)" in fixed.stdout
+    assert f"{NSIGHT}: patched (fix v{FIX})" in fixed.stdout
 
     (ray_dir / ROCPROF).write_bytes(patch_ray.strip_blocks((ray_dir / ROCPROF).read_bytes()))
     assert sha256(ray_dir / ROCPROF) == untouched[ROCPROF]

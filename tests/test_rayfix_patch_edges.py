@@ -10,9 +10,10 @@ import pytest
 from helpers.ray_patch import BUGGY_LINES, NSIGHT, ROCPROF, load_module, rewrite
 
 from nrlprof.rayfix import patch_ray
+from nrlprof.rayfix.fix import NRLPROF_FIX_VERSION as FIX
 
 RAY_NSIGHT_LINE = BUGGY_LINES[NSIGHT]
-END_MARKER = b"# <<< nrlprof ray-plugin-fix v1 <<<\n"
+END_MARKER = f"# <<< nrlprof ray-plugin-fix v{FIX} <<<\n".encode()
 
 
 def test_failure_on_the_second_file_rolls_back_the_first(ray_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,7 +40,7 @@ def test_unquoted_join_that_keeps_the_interpreter_is_not_upstream_fixed(ray_dir:
     assert patch_ray.main(["--ray-dir", str(ray_dir)]) == 0
 
     assert patch_ray.inspect_ray(ray_dir)["nsight"]["state"] == "patched"
-    assert load_module(nsight).NsightPlugin.nrlprof_fix_version == 1
+    assert load_module(nsight).NsightPlugin.nrlprof_fix_version == FIX
 
 
 @pytest.mark.parametrize(
@@ -67,7 +68,7 @@ def test_revert_after_the_end_marker_was_deleted_keeps_later_code(
     assert patch_ray.main(["--revert", "--ray-dir", str(ray_dir)]) == 2
     err = capsys.readouterr().err
     assert str(nsight) in err and "lost its end marker" in err
-    assert "'# <<< nrlprof ray-plugin-fix v1 <<<'" in err and "apply_nsight_fix(NsightPlugin)" in err
+    assert f"'# <<< nrlprof ray-plugin-fix v{FIX} <<<'" in err and "apply_nsight_fix(NsightPlugin)" in err
     assert nsight.read_bytes() == damaged
 
     assert patch_ray.main(["--ray-dir", str(ray_dir)]) == 2
@@ -84,7 +85,7 @@ def test_stale_unchecked_hash_bytecode_does_not_keep_the_old_class(ray_dir: Path
     assert not hasattr(load_module(nsight).NsightPlugin, "nrlprof_fix_version")
 
     assert patch_ray.main(["--ray-dir", str(ray_dir)]) == 0
-    assert load_module(nsight).NsightPlugin.nrlprof_fix_version == 1
+    assert load_module(nsight).NsightPlugin.nrlprof_fix_version == FIX
 
     py_compile.compile(str(nsight), cfile=str(cached), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     assert patch_ray.main(["--revert", "--ray-dir", str(ray_dir)]) == 0

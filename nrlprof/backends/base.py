@@ -64,6 +64,9 @@ class Backend:
         """Keys merged into a matched actor's runtime_env at creation."""
         return {}
 
+    def ready_for_asked(self) -> None:
+        """A window asked for opens at the next step (raises when this process cannot take it)."""
+
     def prepare_window(self, window: Window) -> None:
         """Warm up for `window`, which starts at the next step (backends with `warms_up`)."""
 

@@ -1,9 +1,16 @@
 """Nsight Systems: the worker runs under `nsys profile`; a window is one CUDA profiler capture range.
 
+A worker armed for nsys on demand runs under `nsys launch --session-new=<its session>` instead, and nsys collects
+nothing until a window is asked for: readying the worker for it starts a collection in its session (`nsys start
+--session=<it> --capture-range=cudaProfilerApi --capture-range-end=stop -o <worker>_on-demand_<pid>.<k>`), and the
+window's cudaProfilerStart/Stop bound it; nsys writes that report when the window closes.
+
 nsys writes one report per capture range: `<name>.nsys-rep` with `--capture-range-end=stop`,
 `<name>.<k>.nsys-rep` for the k-th range with `repeat:K`; `%p` in the name is the pid of the process
-nsys launched (an ancestor of this one under Ray's uv hook). `cudaProfilerStop` returns once the
-report is written, so the record lists the files that really exist.
+nsys launched (an ancestor of this one under Ray's uv hook). When it writes them (nsys 2025.3 on an H200):
+with `stop`, before the cudaProfilerStop that ends the range returns; with `repeat:K`, all K when the K-th range
+ends; with an unbounded `repeat` (discrete captures), only when the process exits. The record lists the files that
+exist, or says when nsys will write them (status `pending`).
 
 A process the worker started is traced by the same nsys session, and a capture range belongs to one CUDA
 context: each such child opens and closes its own range with the worker's window. nsys writes one report per
@@ -15,6 +22,8 @@ report in its children's records (`complete_child_record`).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +31,10 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
-from nrlprof.config.nsys.options import steps_label
+from nrlprof.config.nsys.options import LAUNCH_OPTIONS, SESSION_OPTION, captures_allowed, steps_label
 from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
+from nrlprof.config.variables import NSYS_SESSION_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.ranges.step_ranges import StepRanges
@@ -32,6 +42,11 @@ from nrlprof.workers.identity import WorkerIdentity
 
 # How long a report may take to appear after cudaProfilerStop returned (a slow shared filesystem).
 REPORT_WAIT_S = 10.0
+# `nsys start` took 0.10 s on an H200 (nsys 2025.3.1); a loaded node gets far more.
+NSYS_START_TIMEOUT_S = 60.0
+ON_DEMAND_LABEL = "on-demand"
+# A window's record while nsys has not written its report yet (`_written_later` says when it will be).
+PENDING = "pending"
 ANCESTOR_DEPTH = 4
 CHILD_NOTE = (
     "this process's capture range is in the report of its worker '{worker}' (nsys writes one report per capture "
@@ -60,10 +75,13 @@ class NsysBackend(Backend):
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
         config: dict = dict(backend_plan.options)
-        # No steps and a capture range: armed for windows asked for while the job runs (`on-demand`).
-        armed = backend_plan.steps is None and config.get("capture-range") == "cudaProfilerApi"
-        label = "on-demand" if armed else steps_label(backend_plan.steps)
-        config.setdefault("o", layout.nsys_output_name(identity.file_name, label))
+        if SESSION_OPTION in config:
+            # Armed for windows asked for: launched in a session of its own, named for this worker only.
+            session = f"nrlprof-{os.urandom(6).hex()}"
+            launch = {key: value for key, value in config.items() if key in LAUNCH_OPTIONS}
+            launch[SESSION_OPTION] = session
+            return {"_nsight": launch, "env_vars": {NSYS_SESSION_VARIABLE: session}}
+        config.setdefault("o", layout.nsys_output_name(identity.file_name, steps_label(backend_plan.steps)))
         if backend_plan.output_dir and not Path(config["o"]).is_absolute():
             config["o"] = str(Path(backend_plan.output_dir) / config["o"])
         if backend_plan.flags:
@@ -84,6 +102,35 @@ class NsysBackend(Backend):
         # In a child of a worker (traced by the worker's nsys session): the worker completes the record.
         self.in_workers_session = role.parent is not None
         self.writes_own_record = not self.in_workers_session
+        # Armed for nsys on demand: the worker's nsys session, the collections started in it, the one waiting.
+        armed = SESSION_OPTION in backend_plan.options_dict and not self.in_workers_session
+        self.nsys_session = os.environ.get(NSYS_SESSION_VARIABLE) or None if armed else None
+        self.collections = 0
+        self.collection_output: str | None = None
+        # Why the reports of the window that closed last are not written yet (None: they are).
+        self.written_later: str | None = None
+
+    def ready_for_asked(self) -> None:
+        """A window asked for opens at the next step: start its collection in this worker's nsys session."""
+        if self.nsys_session is None or self.collection_output is not None:
+            return
+        nsys = shutil.which("nsys")
+        if nsys is None:
+            raise RuntimeError("nsys is not on this worker's PATH: no collection can start in its nsys session")
+        self.collections += 1
+        name = layout.nsys_output_name(self.role.identity.file_name, ON_DEMAND_LABEL).replace("%p", str(os.getpid()))
+        directory = Path(self.backend_plan.output_dir or layout.nsight_dir(self.role.session_dir or "."))
+        directory.mkdir(parents=True, exist_ok=True)
+        output = str(directory / f"{name}.{self.collections}")
+        options = {k: v for k, v in self.backend_plan.options if k not in LAUNCH_OPTIONS}
+        argv = [nsys, "start", f"--session={self.nsys_session}", "--capture-range=cudaProfilerApi",
+                "--capture-range-end=stop", "-o", output, *_rendered(options)]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=NSYS_START_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise RuntimeError(f"`nsys start` in session {self.nsys_session} failed ({done.returncode}): "
+                               f"{said[-1] if said else 'no message'}")  # fmt: skip
+        self.collection_output = output
 
     @property
     def repeats(self) -> bool:
@@ -94,7 +141,10 @@ class NsysBackend(Backend):
         self.first_range = self.ranges_started + 1
         if not self.in_workers_session and self.role.identity is not None:
             self.reports_before, self.last_window = set(self._session_reports()), window.label
-        self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
+        if self.nsys_session is not None and self.collection_output is None:
+            self.capture_problem = "no nsys collection was started in this worker's session for the window"
+        else:
+            self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
         self.mark_step(step)
 
     def _start_capture(self, what: str) -> str | None:
@@ -125,28 +175,54 @@ class NsysBackend(Backend):
         problem = self.capture_problem
         if not self.discrete and not problem:
             problem = cuda_profiler_api.stop()
+        self.written_later = None if problem or self.in_workers_session else self._written_later()
         if problem:
-            record = self.record([], "no-cuda", problem)
+            record = self.record(
+                [], "no-collection" if self.nsys_session and self.collection_output is None else "no-cuda", problem
+            )
         elif self.in_workers_session:
             record = self.record([], "ok", CHILD_NOTE.format(worker=self.role.parent.name))
+        elif self.written_later is not None:
+            record = self.record([], PENDING, self.written_later)
         else:
             record = self._record_reports()
         self.window = None
+        self.collection_output = None
         return record
+
+    def _written_later(self) -> str | None:
+        """Why nsys has not written this window's reports yet: it keeps those of a `repeat` capture range until its
+        last range ends (`repeat:K`) or the process exits (`repeat`), as nsys 2025.3 did on an H200."""
+        if not self.repeats or self.role.identity is None or not self.captures:
+            return None
+        allowed = captures_allowed(self.backend_plan.options_dict["capture-range-end"], "capture-range-end")
+        if allowed is not None and self.ranges_started >= allowed:
+            return None
+        ranges = ", ".join(str(k) for k in self._window_ranges())
+        when = ("when this worker's process exits (an unbounded `repeat`)" if allowed is None else
+                f"when capture range {allowed} of `repeat:{allowed}` ends")  # fmt: skip
+        output = self._output()
+        pid = " (%p: the pid of the process nsys launched)" if "%p" in output else ""
+        return f"nsys writes this window's report(s) {output}.<{ranges}>.nsys-rep {when}{pid}"
 
     def complete_child_record(self, record: dict) -> dict:
         """A child's record of the window that just closed here: the report of this session that holds it."""
         if record.get("window") != self.last_window or record.get("status") not in ("ok", "late"):
             return record
-        reports = self._session_reports()
+        if self.written_later is not None:
+            return {**record, "status": PENDING, "message": self.written_later}
         deadline = time.monotonic() + REPORT_WAIT_S
-        while not (new := [p for p in reports if p not in self.reports_before]) and time.monotonic() < deadline:
+        while not (new := self._new_window_reports()) and time.monotonic() < deadline:
             time.sleep(0.1)
-            reports = self._session_reports()
         if not new:
             missing = f"no report of this nsys session appeared within {REPORT_WAIT_S:.0f} s of the window's end"
             return {**record, "status": "missing", "message": missing}
         return {**record, "files": [str(p) for p in new]}
+
+    def _new_window_reports(self) -> list[Path]:
+        """This window's reports written since it started (`repeat:K` writes the earlier windows' with the last)."""
+        reports = self._reports() if self.repeats else self._session_reports()
+        return [p for p in reports if p not in self.reports_before]
 
     def _record_reports(self) -> WindowRecord:
         """The reports of this window's capture ranges that exist; what is missing, said."""
@@ -189,6 +265,8 @@ class NsysBackend(Backend):
         return []
 
     def _output(self) -> str:
+        if self.collection_output is not None:
+            return self.collection_output
         name = self.runtime_env_fragment(self.backend_plan, self.role.identity)["_nsight"]["o"]
         if Path(name).is_absolute() or not self.role.session_dir:
             return name
@@ -205,3 +283,9 @@ class NsysBackend(Backend):
             return reports[:1]
         wanted = {f".{k}{layout.NSYS_REPORT_SUFFIX}" for k in self._window_ranges()}
         return [p for p in reports if any(p.name.endswith(suffix) for suffix in wanted)]
+
+
+def _rendered(options: dict) -> list[str]:
+    from nrlprof.rayfix.fix import render_tool_options
+
+    return render_tool_options(options)

@@ -15,7 +15,7 @@ from nrlprof.config.memory import (
     parse_stacks,
 )
 from nrlprof.config.misspelled import partner_hint
-from nrlprof.config.nsys.options import build_nsys_options, normalise_options
+from nrlprof.config.nsys.options import ARMED_SESSION, SESSION_OPTION, build_nsys_options, normalise_options
 from nrlprof.config.plan import (
     DEFAULT_TIMEOUT_S,
     MAX_RANK,
@@ -164,8 +164,9 @@ def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
 
 
 def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
-    """Workers launched under nsys with no window until one is asked for (NRL_NSYS_PROFILE_STEP_RANGE=on-demand):
-    a cudaProfilerApi capture range that repeats, each window asked for its own report, finalised when it closes."""
+    """Workers launched in an nsys session of their own with nothing collected until a window is asked for
+    (NRL_NSYS_PROFILE_STEP_RANGE=on-demand): each window asked for starts a collection in the worker's session
+    (`nsys start`), whose report nsys writes when the window closes."""
     patterns_variable = f"{NSYS_PREFIX}_WORKER_PATTERNS"
     patterns = parse_patterns(environ.get(patterns_variable, ""))
     if not patterns:
@@ -177,7 +178,7 @@ def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
     ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
     extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
     options = dict(build_nsys_options(extra, None, NSYS_EXTRA_OPTIONS_VARIABLE))
-    options.update({"capture-range": "cudaProfilerApi", "capture-range-end": "repeat"})
+    options[SESSION_OPTION] = ARMED_SESSION
     return BackendPlan(NSYS, tuple(Target(p, ranks) for p in patterns), None, options=tuple(options.items()))
 
 

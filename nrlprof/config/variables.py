@@ -68,6 +68,8 @@ JOB_PLAN_VARIABLE = "NRLPROF_JOB_PLAN"
 PARENT_VARIABLE = "NRLPROF_PARENT"
 # Set by a matched worker for the processes it starts: where they join its windows (nrlprof.runtime.children.join).
 CHANNEL_VARIABLE = "NRLPROF_CHANNEL"
+# The nsys session a worker armed for nsys on demand was launched in (`nsys launch --session-new`).
+NSYS_SESSION_VARIABLE = "NRLPROF_NSYS_SESSION"
 
 
 def is_configured(environ: Mapping[str, str]) -> bool:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import Plan, Target
+from nrlprof.config.variables import NSYS_SESSION_VARIABLE, WORKER_VARIABLE
 from nrlprof.config.variables import WORKER_PLAN_VARIABLE as PLAN_VARIABLE
-from nrlprof.config.variables import WORKER_VARIABLE
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match
 
@@ -73,6 +73,7 @@ def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...
     for match in matches:
         fragment.update(backend_class(match.backend.kind).runtime_env_fragment(match.backend, identity))
     fragment["env_vars"] = {
+        **fragment.get("env_vars", {}),
         PLAN_VARIABLE: plan.to_json(),
         WORKER_VARIABLE: worker_descriptor(identity, matches, parent),
         RAY_SETUP_HOOK_VARIABLE: SETUP_HOOK,
@@ -90,10 +91,12 @@ def isolation_from_parent(matches: tuple[Match, ...], earlier_setup_hook: str | 
     overrides: dict = {}
     if "nsys" not in kinds:
         overrides["_nsight"] = None
+        overrides["env_vars"] = {NSYS_SESSION_VARIABLE: ""}
     if "rocprof" not in kinds:
         overrides["_rocprof_sys"] = None
     if not matches:
         overrides["env_vars"] = {
+            **overrides.get("env_vars", {}),
             PLAN_VARIABLE: "",
             WORKER_VARIABLE: "",
             RAY_SETUP_HOOK_VARIABLE: earlier_setup_hook or "",

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-NRLPROF_FIX_VERSION = 1
+NRLPROF_FIX_VERSION = 2
 NSIGHT_DEFAULTS = {"t": "cuda,cudnn,cublas,nvtx", "o": "worker_process_%p", "stop-on-exit": "true"}
 ROCPROF_DEFAULTS = {
     "env": {"ROCPROFSYS_TIME_OUTPUT": "false", "ROCPROFSYS_OUTPUT_PREFIX": "worker_process_%p"},
@@ -64,6 +64,9 @@ def nsight_config_of(runtime_env):
 
 def nsight_command(config, flags, nsight_dir, output=None):
     options = dict(config)
+    if "session-new" in options:
+        # Armed for windows asked for: a session of its own, collecting nothing until `nsys start` in it.
+        return ["nsys", "launch", *render_tool_options(options), *[f"--{f}" for f in flags]]
     name = _strip_shell_quotes(options.pop("o", NSIGHT_DEFAULTS["o"]))
     options["o"] = output if output is not None else str(Path(nsight_dir) / name)
     return ["nsys", "profile", *render_tool_options(options), *[f"--{f}" for f in flags]]
@@ -105,6 +108,8 @@ async def fixed_nsight_create(self, uri, runtime_env, context, logger=None):
     nsight_dir = Path(self._nsight_dir)
     nsight_dir.mkdir(parents=True, exist_ok=True)
     probe = f"nrlprof-dryrun-{os.getpid()}-{id(runtime_env):x}-{os.urandom(4).hex()}"
+    if "session-new" in config:
+        config = {**config, "session-new": probe}
     argv = nsight_command(config, flags, nsight_dir, output=str(nsight_dir / probe))
 
     def remove_probe_reports():

@@ -94,14 +94,19 @@ def worker_prefix(nsight: object = None, rocprof: object = None, interpreter: st
         launch, tools = shlex.join(rocprof_command(args)), ["rocprof-sys-python"]
     if nsight is not None:
         options, flags = nsight_settings(nsight)
-        name = _output_name(options.pop("o", NSIGHT_DEFAULTS["o"]))
-        in_session = not name.startswith("/")
-        output = f'"$logs/{NSIGHT_DIR}"/{shlex.quote(name)}' if in_session else shlex.quote(name)
         flag_words = "".join(" " + shlex.quote(f"--{flag}") for flag in flags)
-        launch = f"{shlex.join(['nsys', 'profile', *render_tool_options(options)])} -o {output}{flag_words} {launch}"
+        if "session-new" in options:  # armed for windows asked for: collections start in its session later
+            launch = f"{shlex.join(['nsys', 'launch', *render_tool_options(options)])}{flag_words} {launch}"
+        else:
+            name = _output_name(options.pop("o", NSIGHT_DEFAULTS["o"]))
+            in_session = not name.startswith("/")
+            output = f'"$logs/{NSIGHT_DIR}"/{shlex.quote(name)}' if in_session else shlex.quote(name)
+            launch = (
+                f"{shlex.join(['nsys', 'profile', *render_tool_options(options)])} -o {output}{flag_words} {launch}"
+            )
+            if in_session:
+                directories.append(f'"$logs/{NSIGHT_DIR}"')
         tools.insert(0, "nsys")
-        if in_session:
-            directories.append(f'"$logs/{NSIGHT_DIR}"')
     for tool in tools:
         lines.append(f'[ -n "$why" ] || command -v {tool} >/dev/null 2>&1 || why="{tool} is not on PATH"\n')
     for directory in directories:

@@ -15,7 +15,11 @@ The child gets, as nsys injects its own libraries:
 
 Each finished range is written as `<name>.qdstrm`, then "imported" to `<name>.nsys-rep` (`stop`,
 `stop-shutdown`, `none`, or no capture range: the whole run, written at exit) or `<name>.<k>.nsys-rep`
-(`repeat[:K]`, `repeat-shutdown:K`), and the `.qdstrm` is deleted. A report is JSON (see `report.py`);
+(`repeat[:K]`, `repeat-shutdown:K`), and the `.qdstrm` is deleted. As real nsys 2025.3 did on an H200, the
+reports of a `repeat` are written together: those of `repeat:K` when the K-th range ends (its cudaProfilerStop
+blocks while all are written), those of an unbounded `repeat` only when the application exits. `nsys launch`,
+`nsys start` and `nsys stop` run interactive sessions, each collection's report written when it ends
+(`sessions.py`). A report is JSON (see `report.py`);
 `nsys export --type sqlite` turns it into the tables of a real export (`NVTX_EVENTS`, `StringIds`, an empty
 `CUPTI_ACTIVITY_KIND_KERNEL`, ...). A child killed by a signal while a range is open leaves no report for it.
 

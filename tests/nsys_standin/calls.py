@@ -1,4 +1,5 @@
-"""The record every stand-in tool writes of how it was called: `$NRLPROF_FAKE_TOOL_LOG/<tool>-<pid>.json`."""
+"""The record every stand-in tool writes of how it was called: `$NRLPROF_FAKE_TOOL_LOG/<tool>-<pid>.json` (nsys's
+`subcommand`: profile, launch, start or stop; `pid`: the launched process, or for start/stop the one that ran it)."""
 
 from __future__ import annotations
 

@@ -55,6 +55,8 @@ def _alive(pid: int) -> bool:
 
 
 class CaptureSession:
+    subcommand = "profile"
+
     def __init__(self, options: ProfileOptions, version: str) -> None:
         self.options, self.version = options, version
         self.capture_range = options.capture_range
@@ -67,6 +69,8 @@ class CaptureSession:
         self.process_ranges: dict[int, dict] = {}
         self.closed_ranges: list[dict] = []
         self.ranges_done = 0
+        # Ranges of a `repeat` whose reports nsys writes later: at the last of `repeat:K`, else at exit.
+        self.unwritten: list[tuple[str, dict]] = []
         self.finished = False
         self.sent_signals: set[int] = set()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
@@ -125,7 +129,8 @@ class CaptureSession:
         return env
 
     def _record_call(self) -> None:
-        record_call("nsys", self.options.options, self.options.command, self.child.pid, nsys_pid=os.getpid())
+        record_call("nsys", self.options.options, self.options.command, self.child.pid, nsys_pid=os.getpid(),
+                    subcommand=self.subcommand)  # fmt: skip
 
     def _forward(self, number: int, _frame) -> None:
         if self.child is not None and self.child.poll() is None:
@@ -135,11 +140,13 @@ class CaptureSession:
     def _at_exit(self, code: int) -> None:
         with self.lock:
             if self.open_range is None:
+                self._write_unwritten()
                 return
             self._close_process_ranges(time.monotonic_ns(), "exit", list(self.process_ranges))
             if code < 0 and -code not in self.sent_signals:
                 say(f"nsys stand-in: the application was killed by signal {-code} inside a capture range; "
                     "its data is lost, no report written")  # fmt: skip
+                self._write_unwritten()
             else:
                 self._finish_range(time.monotonic_ns(), "exit", None)
             self.open_range = None
@@ -212,9 +219,20 @@ class CaptureSession:
     # --- reports ----------------------------------------------------------------------------------------------
 
     def _finish_range(self, stop_ns: int, stopped_by: str, caller: dict | None) -> None:
+        """The range's report: written now, or kept for later as nsys keeps those of a `repeat` that goes on."""
         index = self.ranges_done + 1 if self.end_kind.startswith("repeat") else None
         base = self.name if index is None else f"{self.name}.{index}"
-        qdstrm, report = Path(base + ".qdstrm"), Path(base + ".nsys-rep")
+        self.unwritten.append((base, self._document(index, stop_ns, stopped_by, caller)))
+        last = self.end_count is not None and self.ranges_done + 1 >= self.end_count
+        if not self.end_kind.startswith("repeat") or last or stopped_by == "exit":
+            self._write_unwritten()
+
+    def _write_unwritten(self) -> None:
+        unwritten, self.unwritten = self.unwritten, []
+        for base, document in unwritten:
+            self._write_report(base, document)
+
+    def _document(self, index: int | None, stop_ns: int, stopped_by: str, caller: dict | None) -> dict:
         opened = self.open_range
         document = {
             "format": FORMAT,
@@ -236,6 +254,10 @@ class CaptureSession:
             **self.nvtx.take(opened["start_ns"], stop_ns),
         }
         self.closed_ranges = []
+        return document
+
+    def _write_report(self, base: str, document: dict) -> None:
+        qdstrm, report = Path(base + ".qdstrm"), Path(base + ".nsys-rep")
         qdstrm.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(qdstrm, json.dumps(document))
         say(f"Generating '{qdstrm}'")

@@ -1,5 +1,5 @@
-"""`nsys` stand-in command line: profile (and `profile --help`), export --type sqlite, --version; `stats` and the
-rest unsupported. Like nsys, `profile` refuses an option it does not know (profile_help)."""
+"""`nsys` stand-in command line: profile (and `profile --help`), launch/start/stop (sessions), export --type sqlite,
+--version; `stats` and the rest unsupported. Like nsys, `profile` refuses an option it does not know (profile_help)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         return session.run()
     if argv[:1] == ["export"]:
         return export(argv[1:])
-    print(f"nsys stand-in: {' '.join(argv[:1]) or 'no command'} is not supported (profile, export, --version)",
-          file=sys.stderr)  # fmt: skip
+    if argv[:1] == ["launch"]:
+        from nsys_standin.sessions import launch
+
+        return launch(argv[1:], VERSION)
+    if argv[:1] in (["start"], ["stop"]):
+        from nsys_standin.sessions import control
+
+        return control(argv[0], argv[1:])
+    supported = "profile, launch, start, stop, export, --version"
+    print(f"nsys stand-in: {' '.join(argv[:1]) or 'no command'} is not supported ({supported})", file=sys.stderr)
     return 1

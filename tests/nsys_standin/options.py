@@ -12,7 +12,7 @@ SHORT_NAMES = {"-o": "output", "-f": "force-overwrite", "-t": "trace", "-s": "sa
 # Long options that take their value as the next word when written without `=`.
 LONG_WITH_VALUE = {"output", "force-overwrite", "trace", "sample", "cpuctxsw", "capture-range",
                    "capture-range-end", "stop-on-exit", "cuda-memory-usage", "kill", "env-var", "backtrace",
-                   "duration", "delay"}  # fmt: skip
+                   "duration", "delay", "session", "session-new"}  # fmt: skip
 RANGE_ENDS = ("none", "stop", "stop-shutdown", "repeat", "repeat-shutdown")
 
 

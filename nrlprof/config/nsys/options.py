@@ -31,6 +31,11 @@ MAX_OPTION_INT = 2**63 - 1
 # nsys --capture-range-end values and how many capture ranges each lets through (None: no limit).
 CAPTURE_ENDS_WITHOUT_COUNT = {"none": None, "stop": 1, "stop-shutdown": 1, "repeat": None}
 CAPTURE_ENDS_WITH_COUNT = ("repeat", "repeat-shutdown")
+# A worker armed for nsys on demand runs under `nsys launch --session-new=<session>` with these options; every other
+# option goes to the `nsys start` of each window asked for (the collection's options).
+SESSION_OPTION = "session-new"
+LAUNCH_OPTIONS = ("t", SESSION_OPTION)
+ARMED_SESSION = "<session>"
 
 
 def option_text(value: object) -> str:

@@ -196,9 +196,10 @@ class Listener:
                 + ("" if request.ranks is None else f" --ranks {','.join(map(str, sorted(request.ranks)))}")
                 + f"; the workers there are: {describe_names(names_and_ranks(workers))}"
             )
-        ready = self._ready(chosen, backend_plan)
+        ready, problems = self._ready(chosen, backend_plan)
         if not ready:
-            return "none of the selected workers answered (busy or gone); nothing done"
+            said = "; ".join(problems) if problems else "busy or gone"
+            return f"none of the selected workers is ready ({said}); nothing done"
         asked = AskedWindow(request, backend_plan, ready)
         self.asked.append(asked)
         gate.asked_waiting.append(asked)
@@ -222,7 +223,8 @@ class Listener:
                                output_dir=on_demand.memory_dir)  # fmt: skip
         return BackendPlan(TORCH, request.targets, None)
 
-    def _ready(self, chosen: list, backend_plan: BackendPlan) -> list[TrackedActor]:
+    def _ready(self, chosen: list, backend_plan: BackendPlan) -> tuple[list[TrackedActor], list[str]]:
+        """The selected workers with their backend in place, and what each of the others said."""
         import ray
 
         plan_json = replace(self.session.plan, backends=(backend_plan,)).to_json()
@@ -236,18 +238,22 @@ class Listener:
                 )
             except Exception as err:
                 logger.warning("could not reach worker '%s': %s", match.matched_name, err)
-        done, _late = ray.wait(list(refs), num_returns=len(refs), timeout=self.session.plan.timeout_s)
-        ready = []
+        done, late = ray.wait(list(refs), num_returns=len(refs), timeout=self.session.plan.timeout_s)
+        ready, problems = [], []
         for ref in done:
             handle, match = refs[ref]
             identity = self._identity(handle, match)
             try:
                 ray.get(ref)
             except Exception as err:
-                logger.warning("worker '%s' rank %s is not ready: %s", identity.name, identity.rank, err)
+                cause = getattr(err, "cause", None) or err
+                logger.warning("worker '%s' rank %s is not ready: %s", identity.name, identity.rank, cause)
+                problems.append(f"'{identity.name}' rank {identity.rank}: {cause}")
                 continue
             ready.append(TrackedActor(handle, identity, (backend_plan.kind,)))
-        return ready
+        problems += [f"'{refs[ref][1].matched_name}' did not answer within {self.session.plan.timeout_s:.0f} s"
+                     for ref in late]  # fmt: skip
+        return ready, problems
 
     def _identity(self, handle: Any, match: Any) -> Any:
         return self.session.known_actors.get(handle._actor_id.hex()) or next(

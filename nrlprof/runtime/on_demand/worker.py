@@ -26,9 +26,9 @@ def enable_in_actor(_actor_instance: object, plan_json: str, descriptor: str, ki
         session = state.on_demand
     if session is None:
         configure_logging(plan.log_level)
-        state.on_demand = Session(plan, identity, {kind: target}, kind=WORKER)
-        state.on_demand.process  # noqa: B018 (built now, not in the window's first action)
-        return True
-    session.targets.setdefault(kind, target)
-    session.process.add_backend(kind, backend_plan, target)
+        session = state.on_demand = Session(plan, identity, {kind: target}, kind=WORKER)
+    else:
+        session.targets.setdefault(kind, target)
+        session.process.add_backend(kind, backend_plan, target)
+    session.process.backends[kind].ready_for_asked()  # built now, not in the window's first action
     return True

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.backends import backend_class
+from nrlprof.backends.nsys import ON_DEMAND_LABEL
+from nrlprof.config.nsys.options import ARMED_SESSION, LAUNCH_OPTIONS, SESSION_OPTION
 from nrlprof.config.plan import MEMORY, NSYS, ROCPROF, TORCH, BackendPlan, Plan
 from nrlprof.layout import (
     CONTROLLER,
@@ -28,6 +30,14 @@ SESSION_DIR = "<ray session dir>"
 NSIGHT_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{NSIGHT_DIR}"
 ROCPROF_LOGS = f"{SESSION_DIR}/{LOGS_DIR}/{ROCPROF_DIR}"
 EACH_NODE = "each node running a matched worker"
+# Measured on an H200 with nsys 2025.3.1 (bench/bench_nsys_armed.py and a Ray job; docs/design.md).
+ARMED_NSYS_NOTE = (
+    "armed for nsys on demand: every matched worker runs in an nsys session of its own from its start, collecting "
+    "nothing until a window is asked for (on an H200: +0.2-1.4 s to the worker's first CUDA work, steps as fast as "
+    "unarmed); each window asked for starts a collection in the worker's session before the window's first step "
+    "(`nsys start`, 0.1 s, between the worker's calls, off the step path) and its report is written when the window "
+    "closes (the window's last step waits for nsys: 2.8 s for a small window)"
+)
 _SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
 
 
@@ -53,7 +63,27 @@ def _nsys_config(backend: BackendPlan) -> tuple[dict, list[str], str]:
     return config, flags, name if Path(name).is_absolute() else f"{NSIGHT_LOGS}/{name}"
 
 
+def _armed_nsys_output(backend: BackendPlan) -> str:
+    """Where each window asked for of a worker armed for nsys on demand goes, without `.nsys-rep`."""
+    name = f"<worker>_{ON_DEMAND_LABEL}_<pid>.<k>"
+    return f"{backend.output_dir}/{name}" if backend.output_dir else f"{NSIGHT_LOGS}/{name}"
+
+
+def _armed_nsys_command(backend: BackendPlan, interpreter: str) -> str:
+    launch = {k: v for k, v in backend.options if k in LAUNCH_OPTIONS} | {SESSION_OPTION: ARMED_SESSION}
+    collection = {k: v for k, v in backend.options if k not in LAUNCH_OPTIONS}
+    output = _armed_nsys_output(backend)
+    start = ["nsys", "start", f"--session={ARMED_SESSION}", "--capture-range=cudaProfilerApi",
+             "--capture-range-end=stop", "-o", output, *render_tool_options(collection)]  # fmt: skip
+    return (
+        f"{shlex.join(['nsys', 'launch', *render_tool_options(launch)])} {_interpreter(interpreter)} "
+        f"default_worker.py ...; for each window asked for, in the worker: {shlex.join(start)}"
+    )
+
+
 def _command(backend: BackendPlan, interpreter: str) -> str:
+    if backend.kind == NSYS and SESSION_OPTION in backend.options_dict:
+        return _armed_nsys_command(backend, interpreter)
     if backend.kind == NSYS:
         config, flags, output = _nsys_config(backend)
         argv = ["nsys", "profile", *render_tool_options(config), "-o", output, *[f"--{f}" for f in flags]]
@@ -93,6 +123,8 @@ def nsys_report_names(output: str, capture_range_end: str | None) -> list[str]:
 
 
 def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
+    if backend.kind == NSYS and SESSION_OPTION in backend.options_dict:
+        return [{"node": EACH_NODE, "path": _armed_nsys_output(backend) + NSYS_REPORT_SUFFIX}]
     if backend.kind == NSYS:
         config, _, output = _nsys_config(backend)
         names = nsys_report_names(output, config.get("capture-range-end"))
@@ -145,11 +177,7 @@ def describe(plan: Plan, interpreter: str = WORKER_PYTHON) -> list[BackendView]:
             windows = ["on demand (nrlprof capture)"]
         view = BackendView(backend.kind, targets, windows, _command(backend, interpreter), _files(plan, backend))
         if armed_nsys:
-            view.notes.append(
-                "armed for nsys on demand: every matched worker runs under nsys from its start (its start-up and its "
-                "memory carry nsys's; a cudaProfilerApi capture range records nothing until a window is asked for, "
-                "and each window asked for is its own report, finalised when it closes)"
-            )
+            view.notes.append(ARMED_NSYS_NOTE)
         if backend.kind == TORCH:
             view.notes.append(f"torch traces go to {Path(plan.torch.directory).resolve()} on each node")
         if backend.kind == NSYS and backend.output_dir is None:
