@@ -1,5 +1,6 @@
-"""A matched worker's channel to its child processes, without Ray: registration, late and dead children, what the
-worker's environment gives its children and takes back, how children are named, which processes join."""
+"""A worker's channel to its child processes, without Ray: registration, late and dead children, what the worker's
+environment gives its children and takes back, how children are named, which processes join; the children of a
+worker no pattern matched, which take the backend of a window asked for when it is sent."""
 
 from __future__ import annotations
 
@@ -164,3 +165,64 @@ def test_a_child_is_named_by_its_multiprocessing_name_else_its_title_else_its_ex
     result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, check=True)
     executable = Path(sys.executable).name
     assert result.stdout.split() == [executable, "engine_core_proc", "engine_core_0"]
+
+
+WAITING_CHILD = "import sys\nsys.stdin.readline()\n"
+
+
+def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for_sends(tmp_path):
+    """A child with no plan and no worker in its environment (its worker matched no pattern) joins, answers window
+    actions with nothing, then takes the backend and the worker an `enable` line names; one that registers after
+    the line gets it as it registers."""
+    import time
+
+    from nrlprof.config.env import load_plan
+    from nrlprof.launch.runtime_env import worker_descriptor
+    from nrlprof.runtime.children.channel import SITE_DIR, ChildChannel
+    from nrlprof.runtime.children.protocol import enable_message
+    from nrlprof.runtime.windows.profiler import START, STOP, Action
+    from nrlprof.workers.identity import WorkerIdentity
+    from nrlprof.workers.matching import match_worker
+
+    lost: list = []
+    channel = ChildChannel("", 0, "", 30.0, None)
+    checkout = str(Path(__file__).resolve().parent.parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "RAY_"))}
+    env.update(NRLPROF_CHANNEL=json.dumps({"address": channel.address}), NRLPROF_PARENT="1",
+               PYTHONPATH=os.pathsep.join([str(SITE_DIR), checkout]))  # fmt: skip
+    children = []
+
+    def start_child(count: int) -> None:
+        children.append(subprocess.Popen([sys.executable, "-c", WAITING_CHILD], env=env, stdin=subprocess.PIPE))
+        deadline = time.monotonic() + 60
+        while len(channel) < count:
+            assert time.monotonic() < deadline, "the child registered"
+            time.sleep(0.05)
+
+    def act(*actions: Action) -> list[dict]:
+        with channel.acting:
+            return channel.collect(channel.post(actions))
+
+    try:
+        start_child(1)
+        assert act(Action("memory", START, 1, 1, 1, asked="r0"), Action("memory", STOP)) == []
+        plan = load_plan({"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*generation*", "NRL_MEMORY_PROFILE_STEP_RANGE": "1",
+                          "NRL_MEMORY_PROFILE_DIR": str(tmp_path / "memory")})  # fmt: skip
+        identity = WorkerIdentity("VllmGenerationWorker", None, 3)
+        descriptor = worker_descriptor(identity, match_worker(plan, identity))
+        channel.bind(identity.name, identity.rank, "", lost.append)
+        channel.enable(enable_message(plan.to_json(), descriptor, "memory", None, ""))
+        start_child(2)
+        records = act(Action("memory", START, 4, 5, 4, asked="r1"))
+        records += act(Action("memory", STOP))
+    finally:
+        for child in children:
+            child.communicate(b"\n", timeout=60)
+        channel.close()
+    assert sorted(r["pid"] for r in records) == sorted(c.pid for c in children)
+    for record in records:
+        assert (record["worker"], record["rank"], record["window"]) == ("vllm_generation_worker.python", 3, "4-5")
+        assert (record["status"], record["asked"]) == ("ok", "r1")
+    written = tmp_path / "memory" / "vllm_generation_worker.python" / "3"
+    assert len(list(written.glob("*.memory.json"))) == 2
+    assert lost == [], "no child was lost"

@@ -7,32 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers.on_demand import ask
 from nsys_standin.report import read_report
 
-from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+from nrlprof.config.requests import REFUSED, Request
 
 WORKER = "dtensor_policy_worker"
 
 
 def session_dir(ray) -> Path:
     return Path(ray._private.worker.global_worker.node.get_session_dir_path())
-
-
-def ask(ray, nrlprof, workers, request: Request, first_step: int) -> tuple[dict, int]:
-    """Send the request, step the job until its window has closed (or it was refused); the last answer, next step."""
-    from nrlprof.tools.capture import client
-
-    client.send(request)
-    step, reply = first_step, None
-    for step in range(first_step, first_step + 60):
-        nrlprof.step(step)
-        ray.get([w.train.remote(step) for w in workers], timeout=120)
-        reply = client.wait_for(request, (OPENED,), timeout_s=0.3) or reply
-        if reply is not None and reply["state"] == OPENED:
-            reply = client.wait_for(request, (CLOSED,), timeout_s=0.3) or reply
-        if reply is not None and reply["state"] in (CLOSED, REFUSED):
-            return reply, step + 1
-    raise AssertionError(f"no final answer: {reply}")
 
 
 def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate, calls):
@@ -52,12 +36,15 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
     base = f"{WORKER}_on-demand_{pid}"
     assert not list(nsight.glob(base + ".*")), "armed, nothing captured yet"
 
-    refused, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*reward*",), 2), 2)
+    def train(step: int) -> None:
+        ray_cluster.get(policy.train.remote(step), timeout=120)
+
+    refused, step = ask(nrlprof, train, Request(job, "nsys", ("*reward*",), 2), 2)
     assert refused["state"] == REFUSED and "reward_worker (rank 0) did not start under nsys" in refused["message"]
     assert "NRL_NSYS_PROFILE_STEP_RANGE=on-demand" in refused["message"]
 
-    first, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*policy*",), 2), step)
-    second, step = ask(ray_cluster, nrlprof, [policy], Request(job, "nsys", ("*policy*",), 1), step)
+    first, step = ask(nrlprof, train, Request(job, "nsys", ("*policy*",), 2), step)
+    second, step = ask(nrlprof, train, Request(job, "nsys", ("*policy*",), 1), step)
     assert ray_cluster.get(policy.pid.remote()) == pid, "the reports were written while the worker kept running"
     assert ray_cluster.get(reward.pid.remote()) > 0
     reports = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]

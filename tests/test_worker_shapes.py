@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.trace_reading import load_trace, marker_steps, traces_under
+from helpers.trace_reading import event_threads, load_trace, marker_steps, traces_under
 
 
 @pytest.fixture
@@ -26,10 +26,6 @@ def torch_env(torch_dir: Path, patterns: str, steps: str) -> dict[str, str]:
         "NRL_TORCH_PROFILE_STEP_RANGE": steps,
         "NRL_TORCH_PROFILE_DIR": str(torch_dir),
     }
-
-
-def event_threads(trace: dict, prefix: str) -> set[int]:
-    return {e["tid"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith(prefix)}
 
 
 def test_threaded_and_async_actors_record_the_work_of_every_thread(ray_cluster, activate, torch_dir):

@@ -114,6 +114,8 @@ def _on_ray_imported(session: Session) -> None:
     job_end.install(session)
     if session.kind != DRIVER:
         mark_children()
+    if session.kind == CONTROLLER and session.plan.on_demand is not None:
+        _listen_for_children(session)
     if session.kind == DRIVER:
         from nrlprof.runtime import job_env
 
@@ -200,19 +202,29 @@ def _when_connected(session: Session) -> None:
 
 
 def _open_children(session: Session) -> None:
-    """The processes this worker starts join its windows; engines' own profiler switches are driven with them."""
+    """The processes this worker starts join its windows (planned, or asked for in an armed job); engines' own
+    profiler switches are driven with them."""
     from nrlprof.runtime.children.engine_switches import EngineSwitches
 
     process = session.process
     session.engines = EngineSwitches(process.role, process.write_manifest)
-    if not any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None):
-        return
+    gated = any(b.steps is not None for kind in session.targets if (b := session.plan.backend(kind)) is not None)
+    if gated or session.plan.on_demand is not None:
+        _listen_for_children(session)
+
+
+def _listen_for_children(session: Session) -> None:
+    """The processes this Ray worker starts find its channel; a worker no pattern matched (a possible controller of
+    an armed job) learns who it is at its first window asked for (nrlprof.runtime.on_demand.worker)."""
     try:
         from nrlprof.runtime.children import ending as child_ending
-        from nrlprof.runtime.children.channel import open_children
+        from nrlprof.runtime.children.channel import open_children, open_unbound_children
         from nrlprof.runtime.children.join import install_fork_handler
 
-        open_children(session)
+        if session.kind == WORKER:
+            open_children(session)
+        else:
+            open_unbound_children(session)
         child_ending.install(session)
         install_fork_handler()
     except Exception as err:  # the worker itself is profiled all the same

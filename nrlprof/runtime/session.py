@@ -43,6 +43,13 @@ class ChildrenEnd(ChannelEnd, Protocol):
     back."""
 
     acting: AbstractContextManager
+    worker_name: str
+
+    @property
+    def bound(self) -> bool:
+        """Whether the channel knows its worker (a worker no pattern matched learns it with a window asked for)."""
+
+    def bind(self, worker_name: str, rank: int, node_ip: str, write: Callable[[WindowRecord], None] | None) -> None: ...
 
     def __len__(self) -> int: ...
 
@@ -52,6 +59,9 @@ class ChildrenEnd(ChannelEnd, Protocol):
 
     def release(self, pid: int) -> list[dict]:
         """The records of the windows a child ending now had open."""
+
+    def enable(self, backend: dict) -> None:
+        """The children add the backend of a window asked for (nrlprof.runtime.children.protocol.enable_message)."""
 
 
 class EngineProfilers(Protocol):
@@ -98,13 +108,15 @@ class Session:
         self.read_framework_config: Callable[[Any], Any] | None = None
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = False
-        # A matched worker's channel to the processes it starts; a child's end of its worker's channel
+        # A worker's channel to the processes it starts (a matched worker's; any Ray worker's in an armed job, which
+        # a Session for windows asked for takes over); a child's end of its worker's channel
         # (nrlprof.runtime.children.join.ParentLink); engines' own profiler switches. Their modules import this one.
         self.children: ChildrenEnd | None = None
         self.parent_link: ChannelEnd | None = None
         self.engines: EngineProfilers | None = None
-        # Every actor this process created, held weakly (actor id -> weak reference): a window asked for while the
-        # job runs reaches those its patterns select.
+        # Every actor this process created, and in an armed job every one it called that another created (adoption),
+        # held weakly (actor id -> weak reference): a window asked for while the job runs reaches those its patterns
+        # select.
         self.created_handles: dict[str, Callable[[], Any]] = {}
         # Set by the activation in an armed job: called when this process becomes the controller, it starts listening
         # for windows asked for (nrlprof.runtime.on_demand.listener) and returns what stops that.

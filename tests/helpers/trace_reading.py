@@ -22,3 +22,8 @@ def marker_steps(trace: dict, prefix: str) -> set[int]:
 
 def traces_under(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.pt.trace.json*") if not p.name.startswith("."))
+
+
+def event_threads(trace: dict, prefix: str) -> set[int]:
+    """Threads of the events whose names start with `prefix`."""
+    return {e["tid"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith(prefix)}

@@ -1,4 +1,4 @@
-"""A matched worker's channel to the Python processes it starts: they register, and window actions reach them.
+"""A worker's channel to the Python processes it starts: they register, and window actions reach them.
 
 The worker listens on an abstract Unix socket (no file; it goes with the worker; a peer of another user is
 refused) named in NRLPROF_CHANNEL, which its children inherit, with the start-up hook that makes them join
@@ -7,6 +7,10 @@ by the thread that runs them to every live child at once, and their answers awai
 NRL_PROFILE_TIMEOUT_S. A child that misses that is late for the rest of the window: later actions still reach
 it, flagged late, and are not waited on. A child whose connection closes during a window exited or was killed:
 the worker writes its record (`exited`), and nothing else is lost.
+
+In an armed job (NRL_PROFILE_ON_DEMAND) every Ray worker listens, matched or not: a window asked for gives the
+worker a backend it may not have had, and `enable` gives it to the children before the window's first action
+(children that register later get it as they register).
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import patches
-from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_message, peer_ids, socket_address
+from nrlprof.runtime.children.protocol import (
+    READ_SIZE,
+    LineReader,
+    actions_message,
+    encode,
+    peer_ids,
+    socket_address,
+)
 from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action
 
 if TYPE_CHECKING:
@@ -71,16 +82,23 @@ class Posting:
 
 
 class ChildChannel:
+    """`worker_name`, `rank`, `write`: who the worker is, and how the records of children lost in a window are
+    written; an unmatched worker of an armed job learns them at its first window asked for (`bind`)."""
+
     def __init__(
-        self, worker_name: str, rank: int, node_ip: str, timeout_s: float, write: Callable[[WindowRecord], None]
+        self,
+        worker_name: str,
+        rank: int,
+        node_ip: str,
+        timeout_s: float,
+        write: Callable[[WindowRecord], None] | None,
     ) -> None:
-        self.worker_name = worker_name
-        self.rank = rank
-        self.node_ip = node_ip
+        self.bind(worker_name, rank, node_ip, write)
         self.timeout_s = timeout_s
-        self.write = write
         self.address = f"@nrlprof-{os.getpid()}-{secrets.token_hex(6)}"
         self._children: list[ChildProcess] = []
+        # `enable` lines sent so far, in order: a child that registers later gets them first.
+        self._enables: list[bytes] = []
         self._lock = threading.Lock()
         # Held while actions are out: a child ended by another thread (`release`) waits for their answers.
         self.acting = threading.RLock()
@@ -89,6 +107,16 @@ class ChildChannel:
         self._listener.listen(LISTEN_BACKLOG)
         self._thread = threading.Thread(target=self._accept, name="nrlprof-children", daemon=True)
         self._thread.start()
+
+    def bind(self, worker_name: str, rank: int, node_ip: str, write: Callable[[WindowRecord], None] | None) -> None:
+        self.worker_name = worker_name
+        self.rank = rank
+        self.node_ip = node_ip
+        self.write = write
+
+    @property
+    def bound(self) -> bool:
+        return self.write is not None
 
     def __len__(self) -> int:
         return len(self._children)
@@ -108,12 +136,27 @@ class ChildChannel:
                 if uid != os.getuid():
                     connection.close()
                     continue
-                connection.setblocking(False)
+                with self._lock:
+                    connection.settimeout(self.timeout_s)
+                    for line in self._enables:
+                        connection.sendall(line, socket.MSG_NOSIGNAL)
+                    connection.setblocking(False)
+                    self._children.append(ChildProcess(pid, connection))
             except OSError:
                 connection.close()
                 continue
-            with self._lock:
-                self._children.append(ChildProcess(pid, connection))
+
+    def enable(self, backend: dict) -> None:
+        """The children add a backend for windows asked for (`protocol.enable_message`), before the first action of
+        the window reaches them: lines on a connection are read in order. Nothing is waited for."""
+        line = encode({"enable": backend})
+        with self._lock:
+            self._enables.append(line)
+            children = tuple(self._children)
+        with self.acting:
+            posting = Posting((), time.monotonic() + self.timeout_s, [])
+            for child in children:
+                self._send(child, line, posting)
 
     # --- window actions ---------------------------------------------------------------------------------------
 
@@ -260,7 +303,8 @@ class ChildChannel:
                 pid=child.pid,
                 started_at=window.started_at,
             )
-            self.write(record)
+            if self.write is not None:
+                self.write(record)
             records.append(asdict(record))
         if child.windows:
             logger.warning(
@@ -321,6 +365,18 @@ def open_children(session: Session) -> None:
     )  # fmt: skip
     session.children = channel
     info = {"address": channel.address, "session_dir": process.role.session_dir, "node_ip": process.role.node_ip}
+    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
+
+
+def open_unbound_children(session: Session) -> None:
+    """In a Ray worker of an armed job that no pattern matched: listen for the processes it will start, as a
+    matched worker does; who the worker is, its Ray session and node come with its first window asked for. A
+    channel the session has already (the session was reconfigured) is named to the children again."""
+    channel = session.children
+    if not isinstance(channel, ChildChannel):
+        channel = ChildChannel("", 0, "", session.plan.timeout_s, None)
+        session.children = channel
+    info = {"address": channel.address}
     patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
 
 

@@ -44,6 +44,6 @@ def close_child_windows(session: Any, pid: int) -> None:
             "child process '%s' (pid %d) of worker '%s': its window closed before the worker ended it; files: %s",
             records[0].get("worker"),
             pid,
-            session.identity.name,
+            session.children.worker_name,
             ", ".join(f for r in records for f in r.get("files") or ()) or "none",
         )

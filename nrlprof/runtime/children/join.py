@@ -1,4 +1,5 @@
-"""A Python process a matched worker starts joins the worker's windows, with no code of its own.
+"""A Python process a matched worker starts joins the worker's windows, with no code of its own; so does one that
+any Ray worker of an armed job (NRL_PROFILE_ON_DEMAND) starts, for the windows asked for.
 
 How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/children/site` (a
 `sitecustomize`) first on PYTHONPATH (nrlprof.runtime.children.channel.open_children), so any interpreter it
@@ -11,6 +12,10 @@ Once joined, a thread blocks on the channel: nothing runs in the child per step 
 window actions run on that thread, on the child's own backends and on the actors the child created (engine
 children of the worker, nrlprof.runtime.creation_hook), and the records go back to the worker. The child is
 `<worker>.<child>` (nrlprof.runtime.children.names) with the worker's rank; its files and records are a worker's.
+
+A child of a worker no pattern matched has no plan and no worker in its environment: it joins with neither, and
+does nothing until a window asked for selects its worker. The worker's `enable` line then says who the worker is
+and which backend to add, before the window's first action (a matched worker's child adds the backend the same way).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from nrlprof.backends.base import ProcessRole
-from nrlprof.config.plan import MEMORY, NSYS, TORCH, Plan, Target
+from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
@@ -129,10 +134,14 @@ def _join_once_prepared(spawn: ModuleType) -> None:
 def _join(environ: Mapping[str, str], info: dict) -> Session | None:
     from nrlprof.runtime.session import Session
 
-    plan = Plan.from_json(environ[PLAN_VARIABLE])
-    worker, targets = parse_worker_descriptor(environ[WORKER_VARIABLE])
-    configure_logging(plan.log_level)
-    session = Session(plan, worker, child_targets(targets), kind=CHILD)
+    plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
+    if plan_text and worker_text:
+        plan = Plan.from_json(plan_text)
+        worker, targets = parse_worker_descriptor(worker_text)
+        configure_logging(plan.log_level)
+        session = Session(plan, worker, child_targets(targets, plan), kind=CHILD)
+    else:  # the worker was matched by no pattern: who it is comes with a window asked for
+        session = Session(Plan(), None, {}, kind=CHILD)
     link = ParentLink(session, info)
     if not link.connect():
         return None
@@ -143,23 +152,25 @@ def _join(environ: Mapping[str, str], info: dict) -> Session | None:
     return session
 
 
-def child_targets(targets: Mapping[str, Target]) -> dict[str, Target]:
+def child_targets(targets: Mapping[str, Target], plan: Plan | None = None) -> dict[str, Target]:
     """The worker's gated backends, over whole windows (a child makes no actor calls to capture one by one).
 
     nsys stays out of children of a worker in discrete mode: a child's range spanning the window would hold its
-    worker's per-call captures open. Where an engine's own torch profiler records a window, the worker sends its
-    children none of that window's torch actions (nrlprof.runtime.children.engine_switches).
+    worker's per-call captures open; and out of children of a worker launched under nsys for windows asked for
+    (NRL_NSYS_PROFILE_STEP_RANGE=on-demand). Where an engine's own torch profiler records a window, the worker sends
+    its children none of that window's torch actions (nrlprof.runtime.children.engine_switches).
     """
+    nsys_on_demand = plan is not None and plan.on_demand is not None and plan.on_demand.nsys
     kept = {}
     for kind, target in targets.items():
-        if kind not in CHILD_BACKENDS or (kind == NSYS and target.discrete):
+        if kind not in CHILD_BACKENDS or (kind == NSYS and (target.discrete or nsys_on_demand)):
             continue
         kept[kind] = replace(target, discrete=False, methods=())
     return kept
 
 
 def _on_ray_imported(session: Session) -> None:
-    if state.session is session:
+    if state.session is session and session.identity is not None:
         from nrlprof.runtime import creation_hook, job_end
 
         creation_hook.install(session)
@@ -174,6 +185,8 @@ class ParentLink:
         self.info = info
         self.connection: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        # Backends of windows asked for, added when this process's backends are built (or at once if they are).
+        self.enabled: dict[str, tuple[BackendPlan, Target]] = {}
 
     def connect(self) -> bool:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -205,6 +218,9 @@ class ParentLink:
                 self._worker_gone()
                 return
             for message in reader.feed(data):
+                if "enable" in message:
+                    self._enable(message["enable"])
+                    continue
                 reply = self._apply(message)
                 try:
                     connection.sendall(encode(reply), socket.MSG_NOSIGNAL)
@@ -212,11 +228,35 @@ class ParentLink:
                     self._worker_gone()
                     return
 
+    def _enable(self, asked: dict) -> None:
+        """A backend of a window asked for, added before the window's first action arrives."""
+        session = self.session
+        try:
+            plan = Plan.from_json(asked["plan"])
+            worker, targets = parse_worker_descriptor(asked["worker"])
+            kind = asked["kind"]
+            target = child_targets(targets).get(kind)
+            backend_plan = plan.backend(kind)
+            if target is None or backend_plan is None:
+                return
+            if session.identity is None:
+                configure_logging(plan.log_level)
+                session.plan, session.identity = plan, worker
+            for key in ("session_dir", "node_ip"):
+                self.info[key] = self.info.get(key) or asked.get(key)
+            self.enabled[kind] = (backend_plan, target)
+            if session.has_process:
+                session.process.add_backend(kind, backend_plan, target)
+        except Exception as err:  # the child's own work goes on whatever happens here
+            logger.error("a window asked for cannot reach this process (pid %d): %s", os.getpid(), err)
+
     def _apply(self, message: dict) -> dict:
         """The actions of one message, here and in the actors this process created; the answer to send back."""
         session = self.session
         records: list[dict] = []
         open_kinds: list[str] = []
+        if session.identity is None:  # its worker was never selected by a window asked for
+            return {"name": "", "open": open_kinds, "records": records}
         try:
             process = self.process()
             actions = actions_of(message)
@@ -242,8 +282,11 @@ class ParentLink:
         part = child_part()
         identity = WorkerIdentity(part, None, worker.rank, f"{worker.name}.{part}")
         role = ProcessRole(identity, session.plan, self.info.get("session_dir"), self.info.get("node_ip") or "", worker)
-        session.use_process(ProcessProfiler(role, session.targets, session.windows))
-        return session.process
+        process = ProcessProfiler(role, session.targets, session.windows)
+        for kind, (backend_plan, target) in self.enabled.items():
+            process.add_backend(kind, backend_plan, target)
+        session.use_process(process)
+        return process
 
     def _worker_gone(self) -> None:
         """The worker closed the channel or is gone: close open windows (their files are kept) and stop."""
@@ -292,7 +335,7 @@ def _after_fork_in_child() -> None:
     if not _fork_handler_active:
         return
     try:
-        inherited, state.session = state.session, None
+        inherited, state.session, state.on_demand = state.session, None, None
         if inherited is not None:
             for end in (inherited.children, inherited.parent_link):
                 if end is not None:

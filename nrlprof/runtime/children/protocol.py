@@ -1,8 +1,12 @@
-"""What a matched worker and the processes it starts say over the worker's channel: one JSON object a line.
+"""What a worker and the processes it starts say over the worker's channel: one JSON object a line.
 
 - child -> worker, once, at connection: `{"hello": {"name": <provisional name>}}` (the pid comes from the socket).
 - worker -> child: `{"actions": [<Action fields>...], "deadline": <CLOCK_MONOTONIC s>}`; the deadline is when
   the worker stops waiting (NRL_PROFILE_TIMEOUT_S after it sent them).
+- worker -> child, in an armed job, before the first action of a window asked for: `{"enable": {"plan": <plan
+  JSON with the backend asked for>, "worker": <worker descriptor>, "kind": <backend>, "session_dir": ...,
+  "node_ip": ...}}`: the child adds that backend (and, if its worker was matched by no pattern, learns who the
+  worker is). No answer.
 - child -> worker, one per actions line: `{"name": <its name>, "open": [<backend kinds with a window open>],
   "records": [<window records>]}`.
 """
@@ -26,6 +30,11 @@ def encode(message: dict[str, Any]) -> bytes:
 
 def actions_message(actions: tuple[Action, ...], deadline: float) -> bytes:
     return encode({"actions": [asdict(a) for a in actions], "deadline": deadline})
+
+
+def enable_message(plan_json: str, descriptor: str, kind: str, session_dir: str | None, node_ip: str) -> dict:
+    """The `enable` line's body: what a child needs to add the `kind` backend of a window asked for."""
+    return {"plan": plan_json, "worker": descriptor, "kind": kind, "session_dir": session_dir, "node_ip": node_ip}
 
 
 def actions_of(message: dict[str, Any]) -> tuple[Action, ...]:

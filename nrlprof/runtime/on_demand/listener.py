@@ -40,6 +40,9 @@ from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
 from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
 
+# How long a request waits for the workers the controller has called but not yet heard from.
+ADOPTION_WAIT_S = 2.0
+
 
 def start_listening(session: Any) -> Listener:
     import ray
@@ -112,6 +115,7 @@ class Listener:
         if now >= self._next_card:
             kv._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
             self._next_card = now + HEARTBEAT_S
+        self.session.adoption.take_answers()  # workers another actor created, that the controller called
         gate = self.session.built_gate()
         if gate is not None:
             for key in kv._internal_kv_list(request_prefix(self.job), namespace=NAMESPACE):
@@ -177,6 +181,8 @@ class Listener:
     def accept(self, request: Request, gate: Any) -> str | None:
         """Ready the selected workers (their backend in place), then hand the window to the gate."""
         backend_plan = self.backend_plan(request)
+        # A worker first called just now may not have said who it is yet (its answer comes in order with the call).
+        self.session.adoption.take_answers(wait_s=ADOPTION_WAIT_S)
         workers = live_workers(self.session)
         chosen = selected(workers, backend_plan)
         if chosen and request.backend == NSYS:

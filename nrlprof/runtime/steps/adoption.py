@@ -4,31 +4,58 @@ OpenRLHF's PPOTrainer is a Ray actor that gets its actor groups from the driver;
 actor created. The first time a controller calls a method of an actor it does not know, it asks that actor,
 in order with the call, whether it is a profiled worker (and not an engine child, which its parent gates).
 The answers are taken before each window action: a worker joins the windows that start after its answer.
+
+In an armed job (NRL_PROFILE_ON_DEMAND) every actor answers who it is, matched or not, and the listener takes the
+answers too (nrlprof.runtime.on_demand.listener): a window asked for can select workers another actor created
+(NeMo RL's workers, created by its IsolatedWorkerInitializer actors). An unmatched actor names itself as the creation
+hook would (its class, actor name, framework, roles, `RANK` from its environment); without `RANK`, its rank is its
+place among the actors of its name this controller called, in the order it first called them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
+from dataclasses import replace
 from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
 from nrlprof.runtime.ray_link import ray_connected
-from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.workers.frameworks import framework_of_class
+from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
 from nrlprof.workers.tracker import TrackedActor
 
 
-def describe_in_actor(_actor_instance: object) -> dict | None:
-    """Runs inside an actor: who it is and its gated backends, if it is a profiled worker its parent does not gate."""
+def describe_in_actor(actor_instance: object) -> dict | None:
+    """Runs inside an actor: who it is and its gated backends, if it is a profiled worker its parent does not gate;
+    in an armed job, who any other actor is (no backends: windows asked for may select it)."""
     session = state.session
-    if session is None or session.kind != WORKER or session.gated_by_parent:
+    if session is None or (session.kind == WORKER and session.gated_by_parent):
         return None
+    armed = session.plan.on_demand is not None
+    if session.kind != WORKER:
+        return {"identity": _own_identity(actor_instance), "kinds": []} if armed else None
     kinds = [kind for kind, target in session.targets.items() if target is not None and _gated(session, kind)]
-    if not kinds:
+    if not kinds and not armed:
         return None
-    identity = session.identity
-    return {"identity": identity.__dict__, "kinds": kinds}
+    return {"identity": session.identity.__dict__, "kinds": kinds}
+
+
+def _own_identity(actor_instance: object) -> dict:
+    """An unmatched actor's identity as the creation hook names actors; `rank` None where `RANK` does not say it."""
+    import ray
+
+    cls = type(actor_instance)
+    return WorkerIdentity(
+        cls.__name__,
+        ray.get_runtime_context().get_actor_name() or None,
+        rank_from_env_vars(dict(os.environ)),
+        roles=tuple(getattr(cls, "__nrlprof_roles__", ())),
+        framework=framework_of_class(cls),
+    ).__dict__
 
 
 def _gated(session: Any, kind: str) -> bool:
@@ -60,8 +87,10 @@ class Adoption:
             except Exception as err:
                 logger.debug("could not ask actor %s whether it is profiled: %s", actor_id, err)
 
-    def take_answers(self) -> None:
-        """Track the profiled workers that answered since the last window action."""
+    def take_answers(self, wait_s: float = 0) -> None:
+        """Know the workers that answered since the last window action, and track the profiled ones (waiting up to
+        `wait_s` for answers not in yet; the step path never waits). The controller's thread and the listener's
+        both take answers."""
         if not self.pending:
             return
         if not ray_connected():
@@ -70,28 +99,40 @@ class Adoption:
         import ray
 
         with self._lock:
-            ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
-            answered = [(ref, self.pending.pop(ref)) for ref in ready]
-        for ref, handle in answered:
-            try:
-                answer = ray.get(ref)
-            except Exception:
-                continue
-            if not answer:
-                continue
-            data = answer["identity"]
-            identity = WorkerIdentity(
-                data["class_name"],
-                data["actor_name"],
-                data["rank"],
-                data["explicit_name"],
-                tuple(data["roles"]),
-                data.get("framework"),
-            )
-            self.host.known_actors[handle._actor_id.hex()] = identity
-            self.host.tracker.add(TrackedActor(handle, identity, tuple(answer["kinds"])))
-            logger.info(
-                "worker '%s' rank %d, created elsewhere and called by this controller, joins its windows",
-                identity.name,
-                identity.rank,
-            )
+            asked = list(self.pending)
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=wait_s)
+        with self._lock:
+            for ref in ready:
+                handle = self.pending.pop(ref, None)
+                if handle is not None:
+                    self._take(ray, ref, handle)
+
+    def _take(self, ray: Any, ref: Any, handle: Any) -> None:
+        try:
+            answer = ray.get(ref)
+        except Exception:
+            return
+        if not answer:
+            return
+        data = answer["identity"]
+        identity = WorkerIdentity(
+            data["class_name"],
+            data["actor_name"],
+            0 if data["rank"] is None else data["rank"],
+            data["explicit_name"],
+            tuple(data["roles"]),
+            data.get("framework"),
+        )
+        if data["rank"] is None:
+            identity = replace(identity, rank=self.host.ranks.take(identity.name))
+        actor_id = handle._actor_id.hex()
+        self.host.known_actors[actor_id] = identity
+        if not answer["kinds"]:  # a worker of an armed job, which windows asked for may select
+            self.host.created_handles[actor_id] = weakref.ref(handle)
+            return
+        self.host.tracker.add(TrackedActor(handle, identity, tuple(answer["kinds"])))
+        logger.info(
+            "worker '%s' rank %d, created elsewhere and called by this controller, joins its windows",
+            identity.name,
+            identity.rank,
+        )

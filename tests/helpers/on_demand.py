@@ -1,0 +1,51 @@
+"""Windows asked for in an armed job that this test process drives: the request sent with the client API
+(`nrlprof capture`'s own), the job stepped until the window has closed; and the runtime_env that gives an actor the
+armed job's settings, as `ray.init` after `import nrlprof` gives them to every worker of a job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+
+
+def ask(nrlprof: Any, work: Callable[[int], object], request: Request, first_step: int) -> tuple[dict, int]:
+    """Send the request and step the job (`work(step)` once per step) until its window has closed or it was
+    refused; the last answer and the next step."""
+    from nrlprof.tools.capture import client
+
+    client.send(request)
+    step, reply = first_step, None
+    for step in range(first_step, first_step + 60):
+        nrlprof.step(step)
+        work(step)
+        reply = client.wait_for(request, (OPENED,), timeout_s=0.3) or reply
+        if reply is not None and reply["state"] == OPENED:
+            reply = client.wait_for(request, (CLOSED,), timeout_s=0.3) or reply
+        if reply is not None and reply["state"] in (CLOSED, REFUSED):
+            return reply, step + 1
+    raise AssertionError(f"no final answer: {reply}")
+
+
+def asked_steps(reply: dict) -> set[int]:
+    return set(range(reply["first"], reply["last"] + 1))
+
+
+def asked_records(ray: Any, request_id: str) -> list[dict]:
+    """The manifest records of one window asked for, in the Ray session's manifests (which hold other windows')."""
+    session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
+    records = []
+    for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl"):
+        records += [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    return [r for r in records if r.get("asked") == request_id]
+
+
+def armed_runtime_env(nrlprof: Any) -> dict:
+    """The env_vars an armed driver's `ray.init` gives its job's workers (this test's driver joined Ray first)."""
+    from nrlprof.process import state
+    from nrlprof.runtime.job_env import forwarded_variables
+
+    return {"env_vars": forwarded_variables(state.session.plan.to_json(), None)}

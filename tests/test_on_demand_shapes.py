@@ -1,0 +1,81 @@
+"""Windows asked for in an armed job, in the worker shapes real RL frameworks use, on a real Ray cluster with the real
+torch profiler: threaded and async actors, and a worker driven by a Ray compiled graph. Each selected worker's trace
+holds the work of exactly the steps the window covered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.on_demand import ask, asked_steps
+from helpers.trace_reading import event_threads, load_trace, marker_steps, traces_under
+
+from nrlprof.config.requests import CLOSED, Request
+
+
+@pytest.fixture
+def torch_dir(tmp_path):
+    return tmp_path / "traces"
+
+
+def armed(activate, torch_dir: Path):
+    return activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(torch_dir))
+
+
+def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, torch_dir):
+    from worker_shapes import AsyncRewardWorker, ThreadedRolloutWorker
+
+    nrlprof = armed(activate, torch_dir)
+    threaded, asynchronous = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
+
+    def work(step: int) -> None:
+        ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=120)
+
+    for step in (1, 2):
+        nrlprof.step(step)
+        work(step)
+    job = ray_cluster.get_runtime_context().get_job_id()
+    reply, step = ask(nrlprof, work, Request(job, "torch", ("*rollout*", "*reward*"), 2), 3)
+    nrlprof.step(step)
+    work(step)
+    nrlprof.finish()
+
+    assert (reply["state"], reply["answered"]) == (CLOSED, 2), reply
+    steps = asked_steps(reply)
+    assert len(steps) == 2
+    (threaded_trace,) = traces_under(torch_dir / "threaded_rollout_worker")
+    (async_trace,) = traces_under(torch_dir / "async_reward_worker")
+    trace = load_trace(threaded_trace)
+    assert marker_steps(trace, "threaded.rollout.") == steps
+    assert event_threads(trace, "threaded.rollout.").isdisjoint(event_threads(trace, "ProfilerStep#"))
+    assert marker_steps(load_trace(async_trace), "async.score.") == steps
+
+
+def test_a_compiled_graph_worker_in_a_window_asked_for(ray_cluster, activate, torch_dir):
+    from ray.dag import InputNode
+    from worker_shapes import CompiledGraphWorker
+
+    nrlprof = armed(activate, torch_dir)
+    worker = CompiledGraphWorker.remote()
+    ray_cluster.get(worker.pid.remote())
+    with InputNode() as step_input:
+        graph = worker.forward.bind(step_input)
+    compiled = graph.experimental_compile()
+
+    def work(step: int) -> None:
+        assert ray_cluster.get(compiled.execute(step), timeout=120) == step
+
+    try:
+        for step in (1, 2):
+            nrlprof.step(step)
+            work(step)
+        job = ray_cluster.get_runtime_context().get_job_id()
+        reply, step = ask(nrlprof, work, Request(job, "torch", ("*compiled*",), 2), 3)
+        nrlprof.step(step)
+        work(step)
+        nrlprof.finish()
+    finally:
+        compiled.teardown()
+    assert reply["state"] == CLOSED, reply
+    (trace,) = traces_under(torch_dir / "compiled_graph_worker")
+    assert marker_steps(load_trace(trace), "compiled.forward.") == asked_steps(reply)
