@@ -19,7 +19,7 @@ def session_dir(ray) -> Path:
     return Path(ray._private.worker.global_worker.node.get_session_dir_path())
 
 
-def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate, calls):
+def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_cluster, activate, calls, nrlprof_log):
     from workload import DTensorPolicyWorker, RewardWorker
 
     nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="on-demand",
@@ -63,3 +63,5 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
     assert [r["pid"] for r in starts] == [pid, pid], "one collection started by the worker itself per window"
     assert all(f"--session={session}" in r["options"] and "--cuda-memory-usage=true" in r["options"] for r in starts)
     assert [r["options"][r["options"].index("-o") + 1] for r in starts] == [str(nsight / f"{base}.{k}") for k in (1, 2)]
+    started = [m for m in nrlprof_log if "nsys window" in m and "started in" in m]
+    assert len(started) == 2 and not any("controller" in m for m in started), "the controller takes no part"

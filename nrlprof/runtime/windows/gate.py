@@ -263,15 +263,17 @@ class Gate:
         for action in actions:
             if action.op == START:
                 asked = self.asked.get((action.kind, action.window))
+                # The controller takes no part in an nsys window asked for (it was not launched under nsys for it).
+                in_controller = asked is None or action.kind != NSYS
+                controller = f" and the controller ({socket.gethostname()} pid {os.getpid()})" if in_controller else ""
                 logger.info(
-                    "step %d: %s window %s%s started in %d worker(s) and the controller (%s pid %d) in %.0f ms",
+                    "step %d: %s window %s%s started in %d worker(s)%s in %.0f ms",
                     step,
                     action.kind,
                     action.window.label,
                     "" if asked is None else f" (asked for: request {asked.request.id})",
                     answered,
-                    socket.gethostname(),
-                    os.getpid(),
+                    controller,
                     elapsed_ms,
                 )
 
