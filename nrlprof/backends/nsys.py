@@ -31,7 +31,7 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
-from nrlprof.config.nsys.options import LAUNCH_OPTIONS, SESSION_OPTION, captures_allowed, steps_label
+from nrlprof.config.nsys.options import LAUNCH_OPTIONS, SESSION_OPTION, captures_allowed, option_words, steps_label
 from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.config.variables import NSYS_SESSION_VARIABLE
@@ -124,7 +124,7 @@ class NsysBackend(Backend):
         output = str(directory / f"{name}.{self.collections}")
         options = {k: v for k, v in self.backend_plan.options if k not in LAUNCH_OPTIONS}
         argv = [nsys, "start", f"--session={self.nsys_session}", "--capture-range=cudaProfilerApi",
-                "--capture-range-end=stop", "-o", output, *_rendered(options)]  # fmt: skip
+                "--capture-range-end=stop", "-o", output, *option_words(options)]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=NSYS_START_TIMEOUT_S, check=False)
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
@@ -283,9 +283,3 @@ class NsysBackend(Backend):
             return reports[:1]
         wanted = {f".{k}{layout.NSYS_REPORT_SUFFIX}" for k in self._window_ranges()}
         return [p for p in reports if any(p.name.endswith(suffix) for suffix in wanted)]
-
-
-def _rendered(options: dict) -> list[str]:
-    from nrlprof.rayfix.fix import render_tool_options
-
-    return render_tool_options(options)

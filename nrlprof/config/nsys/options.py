@@ -45,6 +45,14 @@ def option_text(value: object) -> str:
     return str(value)
 
 
+def option_words(options: Mapping[str, object]) -> list[str]:
+    """`{"s": "none", "cuda-memory-usage": True}` -> `["-s", "none", "--cuda-memory-usage=true"]` (nsys words)."""
+    words: list[str] = []
+    for name, value in options.items():
+        words += [f"--{name}={option_text(value)}"] if len(name) > 1 else [f"-{name}", option_text(value)]
+    return words
+
+
 def _check_option_value(value: object, where: str) -> None:
     if value is None or isinstance(value, bool):
         return
