@@ -207,3 +207,40 @@ def test_a_controller_actor_on_a_ray_start_cluster_with_token_auth(ray_start_hea
         (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
         assert marker_steps(load_trace(trace), "policy.train.") == set(range(first, last + 1))
     assert list(traces.glob(f"controller.steps{first}-{last}.*.pt.trace.json"))
+
+
+def test_capture_exits_1_and_names_the_worker_that_died_in_the_window(ray_cluster, activate, tmp_path, capsys):
+    """A selected worker killed from outside (an OOM kill) during a window asked for: the window closes in the rest,
+    the dead worker's record says so, and `capture --wait`'s ending (its own code, on the final answer) exits 1."""
+    import signal
+
+    from helpers.on_demand import ask
+    from workload import DTensorPolicyWorker
+
+    from nrlprof import exit_codes
+    from nrlprof.config.requests import CLOSED, Request
+    from nrlprof.tools.commands.capture import _print_closed
+
+    armed = activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"))
+    policy = [DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
+    pids = ray_cluster.get([w.pid.remote() for w in policy], timeout=180)
+    live = list(policy)
+    for step in (1, 2):
+        armed.step(step)
+        ray_cluster.get([w.train.remote(step) for w in live], timeout=120)
+
+    def work(step: int) -> None:
+        if step == 5:
+            os.kill(pids[1], signal.SIGKILL)
+            live.remove(policy[1])
+        ray_cluster.get([w.train.remote(step) for w in live], timeout=120)
+
+    job = ray_cluster.get_runtime_context().get_job_id()
+    reply, _ = ask(armed, work, Request(job, "torch", ("*policy*",), 6), 3)
+    armed.finish()
+    assert reply["state"] == CLOSED and reply["first"] < 5 <= reply["last"], reply
+    assert _print_closed(reply) == exit_codes.PARTIAL
+    printed = capsys.readouterr()
+    assert "dtensor_policy_worker rank 0 on" in printed.out
+    died = rf"dtensor_policy_worker rank 1 on \S+ \[died: the worker died during window {reply['window']} \(found dead"
+    assert re.search(died, printed.out), printed.out

@@ -4,6 +4,7 @@ holds the work of exactly the steps the window covered."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,15 @@ def torch_dir(tmp_path):
     return tmp_path / "traces"
 
 
-def armed(activate, torch_dir: Path):
-    return activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(torch_dir))
+def armed(activate, torch_dir: Path, **variables: str):
+    return activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(torch_dir), **variables)
 
 
 def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, torch_dir):
     from worker_shapes import AsyncRewardWorker, ThreadedRolloutWorker
 
-    nrlprof = armed(activate, torch_dir)
+    anatomy = torch_dir.parent / "anatomy"
+    nrlprof = armed(activate, torch_dir, NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(anatomy))
     threaded, asynchronous = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
 
     def work(step: int) -> None:
@@ -35,7 +37,8 @@ def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, 
         nrlprof.step(step)
         work(step)
     job = ray_cluster.get_runtime_context().get_job_id()
-    reply, step = ask(nrlprof, work, Request(job, "torch", ("*rollout*", "*reward*"), 2), 3)
+    request = Request(job, "torch", ("*rollout*", "*reward*"), 2)
+    reply, step = ask(nrlprof, work, request, 3)
     nrlprof.step(step)
     work(step)
     nrlprof.finish()
@@ -49,6 +52,10 @@ def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, 
     assert marker_steps(trace, "threaded.rollout.") == steps
     assert event_threads(trace, "threaded.rollout.").isdisjoint(event_threads(trace, "ProfilerStep#"))
     assert marker_steps(load_trace(async_trace), "async.score.") == steps
+    (marks,) = anatomy.rglob("steps.jsonl")
+    gate_work = [json.loads(line).get("profiler", "") for line in marks.read_text().splitlines()]
+    started = f"start torch {min(steps)}-{max(steps)} (asked for: request {request.id})"
+    assert [w for w in gate_work if w.startswith("start torch")] == [started], "the step anatomy marks it asked for"
 
 
 def test_a_compiled_graph_worker_in_a_window_asked_for(ray_cluster, activate, torch_dir):

@@ -27,6 +27,8 @@ class AskedWindow:
     window: Window | None = None
     opened_at_step: int | None = None
     answered: int = 0
+    # Records of its processes that came before it closed (a worker found dead during it).
+    records_before_close: list[dict] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
 
     @property

@@ -217,10 +217,12 @@ class Gate:
         for action in actions:
             if action.op == START and (asked := self.asked.get((action.kind, action.window))) is not None:
                 asked.opened(step, answered)
+        for (kind, window), asked in self.asked.items():  # a worker found dead at a step of the window, say
+            asked.records_before_close += _records_of(records, kind, window.label)
         closing, self._closing = self._closing, []
         for asked in closing:
             label = asked.window.label if asked.window else ""
-            asked.closed([r for r in records if r.get("backend") == asked.kind and r.get("window") == label])
+            asked.closed(asked.records_before_close + _records_of(records, asked.kind, label))
             self._leave_asked(asked)
 
     def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
@@ -295,9 +297,20 @@ class Gate:
 
 
 def action_text(actions: tuple[Action, ...]) -> str:
-    """`stop nsys, prepare torch 3-4`: what the gate did, for the step anatomy."""
-    return ", ".join(f"{a.op} {a.kind} {a.window.label}" if a.op in (PREPARE, START) else f"{a.op} {a.kind}"
-                     for a in actions)  # fmt: skip
+    """`stop nsys, prepare torch 3-4, start memory 5-6 (asked for: request <id>)`: what the gate did, for the step
+    anatomy (its text, JSON and timeline track show it as it is)."""
+    return ", ".join(_action_words(a) for a in actions)
+
+
+def _action_words(action: Action) -> str:
+    if action.op not in (PREPARE, START):
+        return f"{action.op} {action.kind}"
+    asked = f" (asked for: request {action.asked})" if action.asked else ""
+    return f"{action.op} {action.kind} {action.window.label}{asked}"
+
+
+def _records_of(records: list[dict], kind: str, label: str) -> list[dict]:
+    return [r for r in records if r.get("backend") == kind and r.get("window") == label]
 
 
 def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> tuple[list[int], list[int]]:
