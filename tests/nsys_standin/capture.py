@@ -10,6 +10,7 @@ loses the capture, as it ends the session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -135,7 +136,8 @@ class CaptureSession:
     def _forward(self, number: int, _frame) -> None:
         if self.child is not None and self.child.poll() is None:
             self.sent_signals.add(number)
-            os.kill(self.child.pid, number)
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile (the handler runs inside its wait)
+                os.kill(self.child.pid, number)
 
     def _at_exit(self, code: int) -> None:
         with self.lock:
