@@ -26,10 +26,14 @@ STEPS = 40
 
 JOB = textwrap.dedent(
     """
-    import sys, time, ray
+    import os, sys, time, ray
     sys.path.insert(0, {tests!r})
     import nrlprof
+    from nrlprof.ranges.annotate import window_open
     from workload import DTensorPolicyWorker, RewardWorker
+
+    def held_at_end(step):
+        return step == {steps} and os.path.exists({hold!r} + "/hold_at_end")
 
     ray.init(log_to_driver=True)  # RAY_ADDRESS: the cluster
     policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
@@ -39,6 +43,8 @@ JOB = textwrap.dedent(
         ray.get([w.train.remote(step) for w in policy] + [reward.score.remote(step)])
         print("STEP", step, flush=True)
         time.sleep({pause})
+        while os.path.exists({hold!r} + "/hold_in_window") and window_open() or held_at_end(step):
+            time.sleep(0.05)
     nrlprof.finish()
     print("DONE", flush=True)
     """
@@ -62,6 +68,8 @@ CONTROLLER_JOB = textwrap.dedent(
                 nrlprof.step(step)
                 ray.get([w.train.remote(step) for w in policy])
                 time.sleep({pause})
+                while step == steps and os.path.exists({hold!r} + "/hold_at_end"):
+                    time.sleep(0.05)
             nrlprof.finish()
             return steps
 
@@ -72,9 +80,12 @@ CONTROLLER_JOB = textwrap.dedent(
 
 
 def start_job(tmp_path: Path, env: dict[str, str], script: str = JOB, step_call: str = "nrlprof.step(step)"):
-    """The job, started; `step_call`: how its loop marks a step (`pass`: the step marker or an adapter does)."""
+    """The job, started; `step_call`: how its loop marks a step (`pass`: the step marker or an adapter does). Its
+    last step waits until `finish` (a loaded machine may be slow to ask); while `hold_in_window` is in `tmp_path`,
+    a step with a window open in the driver waits too."""
     path = tmp_path / "train.py"
-    path.write_text(script.format(tests=TESTS, steps=STEPS, pause=0.5, step_call=step_call))
+    (tmp_path / "hold_at_end").touch()
+    path.write_text(script.format(tests=TESTS, steps=STEPS, pause=0.5, step_call=step_call, hold=str(tmp_path)))
     env = {**env, "PYTHONPATH": PYTHONPATH, "NRL_STEP_ANATOMY": "0"}
     return subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path)  # fmt: skip
@@ -105,6 +116,7 @@ def opened_steps(stdout: str) -> tuple[int, int]:
 
 
 def finish(job: subprocess.Popen) -> tuple[str, str]:
+    (Path(job.args[1]).parent / "hold_at_end").unlink(missing_ok=True)
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
     return out, err
@@ -172,11 +184,13 @@ def test_refusals_leave_the_job_untouched(ray_cluster, tmp_path):
         assert "dtensor_policy_worker (ranks 0,1), reward_worker (rank 0)" in nobody.stderr
         nsys = capture(env, "--address", address, "--workers", "*policy*", "--backend", "nsys", "--steps", "2")
         assert nsys.returncode == 2 and "NRL_NSYS_PROFILE_STEP_RANGE=on-demand" in nsys.stderr
+        (tmp_path / "hold_in_window").touch()  # the job waits inside the window until the next request is answered
         long_window = capture(env, "--address", address, "--workers", "*policy*", "--backend", "torch", "--steps",
                               "8")  # fmt: skip
         assert long_window.returncode == 0, long_window.stderr
         overlapping = capture(env, "--address", address, "--workers", "*reward*", "--backend", "torch", "--steps",
                               "2")  # fmt: skip
+        (tmp_path / "hold_in_window").unlink()
         assert overlapping.returncode == 2 and "overlaps" in overlapping.stderr, overlapping.stderr
         other_backend = capture(env, "--address", address, "--workers", "*reward*", "--backend", "memory",
                                 "--steps", "1", "--wait")  # fmt: skip

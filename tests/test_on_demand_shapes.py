@@ -86,3 +86,43 @@ def test_a_compiled_graph_worker_in_a_window_asked_for(ray_cluster, activate, to
     assert reply["state"] == CLOSED, reply
     (trace,) = traces_under(torch_dir / "compiled_graph_worker")
     assert marker_steps(load_trace(trace), "compiled.forward.") == asked_steps(reply)
+
+
+@pytest.mark.parametrize("job_settings", [True, False], ids=["job-settings", "no-job-settings"])
+def test_nrlprofs_own_ranges_in_a_window_asked_for(ray_cluster, activate, torch_dir, job_settings):
+    """A worker no pattern matched at its start: in the window asked for, its `nrlprof.annotate` ranges and its
+    remote methods' ranges carry the window's steps, as in a planned window. A worker that had no nrlprof settings
+    at its start (nothing ran at its start) has its annotate ranges; its methods were never wrapped."""
+    import re
+
+    from helpers.on_demand import armed_runtime_env
+    from workload import ActorRolloutRefWorker
+
+    nrlprof = armed(activate, torch_dir)
+    runtime_env = armed_runtime_env(nrlprof) if job_settings else {}
+    worker = ActorRolloutRefWorker.options(runtime_env=runtime_env).remote()
+
+    def work(step: int) -> None:
+        ray_cluster.get(worker.update_actor.remote(step), timeout=120)
+
+    for step in (1, 2):
+        nrlprof.step(step)
+        work(step)
+    job = ray_cluster.get_runtime_context().get_job_id()
+    reply, step = ask(nrlprof, work, Request(job, "torch", ("*rollout*",), 2), 3)
+    nrlprof.step(step)
+    work(step)
+    nrlprof.finish()
+
+    assert reply["state"] == CLOSED, reply
+    steps = sorted(asked_steps(reply))
+    (trace,) = traces_under(torch_dir / "actor_rollout_ref_worker")
+    names = [str(e.get("name")) for e in load_trace(trace)["traceEvents"]]
+
+    def range_steps(label: str) -> list[int]:
+        pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
+        return sorted(int(m.group(1)) for name in names if (m := pattern.match(name)))
+
+    assert range_steps("actor/compute_adv") == steps, "nrlprof.annotate"
+    assert range_steps("actor_rollout_ref_worker.update_actor") == (steps if job_settings else [])
+    assert marker_steps(load_trace(trace), "update.") == set(steps)

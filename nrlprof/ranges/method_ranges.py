@@ -1,4 +1,5 @@
-"""Every remote method call of a matched worker as a range `<worker>.<method>`, with no decorator.
+"""Every remote method call of a matched worker, and in an armed job of a worker a window asked for selects, as a
+range `<worker>.<method>`, with no decorator.
 
 Ray builds one executor per actor method when the actor class loads in the worker; the
 patch wraps each executor.  Outside a window the wrapper costs one global read.
@@ -14,14 +15,18 @@ from nrlprof.process import patches, state
 PATCH_NAME = "ray.FunctionActorManager._make_actor_method_executor"
 
 
-def _traced(executor: Callable, label: str, method_name: str) -> Callable:
+def _traced(executor: Callable, label: str | None, method_name: str) -> Callable:
+    """`label` None: a worker of an armed job, named only once a window asked for selects it."""
     from nrlprof.ranges.annotate import _Ranges
 
     def traced(__ray_actor: Any, *args: Any, **kwargs: Any) -> Any:
         session = state.session
         if session is None or not session.windows.any_open:
             return executor(__ray_actor, *args, **kwargs)
-        ranges = _Ranges(label, None, True, method_name)
+        name = label if label is not None else _asked_label(method_name)
+        if name is None:
+            return executor(__ray_actor, *args, **kwargs)
+        ranges = _Ranges(name, None, True, method_name)
         try:
             result = executor(__ray_actor, *args, **kwargs)
         except BaseException:
@@ -37,6 +42,11 @@ def _traced(executor: Callable, label: str, method_name: str) -> Callable:
     return traced
 
 
+def _asked_label(method_name: str) -> str | None:
+    asked = state.on_demand
+    return None if asked is None else f"{asked.identity.name}.{method_name}"
+
+
 async def _closing_after(awaitable: Any, ranges: Any) -> Any:
     try:
         return await awaitable
@@ -44,7 +54,9 @@ async def _closing_after(awaitable: Any, ranges: Any) -> Any:
         ranges.close()
 
 
-def install(worker_name: str) -> None:
+def install(worker_name: str | None) -> None:
+    """Ranges named `<worker_name>.<method>`; with None, named after the worker a window asked for selects (no
+    range outside such a window)."""
     from ray._private.function_manager import FunctionActorManager
 
     def wrap(original: Callable) -> Callable:
@@ -52,7 +64,8 @@ def install(worker_name: str) -> None:
             executor = original(self, method_name, method)
             if method_name.startswith("__"):
                 return executor
-            return _traced(executor, f"{worker_name}.{method_name}", method_name)
+            label = None if worker_name is None else f"{worker_name}.{method_name}"
+            return _traced(executor, label, method_name)
 
         return make_executor
 

@@ -115,6 +115,9 @@ def _on_ray_imported(session: Session) -> None:
     if session.kind != DRIVER:
         mark_children()
     if session.kind == CONTROLLER and session.plan.on_demand is not None:
+        from nrlprof.ranges import method_ranges
+
+        method_ranges.install(None)  # named when a window asked for selects this worker
         _listen_for_children(session)
     if session.kind == DRIVER:
         from nrlprof.runtime import job_env

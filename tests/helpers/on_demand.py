@@ -5,6 +5,8 @@ armed job's settings, as `ray.init` after `import nrlprof` gives them to every w
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,3 +51,31 @@ def armed_runtime_env(nrlprof: Any) -> dict:
     from nrlprof.runtime.job_env import forwarded_variables
 
     return {"env_vars": forwarded_variables(state.session.plan.to_json(), None)}
+
+
+def ask_in_background(
+    workers: tuple[str, ...], steps: int, backend: str = "torch", after_step: int = 2
+) -> threading.Thread:
+    """In an armed job's driver, as `nrlprof capture` from another process does: once the job's card shows step
+    `after_step`, ask for a window of `steps` steps in `workers`; its final answer printed as `ANSWER <json>`. The
+    thread ends with the answer, so a job can step until it has ended."""
+    from nrlprof.tools.capture import client
+
+    def ask() -> None:
+        import ray
+
+        job = ray.get_runtime_context().get_job_id()
+        while not any(card["job"] == job and (card["step"] or 0) >= after_step for card in client.armed_jobs()):
+            time.sleep(0.2)
+        request = Request(job, backend, workers, steps)
+        client.send(request)
+        print("ANSWER", json.dumps(client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)), flush=True)
+
+    asker = threading.Thread(target=ask, name="asker", daemon=True)
+    asker.start()
+    return asker
+
+
+def printed_answer(stdout: str) -> dict:
+    """The answer `ask_in_background` printed."""
+    return json.loads(stdout.split("ANSWER", 1)[1].splitlines()[0])

@@ -9,12 +9,12 @@ its GRPO loop (`maybe_gpu_profile_step` for the policy and the generation at the
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 from helpers.framework_jobs import job_env, readme_block_variables, readme_log_lines, run_job
+from helpers.on_demand import asked_steps, printed_answer
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 pytestmark = pytest.mark.framework
@@ -95,32 +95,19 @@ def test_a_pattern_selects_only_the_worker_types_it_names(ray_cluster, tmp_path,
 
 
 ARMED_GRPO_JOB = """
-import json, sys, threading, time, ray
+import sys, time, ray
 ray.init(address=sys.argv[1], logging_level="ERROR")
 from nemo_rl.algorithms.grpo import grpo_train
 from nemo_rl.distributed.virtual_cluster import RayVirtualCluster
 from nemo_rl.models.generation.vllm.vllm_generation import VllmGeneration
 from nemo_rl.models.policy.lm_policy import Policy
-from nrlprof.config.requests import CLOSED, REFUSED, Request
-from nrlprof.tools.capture import client
+from helpers.on_demand import ask_in_background
 
 policy = Policy(RayVirtualCluster([2]), {"model": "tiny"})
 generation = VllmGeneration(RayVirtualCluster([1]), {"model": "tiny"})
 train = policy.train
 policy.train = lambda step: time.sleep(0.3) or train(step)  # steps long enough for a request to come meanwhile
-
-
-def ask():
-    job = ray.get_runtime_context().get_job_id()
-    while not any(card["job"] == job and (card["step"] or 0) >= 2 for card in client.armed_jobs()):
-        time.sleep(0.2)
-    request = Request(job, "torch", ("*vllm*",), 2)
-    client.send(request)
-    print("ANSWER", json.dumps(client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)), flush=True)
-
-
-asker = threading.Thread(target=ask)
-asker.start()
+asker = ask_in_background(("*vllm*",), steps=2)
 grpo_train(policy, generation, max_num_steps=30)
 asker.join()
 policy.shutdown()
@@ -137,9 +124,9 @@ def test_an_armed_grpo_job_takes_a_window_asked_for_at_its_own_steps(ray_cluster
     env["PYTHONPATH"] = os.pathsep.join([str(Path(nrlprof.__file__).parent.parent), env["PYTHONPATH"]])
     result = run_job(ray_cluster, tmp_path, ARMED_GRPO_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
-    answer = json.loads(result.stdout.split("ANSWER", 1)[1].splitlines()[0])
+    answer = printed_answer(result.stdout)
     assert answer["state"] == "closed", (answer, result.stderr[-6000:])
-    steps = set(range(answer["first"], answer["last"] + 1))
+    steps = asked_steps(answer)
     assert len(steps) == 2 and answer["last"] < 30
     assert "NeMo RL's maybe_gpu_profile_step" in result.stderr or "took over NeMo RL" in result.stderr
     assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == ["vllm_generation_worker"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_block_variables, readme_log_lines, run_job
+from helpers.on_demand import asked_steps, printed_answer
 from helpers.trace_reading import load_trace, traces_under
 
 pytestmark = pytest.mark.framework
@@ -30,7 +31,7 @@ if not (OPENRLHF_SITE / "openrlhf").is_dir():
     pytest.skip("OpenRLHF is installed into .openrlhf-site by scripts/setup-venv", allow_module_level=True)
 
 OPENRLHF_JOB = """
-import os, sys
+import os, sys, time
 from types import SimpleNamespace as Settings
 
 import ray
@@ -44,6 +45,11 @@ from openrlhf.trainer.ray.ppo_actor import PolicyModelActor
 
 # One prompt per batch; the second batch is emptied by dynamic filtering, so its draw is drawn again.
 PROMPT_BATCHES = [["p1"], [], ["p2"], ["p3"], ["p4"], ["p5"]]
+# An armed job asked for a window: steps of 0.3 s at least, drawn until the window asked for has closed.
+ASKED = os.environ.get("ASK_FOR_WORKERS")
+ASKED_DONE = os.path.abspath("asked.done")
+if ASKED:
+    PROMPT_BATCHES = [[f"p{n}"] for n in range(60)]
 
 
 class Prompts:
@@ -54,7 +60,10 @@ class Prompts:
         return len(self.batches)
 
     def __iter__(self):
-        return iter(self.batches)
+        for batch in self.batches:
+            if ASKED and os.path.exists(ASKED_DONE):
+                return
+            yield batch
 
     def state_dict(self):
         return {}
@@ -87,6 +96,8 @@ class Trainer(PPOTrainer.__ray_actor_class__):
         self._latest_eval_metric_value = None
 
     def train_step(self, rollout_samples, global_step):
+        if ASKED:
+            time.sleep(0.3)
         ray.get(self.reference_model_group.async_run_method(method_name="get_master_addr_port"))
         ray.get(self.actor_model_group.async_run_method(method_name="get_master_addr_port"))
         return {}, global_step + 1
@@ -95,7 +106,13 @@ class Trainer(PPOTrainer.__ray_actor_class__):
 # Two ranks each; OpenRLHF asks one GPU per actor, which a CPU cluster has not: num_gpus_per_actor=0.
 policy = RayActorGroup(2, 1, PolicyModelActor, num_gpus_per_actor=0)
 reference = RayActorGroup(2, 1, ReferenceModelActor, num_gpus_per_actor=0)
-ray.get(Trainer.remote(policy, reference).fit.remote())
+fitted = Trainer.remote(policy, reference).fit.remote()
+if ASKED:
+    from helpers.on_demand import ask_in_background
+
+    ask_in_background((ASKED,), steps=2).join()
+    open(ASKED_DONE, "w").close()
+ray.get(fitted)
 print("DONE")
 """
 
@@ -146,3 +163,21 @@ def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp
     for rank in ("0", "1"):
         (trace,) = traces_under(traces / "reference_model_actor" / rank)
         assert range_steps(trace, "reference_model_actor.get_master_addr_port") == {3}
+
+
+def test_an_armed_job_takes_a_window_asked_for_at_the_trainers_global_steps(ray_cluster, tmp_path):
+    """The controller is OpenRLHF's PPOTrainer actor; the window asked for opens at its global steps."""
+    traces = tmp_path / "traces"
+    result = run_openrlhf_job(ray_cluster, tmp_path, NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces),
+                              ASK_FOR_WORKERS="PolicyModelActor")  # fmt: skip
+    answer = printed_answer(result.stdout)
+    assert answer["state"] == "closed", (answer, result.stderr[-6000:])
+    steps = asked_steps(answer)
+    assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
+    assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in result.stderr
+    assert [p.name for p in traces.iterdir() if p.is_dir()] == ["policy_model_actor"], "the reference untouched"
+    for rank in ("0", "1"):
+        (trace,) = traces_under(traces / "policy_model_actor" / rank)
+        assert range_steps(trace, "policy_model_actor.get_master_addr_port") == steps, rank
+    first, last = min(steps), max(steps)
+    assert len(list(traces.glob(f"controller.steps{first}-{last}.*.pt.trace.json"))) == 1, "and in the trainer"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_log_lines, run_job
+from helpers.on_demand import asked_steps, printed_answer
+from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 pytestmark = pytest.mark.framework
 pytest.importorskip("rlinf.scheduler", reason="RLinf is installed by scripts/setup-venv")
@@ -63,3 +65,62 @@ def test_rlinfs_own_profiling_section_runs_one_nsys_per_process_with_nrlprofs_wi
         assert not any("rlinf_profile_" in option for option in launch["command"])
     for pid in pids:
         assert len(list(output.glob(f"ActorGroup_0-1_{pid}*.nsys-rep"))) == 1, "one report per process, in output_dir"
+
+
+ARMED_RLINF_JOB = """
+import os, sys, time
+os.environ["RAY_ADDRESS"] = sys.argv[1]
+from omegaconf import OmegaConf
+from rlinf.runners.embodied_runner import EmbodiedRunner
+from rlinf.scheduler import Cluster, Worker
+from helpers.on_demand import ask_in_background
+
+
+class ActorWorker(Worker):
+    def train(self, step):
+        import torch
+
+        with torch.profiler.record_function(f"actor.train.{step}"):
+            torch.ones(16, 16) @ torch.ones(16, 16)
+
+
+class RolloutWorker(ActorWorker):
+    pass
+
+
+placement = {"actor": {"node_group": "node", "placement": "0"}}
+cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "component_placement": placement}))
+actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
+rollouts = RolloutWorker.create_group().launch(cluster, name="RolloutGroup")
+runner = EmbodiedRunner.__new__(EmbodiedRunner)
+runner._profile_all_steps, runner._profile_steps = False, set()
+asker = ask_in_background(("ActorGroup",), steps=2)
+for global_step in range(60):
+    started = time.monotonic()
+    runner._should_profile_step(global_step)
+    actors.train(global_step).wait()
+    rollouts.train(global_step).wait()
+    time.sleep(max(0.0, 0.3 - (time.monotonic() - started)))
+    if not asker.is_alive():
+        break
+print("LAST", global_step)
+"""
+
+
+def test_an_armed_rlinf_job_takes_a_window_asked_for_at_its_runners_steps(ray_cluster, tmp_path):
+    """RLinf counts steps from 0; the window asked for is in its numbers. A group is named as a variable names it."""
+    traces = tmp_path / "traces"
+    env = job_env(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces))
+    env["PYTHONPATH"] = str(TESTS)
+    result = run_job(ray_cluster, tmp_path, ARMED_RLINF_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    answer = printed_answer(result.stdout)
+    assert answer["state"] == "closed", (answer, result.stderr[-6000:])
+    steps = asked_steps(answer)
+    assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
+    assert answer["last"] < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
+    assert "steps come from RLinf's embodied runner (global_step) (first step: 0)" in result.stderr
+    (group,) = [p for p in traces.iterdir() if p.is_dir()]
+    assert group.name == "ActorGroup", "the rollout group untouched"
+    (trace,) = traces_under(group)
+    assert marker_steps(load_trace(trace), "actor.train.") == steps, "RLinf's step numbers, as the answer printed them"

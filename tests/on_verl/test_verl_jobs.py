@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.clusters import joining_env, short_temp_dir
+from helpers.on_demand import asked_steps, printed_answer
 from helpers.standins import install_stand_ins, tool_records
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
@@ -115,6 +116,36 @@ def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixe
         # discrete: one trace per call of the listed method, which verl calls as actor_rollout_generate_sequences
         assert sorted(steps_in(t, "rollout.generate.").pop() for t in discrete) == [2, 3]
         assert all(steps_in(t, "actor.update.") == set() for t in discrete), "only the listed method's calls"
+
+
+ARMED_JOB = """
+ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
+from helpers.on_demand import ask_in_background
+
+groups = worker_groups(colocated=False)
+asker = ask_in_background(("*actor_rollout*",), steps=2)
+print("LAST", train(bare_trainer(groups), groups, steps=40, until=lambda: not asker.is_alive()), flush=True)
+"""
+
+
+def test_an_armed_verl_job_takes_a_window_asked_for_at_its_trainers_global_steps(ray_cluster, tmp_path):
+    traces = tmp_path / "traces"
+    env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces))
+    result = run_program(tmp_path, ARMED_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    answer = printed_answer(result.stdout)
+    assert answer["state"] == "closed", (answer, result.stderr[-6000:])
+    steps = asked_steps(answer)
+    assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
+    assert answer["last"] < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
+    assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
+    assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == ["worker_dict-actor_rollout"], "critic untouched"
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
+        for prefix in ("rollout.generate.", "actor.update."):
+            assert steps_in(trace, prefix) == steps, (prefix, "verl's global_steps, as the answer printed them")
+    first, last = min(steps), max(steps)
+    assert len(list(traces.glob(f"controller.steps{first}-{last}.*.pt.trace.json"))) == 1, "and in the controller"
 
 
 FRAMEWORK_CONFIG_JOB = """

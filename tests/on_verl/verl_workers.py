@@ -95,13 +95,24 @@ def bare_trainer(groups: dict):
     return trainer
 
 
-def train(trainer, groups: dict, steps: int, profile_steps: tuple[int, ...] = ()) -> None:
-    """verl's step loop as `RayPPOTrainer.fit` runs it: profiling switched at the top and bottom of each step."""
+def train(trainer, groups: dict, steps: int, profile_steps: tuple[int, ...] = (), until=None) -> int:
+    """verl's step loop as `RayPPOTrainer.fit` runs it: profiling switched at the top and bottom of each step. With
+    `until`, the loop ends early once `until()` is true at the end of a step, and each step lasts at least 0.3 s
+    (time for a window to be asked for meanwhile). The last step run."""
+    import time
+
     trainer.actor_rollout_wg, trainer.critic_wg = groups["actor_rollout"], groups["critic"]
+    step = 0
     for step in range(1, steps + 1):
+        started = time.monotonic()
         trainer.global_steps = step
         trainer._start_profiling(step in profile_steps and step - 1 not in profile_steps)
         trainer.actor_rollout_wg.generate_sequences(step)
         trainer.critic_wg.compute_values(step)
         trainer.actor_rollout_wg.update_actor(step)
         trainer._stop_profiling(step in profile_steps and step + 1 not in profile_steps)
+        if until is not None:
+            time.sleep(max(0.0, 0.3 - (time.monotonic() - started)))
+            if until():
+                break
+    return step

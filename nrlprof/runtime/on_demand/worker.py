@@ -30,6 +30,10 @@ def enable_in_actor(_actor_instance: object, plan_json: str, descriptor: str, ki
     if session is None:
         configure_logging(plan.log_level)
         session = state.on_demand = Session(plan, identity, {kind: target}, kind=WORKER)
+        if state.session is None:  # nothing ran at this worker's start: annotate reads the windows there
+            state.session = session
+        else:  # one process, one set of open windows: annotate and method ranges read the host's
+            session.windows = state.session.windows
         _take_children(session)
     else:
         session.targets.setdefault(kind, target)
