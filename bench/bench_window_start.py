@@ -4,6 +4,9 @@ Each case runs in a fresh interpreter (the first profiler start of a process is 
 the driver's own torch backend (the controller) and no Ray:
 - warmed: window 3:5; `step(2)` warms the profiler up, `step(3)` starts the window.
 - cold: window 1:3; `step(1)` starts the profiler and the window at once (nothing before step 1).
+- asked: window 1:3 as cold, but the profiler started up ahead, as a window asked for has it (the worker's
+  `ready_for_asked`, the controller's listener thread), before the window is handed to the gate; that start-up
+  is in the "step before" column, though it runs off the step path.
 - unprofiled: the same steps with nrlprof inactive.
 Printed per case: how long the `step()` calls around the window start took, and the wall time of the
 window's first step (the same work each step) against the unprofiled step.
@@ -33,6 +36,12 @@ def work():
     return x
 
 step_calls, step_walls = {}, {}
+if os.environ.get("BENCH_START_UP_AHEAD"):
+    from nrlprof.backends.torch_profiler import start_up_profiler
+
+    began = time.perf_counter()
+    start_up_profiler("bench")
+    step_calls[0] = (time.perf_counter() - began) * 1000
 for step in range(1, 7):
     began = time.perf_counter()
     nrlprof.step(step)
@@ -45,8 +54,10 @@ print(json.dumps({"calls": step_calls, "walls": step_walls}))
 """
 
 
-def run_case(steps: str | None, directory: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL")}
+def run_case(steps: str | None, directory: str, start_up_ahead: bool = False) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "BENCH_"))}
+    if start_up_ahead:
+        env["BENCH_START_UP_AHEAD"] = "1"
     if steps:
         env.update(
             NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
@@ -64,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    rows: dict[str, list[tuple[float, ...]]] = {"warmed": [], "cold": [], "unprofiled": []}
+    rows: dict[str, list[tuple[float, ...]]] = {"warmed": [], "cold": [], "asked": [], "unprofiled": []}
     with tempfile.TemporaryDirectory() as directory:
         for _ in range(args.repeat):
             warmed = run_case("3:5", directory)
@@ -73,6 +84,9 @@ def main() -> None:
             cold = run_case("1:3", directory)
             calls, walls = cold["calls"], cold["walls"]
             rows["cold"].append((0.0, calls["1"], walls["1"], walls["2"]))
+            asked = run_case("1:3", directory, start_up_ahead=True)
+            calls, walls = asked["calls"], asked["walls"]
+            rows["asked"].append((calls["0"], calls["1"], walls["1"], walls["2"]))
             plain = run_case(None, directory)
             calls, walls = plain["calls"], plain["walls"]
             rows["unprofiled"].append((calls["2"], calls["3"], walls["3"], walls["4"]))

@@ -126,3 +126,35 @@ def test_nrlprofs_own_ranges_in_a_window_asked_for(ray_cluster, activate, torch_
     assert range_steps("actor/compute_adv") == steps, "nrlprof.annotate"
     assert range_steps("actor_rollout_ref_worker.update_actor") == (steps if job_settings else [])
     assert marker_steps(load_trace(trace), "update.") == set(steps)
+
+
+def test_the_jobs_card_stays_fresh_while_the_controller_readies_workers(ray_cluster, activate, torch_dir, monkeypatch):
+    """Readying workers for a window (their profiler's start-up: seconds, more on a GPU) holds the listener's thread;
+    the card `nrlprof capture` reads to tell a live job from a gone one is rewritten all the same."""
+    import time
+
+    from nrlprof.config.requests import HEARTBEAT_S
+    from nrlprof.process import state
+    from nrlprof.runtime.on_demand.listener import Listener
+    from nrlprof.tools.capture import client
+
+    busy = {"until": 0.0}
+    tick = Listener.tick
+
+    def slow_tick(self):  # a request being readied: the thread is held
+        while time.monotonic() < busy["until"]:
+            time.sleep(0.05)
+        tick(self)
+
+    monkeypatch.setattr(Listener, "tick", slow_tick)
+    nrlprof = armed(activate, torch_dir)
+    nrlprof.step(1)
+    job = ray_cluster.get_runtime_context().get_job_id()
+    assert state.session.listener is not None
+    busy["until"] = time.monotonic() + 5 * HEARTBEAT_S
+    seen = set()
+    while time.monotonic() < busy["until"]:
+        seen |= {card["at"] for card in client.armed_jobs() if card["job"] == job}
+        time.sleep(HEARTBEAT_S / 2)
+    nrlprof.finish()
+    assert len(seen) >= 3, f"the card was rewritten {len(seen)} time(s) in {5 * HEARTBEAT_S:.0f} s"

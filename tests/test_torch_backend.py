@@ -123,3 +123,51 @@ def test_torch_builds_no_python_events_at_stop_unless_stacks_need_them(monkeypat
     assert options(False) == {"profile_all_threads": True}
     assert options(True) is None
     assert real(trace_only=True).trace_only  # the option torch 2.13 reads at stop
+
+
+STARTED_UP_AHEAD = """
+import json, sys, torch
+from nrlprof.backends import torch_profiler
+from nrlprof.backends.base import ProcessRole
+from nrlprof.backends.torch_profiler import TorchBackend
+from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
+from nrlprof.config.steps import Window
+from nrlprof.workers.identity import WorkerIdentity
+
+plan = Plan(backends=(BackendPlan(TORCH, (Target("*"),), None),), torch=TorchSettings(directory=sys.argv[1]))
+role = ProcessRole(WorkerIdentity("PolicyWorker", None, 0), plan, None)
+backend = TorchBackend(plan.backends[0], role, Target("*"))
+theirs = torch.profiler.profile()
+theirs.start()
+backend.ready_for_asked()
+left_alone = not torch_profiler._kineto_started
+theirs.stop()
+backend.ready_for_asked()
+started_up = torch_profiler._kineto_started and not torch_profiler.another_profiler_running()
+with torch.profiler.record_function("before the window"):
+    torch.ones(8) + 1
+backend.start_window(Window(4, 5), 4)
+with torch.profiler.record_function("in the window"):
+    torch.ones(8) + 1
+backend.mark_step(5)
+(path,) = backend.stop_window().files
+print(json.dumps({"left_alone": left_alone, "started_up": started_up, "trace": path}))
+"""
+
+
+def test_a_window_asked_for_finds_the_profiler_started_up_and_records_only_its_steps(tmp_path):
+    """`ready_for_asked` (run before a window asked for is handed to the gate) pays Kineto's once-per-process
+    start-up with an empty start and stop, so the window's first step does not; a profiler another party runs is left
+    alone. A fresh process: this one's Kineto may have started already."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "asked.py"
+    script.write_text(STARTED_UP_AHEAD)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["left_alone"] and result["started_up"], result
+    names = {e.get("name") for e in json.loads(Path(result["trace"]).read_text())["traceEvents"]}
+    assert {"ProfilerStep#4", "ProfilerStep#5", "in the window"} <= names
+    assert "before the window" not in names

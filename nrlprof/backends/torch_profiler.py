@@ -8,10 +8,12 @@ outside the window, and the window starts with one cheap `step()` of torch's sch
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,10 @@ TRUNCATED = "truncated"
 # A window longer than this is listed by its first and last step in the trace's metadata.
 MAX_LISTED_STEPS = 10_000
 _WARNED: set[str] = set()
+# nrlprof's profiler starts in this process, one at a time: a window's (the gate's thread) and the warm-up for a
+# window asked for (the controller's listener thread).
+_STARTING = threading.Lock()
+_kineto_started = False
 _MEMORY_WITHOUT_ALL_THREADS = (
     "NRL_TORCH_PROFILE_MEMORY is on: torch then records memory events only without profile_all_threads, "
     "so work on threads other than the one starting a window is missing from the traces"
@@ -123,6 +129,36 @@ def _write_valid(exported: Path, target: Path, compress: bool) -> int:
     return repairs
 
 
+def start_up_profiler(who: str, guard: OtherProfilerGuard | None = None) -> None:
+    """Kineto's start-up, once per process (CUPTI on a GPU: seconds; 1.8 s on 2 CPU cores), paid before a window
+    asked for is handed to the gate rather than in its first step: one empty start and stop of the profiler."""
+    global _kineto_started
+    if _kineto_started:
+        return
+    from torch.profiler import profile
+
+    with _STARTING:
+        if _kineto_started or another_profiler_running():
+            return
+        began = time.perf_counter()
+        profiler = profile(activities=profiler_activities())
+        with guard.own_start() if guard is not None else contextlib.nullcontext(), without_thread_complaint():
+            profiler.start()
+            profiler.stop()
+        _kineto_started = True
+    logger.debug("%s: torch profiler started up for a window asked for in %.2f s", who, time.perf_counter() - began)
+
+
+def profiler_activities() -> list:
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    return activities
+
+
 class TorchBackend(Backend):
     kind = TORCH
     warms_up = True
@@ -141,15 +177,6 @@ class TorchBackend(Backend):
         avoid_clash(role.worker_name, say=role.rank in (None, 0))
         self.budget = HostBudget(role.plan.max_host_mb)
         self.truncated = ""  # why the window stopped early (its host budget), if it did
-
-    def _activities(self) -> list:
-        import torch
-        from torch.profiler import ProfilerActivity
-
-        activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(ProfilerActivity.CUDA)
-        return activities
 
     def _metadata(self, window: Window) -> dict[str, str]:
         rank = self.role.rank if self.role.rank is not None else 0
@@ -178,7 +205,7 @@ class TorchBackend(Backend):
         settings = self.role.plan.torch
         options = {"schedule": _warm_up_then_record} if scheduled else {}
         profiler = profile(
-            activities=self._activities(),
+            activities=profiler_activities(),
             record_shapes=settings.record_shapes,
             profile_memory=settings.profile_memory,
             with_stack=settings.with_stack,
@@ -188,9 +215,15 @@ class TorchBackend(Backend):
         )
         for key, value in self._metadata(window).items():
             profiler.preset_metadata_json(key, value)
-        with self.guard.own_start(), without_thread_complaint():
+        global _kineto_started
+        with _STARTING, self.guard.own_start(), without_thread_complaint():
             profiler.start()
+            _kineto_started = True
         return profiler
+
+    def ready_for_asked(self) -> None:
+        if not self.discrete and (imported("torch") is not None or self.role.parent is None):
+            start_up_profiler(self.role.worker_name, self.guard)
 
     def _other_profiler(self) -> bool:
         if not another_profiler_running():

@@ -1,9 +1,10 @@
 """The armed job's controller listens for windows asked for while it runs, on a thread of its own.
 
-Every POLL_S it reads the requests for its job from Ray's KV store (the only channel: no port is opened), and every
-HEARTBEAT_S it rewrites the job's card (its step, its workers). A request is checked, its workers get their backend
-(off the step path), and the gate opens its window at the next step boundary. Each request, the node it came from and
-what was done with it go to the job's log. Nothing here raises into the job: a bad request is refused and logged.
+Every POLL_S it reads the requests for its job from Ray's KV store (the only channel: no port is opened). A request is
+checked, its workers get their backend (off the step path), and the gate opens its window at the next step boundary.
+Each request, the node it came from and what was done with it go to the job's log. Nothing here raises into the job: a
+bad request is refused and logged. Every HEARTBEAT_S another thread rewrites the job's card (its step, its workers), so
+readying workers for a window (seconds: their profiler's start-up) never makes the job look gone to `nrlprof capture`.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ class Listener:
         self.pid = os.getpid()
         self.asked: list[AskedWindow] = []
         self._written: dict[str, str] = {}
-        self._next_card = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nrlprof-on-demand", daemon=True)
+        self._card_thread = threading.Thread(target=self._keep_card, name="nrlprof-on-demand-card", daemon=True)
 
     def start(self) -> None:
+        self._card_thread.start()
         self._thread.start()
 
     def stop(self) -> None:
@@ -90,8 +92,9 @@ class Listener:
         if self._stop.is_set():
             return
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        for thread in (self._thread, self._card_thread):
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout=5)
         if ray_connected():
             try:
                 self._answer_changes()
@@ -109,12 +112,18 @@ class Listener:
                 logger.warning("nrlprof's listener for windows asked for: %s", err)
             self._stop.wait(POLL_S)
 
+    def _keep_card(self) -> None:
+        while not self._stop.is_set():
+            if not ray_connected():
+                return
+            try:
+                _kv()._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
+            except Exception as err:  # the next beat tries again; a card older than STALE_S reads as a job gone
+                logger.debug("could not rewrite the armed job's card: %s", err)
+            self._stop.wait(HEARTBEAT_S)
+
     def tick(self) -> None:
         kv = _kv()
-        now = time.monotonic()
-        if now >= self._next_card:
-            kv._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
-            self._next_card = now + HEARTBEAT_S
         self.session.adoption.take_answers()  # workers another actor created, that the controller called
         gate = self.session.built_gate()
         if gate is not None:
@@ -206,6 +215,13 @@ class Listener:
         if not ready:
             said = "; ".join(problems) if problems else "busy or gone"
             return f"none of the selected workers is ready ({said}); nothing done"
+        if request.backend == TORCH:  # the controller's profiler too, here rather than in the window's first step
+            from nrlprof.backends.torch_profiler import start_up_profiler
+
+            try:
+                start_up_profiler("the controller")
+            except Exception as err:  # the window starts it then, as a planned window without warm-up does
+                logger.debug("the controller's torch profiler did not start up ahead of the window: %s", err)
         asked = AskedWindow(request, backend_plan, ready)
         self.asked.append(asked)
         gate.asked_waiting.append(asked)

@@ -34,9 +34,10 @@ EACH_NODE = "each node running a matched worker"
 ARMED_NSYS_NOTE = (
     "armed for nsys on demand: every matched worker runs in an nsys session of its own from its start, collecting "
     "nothing until a window is asked for (on an H200: +0.2-1.4 s to the worker's first CUDA work under an `nsys "
-    "profile` prefix, steps as fast as unarmed; the session's `nsys launch` prefix not yet timed on a GPU); each window asked for starts a collection in the worker's session before the window's first step "
-    "(`nsys start`, 0.1 s, between the worker's calls, off the step path) and its report is written when the window "
-    "closes (the window's last step waits for nsys: 2.8 s for a small window)"
+    "profile` prefix, steps as fast as unarmed; the session's `nsys launch` prefix not yet timed on a GPU); each "
+    "window asked for starts a collection in the worker's session before the window's first step (`nsys start`, "
+    "0.1 s, between the worker's calls, off the step path) and its report is written when the window closes (the "
+    "window's last step waits for nsys: 2.8 s for a small window)"
 )
 _SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
 
