@@ -79,3 +79,16 @@ def ask_in_background(
 def printed_answer(stdout: str) -> dict:
     """The answer `ask_in_background` printed."""
     return json.loads(stdout.split("ANSWER", 1)[1].splitlines()[0])
+
+
+def asked_window_of(result: Any) -> set[int]:
+    """The steps of the 2-step window `ask_in_background` asked for in a job run as `result` (a finished driver), once
+    checked: closed, opened at a step boundary after step 2, and (where the job printed `LAST <step>`) followed by
+    more steps of the job."""
+    answer = printed_answer(result.stdout)
+    assert answer["state"] == CLOSED, (answer, result.stderr[-6000:])
+    steps = asked_steps(answer)
+    assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
+    if "LAST" in result.stdout:
+        assert answer["last"] < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
+    return steps

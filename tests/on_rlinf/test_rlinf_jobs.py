@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_log_lines, run_job
-from helpers.on_demand import asked_steps, printed_answer
+from helpers.on_demand import asked_window_of
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 pytestmark = pytest.mark.framework
@@ -114,11 +114,7 @@ def test_an_armed_rlinf_job_takes_a_window_asked_for_at_its_runners_steps(ray_cl
     env["PYTHONPATH"] = str(TESTS)
     result = run_job(ray_cluster, tmp_path, ARMED_RLINF_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
-    answer = printed_answer(result.stdout)
-    assert answer["state"] == "closed", (answer, result.stderr[-6000:])
-    steps = asked_steps(answer)
-    assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
-    assert answer["last"] < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
+    steps = asked_window_of(result)
     assert "steps come from RLinf's embodied runner (global_step) (first step: 0)" in result.stderr
     (group,) = [p for p in traces.iterdir() if p.is_dir()]
     assert group.name == "ActorGroup", "the rollout group untouched"
