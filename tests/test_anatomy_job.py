@@ -28,12 +28,6 @@ SLACK_MS = 5.0  # timestamps of the driver and of the workers come from differen
 PROFILED_STEPS = (2, 3)
 # Torch's durations are in microseconds: up to 1 us off Ray's nanoseconds.
 CLOCK_US_NS = 1000
-# Between Ray's task:execute and the method range: Ray's executor frames, nrlprof's wrapper, record_function
-# (0.2-0.4 ms measured), and whatever time the worker is descheduled there on a loaded 2-core machine (in CI
-# 1.7 ms of a 252 ms call once, 8.1 ms of a 264 ms call another time): 2 ms, plus 5% of the call. A range that
-# is not the method's body (a 250 ms sleep) would be off by far more.
-METHOD_EDGE_NS = 2_000_000
-METHOD_EDGE_SHARE = 0.05
 
 
 @ray.remote(num_cpus=0)
@@ -205,8 +199,9 @@ def test_anatomy_with_the_torch_profiler_on_the_trainers(ray_cluster, activate, 
             # The range is the method body: inside Ray's task:execute, itself inside the whole task:: span.
             assert whole[0] <= body[0] and body[1] <= whole[1], figures
             assert range_ns <= body[1] - body[0] + CLOCK_US_NS, figures
-            # And as long, up to the frames between them (Ray's executor, nrlprof's wrapper, record_function).
-            assert body[1] - body[0] - range_ns <= METHOD_EDGE_NS + METHOD_EDGE_SHARE * (body[1] - body[0]), figures
+            # And the whole body: the method sleeps TRAIN_S. How much shorter than task:execute it is depends on
+            # scheduling (CI under load: 8 ms and 20 ms of a 250 ms call), so that gap is not bounded here.
+            assert range_ns + CLOCK_US_NS >= TRAIN_S * 1e9, figures
             compared.append(figures)
     assert len(compared) == 2 * len(PROFILED_STEPS)
     print("\n".join(compared))
