@@ -171,3 +171,166 @@ def test_a_window_asked_for_finds_the_profiler_started_up_and_records_only_its_s
     names = {e.get("name") for e in json.loads(Path(result["trace"]).read_text())["traceEvents"]}
     assert {"ProfilerStep#4", "ProfilerStep#5", "in the window"} <= names
     assert "before the window" not in names
+
+
+def held_warm_up(backend: TorchBackend, release: threading.Event, imported: set | None = None) -> list[int]:
+    """The backend's session builds wait for `release` (at most 10 s); the threads that built them. `imported`
+    gets the modules first imported while a build ran."""
+    import sys
+
+    built_on: list[int] = []
+    build = backend._new_session
+
+    def held(*args, **kwargs):
+        built_on.append(threading.get_ident())
+        release.wait(10)
+        before = set(sys.modules)
+        try:
+            return build(*args, **kwargs)
+        finally:
+            if imported is not None:
+                imported.update(set(sys.modules) - before)
+
+    backend._new_session = held
+    return built_on
+
+
+def test_the_warm_up_runs_beside_the_step_before_the_window_and_the_window_takes_its_session(tmp_path):
+    backend = backend_for("policy", tmp_path)
+    release = threading.Event()
+    imported: set[str] = set()
+    built_on = held_warm_up(backend, release, imported)
+    backend.prepare_window(Window(2, 3))
+    returned_while_warming_up = not release.is_set()
+    with torch.profiler.record_function("the step before"):
+        torch.ones(8) + 1
+    release.set()
+    backend.start_window(Window(2, 3), 2)
+    with torch.profiler.record_function("step two work"):
+        torch.ones(8) + 1
+    backend.mark_step(3)
+    (path,) = backend.stop_window().files
+    assert returned_while_warming_up and backend.warm_up is None
+    assert built_on and built_on[0] != threading.get_ident(), "the session is prepared on a thread of its own"
+    assert len(built_on) == 1, "the window took the session warmed up for it"
+    assert not imported, "imports run on the gate's thread, not beside the job's own"
+    names = {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}
+    assert {"ProfilerStep#2", "ProfilerStep#3", "step two work"} <= names
+    assert "the step before" not in names
+
+
+def test_a_warm_up_whose_window_never_starts_is_stopped(tmp_path):
+    from nrlprof.backends.torch_guard import another_profiler_running
+
+    backend = backend_for("policy", tmp_path)
+    backend.prepare_window(Window(2, 3))
+    backend.discard_prepared()
+    assert backend.warm_up is None and backend.prepared_for is None
+    assert not another_profiler_running()
+    theirs = torch.profiler.profile()
+    theirs.start()
+    torch.ones(8) + 1
+    theirs.stop()
+    assert any(e.name == "aten::add" for e in theirs.events())
+
+
+def test_a_profiler_started_by_the_job_during_the_warm_up_ends_it_and_the_window_is_skipped(tmp_path):
+    """Two torch profilers in one process crash it: the job's start waits for nrlprof's warm-up and stops it."""
+    from nrlprof.backends.torch_guard import PATCH_NAME
+    from nrlprof.process import patches
+
+    backend = backend_for("policy", tmp_path)
+    release = threading.Event()
+    held_warm_up(backend, release)
+    patches.uninstall(PATCH_NAME)  # installed by an earlier test's backend: one backend per process in a job
+    backend.guard.install()
+    backend.prepare_window(Window(2, 3))
+    threading.Timer(0.5, release.set).start()
+    theirs = torch.profiler.profile()
+    theirs.start()
+    assert backend.warm_up is None and backend.profiler is None
+    backend.start_window(Window(2, 3), 2)
+    torch.ones(8) + 1
+    backend.mark_step(3)
+    record = backend.stop_window()
+    theirs.stop()
+    patches.uninstall(PATCH_NAME)
+    assert record.status == "skipped" and "another torch profiler" in record.message
+    assert any(e.name == "aten::add" for e in theirs.events())
+
+
+DRIVER_WITHOUT_RAY = """
+import json, sys, torch, nrlprof
+for step in range(1, 5):
+    nrlprof.step(step)
+    torch.ones(8) + 1
+nrlprof.finish()
+print(json.dumps({"ray": "ray" in sys.modules, "inductor": "torch._inductor" in sys.modules}))
+"""
+
+
+def test_a_drivers_window_imports_neither_ray_nor_torchs_compiler(tmp_path):
+    """torch's profiler start imports `torch._inductor` (3 s of Python on 2 cores) to read one setting of a
+    compiler the job never loaded; a driver without Ray had Ray imported (2 s) to list workers at its window's
+    start. Neither belongs on the step path of a job that uses neither."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL")}
+    env.update(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2:4",
+        NRL_TORCH_PROFILE_DIR=str(tmp_path / "torch"),
+        NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"),
+    )
+    run = subprocess.run([sys.executable, "-c", DRIVER_WITHOUT_RAY], env=env, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"ray": False, "inductor": False}
+    (trace,) = (tmp_path / "torch").rglob("*.pt.trace.json")
+    names = {e.get("name") for e in json.loads(trace.read_text())["traceEvents"]}
+    assert {"ProfilerStep#2", "ProfilerStep#3", "aten::add"} <= names
+
+
+def test_the_compiler_stays_unimported_on_the_starting_thread_only_and_its_setting_is_read_as_inductor_reads_it(
+    monkeypatch,
+):
+    import sys
+
+    from nrlprof.backends.inductor_unimported import inductor_left_unimported
+
+    class Profiler:
+        has_cudagraphs = None
+
+    lazily_imported: list[str] = []
+
+    def lazy(name: str):
+        lazily_imported.append(name)
+        return "inductor"
+
+    monkeypatch.delitem(sys.modules, "torch._inductor", raising=False)
+    monkeypatch.delattr(torch, "_inductor", raising=False)
+    monkeypatch.setattr(torch, "__getattr__", lazy)
+    for value, expected in (("1", True), ("0", False)):
+        monkeypatch.setenv("TORCHINDUCTOR_CUDAGRAPHS", value)
+        profiler = Profiler()
+        elsewhere: list[object] = []
+
+        def look(found: list[object] = elsewhere) -> None:
+            found.append(torch._inductor)
+
+        with inductor_left_unimported(profiler):
+            assert not hasattr(torch, "_inductor")
+            thread = threading.Thread(target=look)
+            thread.start()
+            thread.join()
+        assert elsewhere == ["inductor"], "other threads still get the module"
+        assert profiler.has_cudagraphs is expected
+        assert torch.__getattr__ is lazy
+    assert lazily_imported == ["_inductor", "_inductor"]
+    monkeypatch.setitem(sys.modules, "torch._inductor", object())
+    profiler = Profiler()
+    with inductor_left_unimported(profiler):
+        assert torch._inductor == "inductor"
+    assert profiler.has_cudagraphs is None, "a job that loaded inductor: torch reads its setting itself"

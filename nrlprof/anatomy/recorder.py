@@ -32,6 +32,7 @@ from nrlprof.anatomy.files import (
 from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventPump
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
+from nrlprof.process.import_hooks import imported_already
 
 WRITE_INTERVAL_S = 1.0
 # The reader process's last reads take at most FINAL_LIMIT_S; beyond this it is ended.
@@ -116,7 +117,7 @@ class Recorder:
         self._marks_written, self._actors_written = end, actors_end
 
     def _connect(self) -> None:
-        ray = sys.modules.get("ray")
+        ray = imported_already("ray")
         if ray is None or not ray.is_initialized():
             return
         self._connected = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,15 +24,16 @@ class OtherProfilerGuard:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
-        self.starting_own = False
+        # The thread starting or stopping nrlprof's own profiler (a window's warm-up runs on a thread of its own).
+        self.own_thread: int | None = None
 
     @contextlib.contextmanager
     def own_start(self) -> Iterator[None]:
-        self.starting_own = True
+        self.own_thread = threading.get_ident()
         try:
             yield
         finally:
-            self.starting_own = False
+            self.own_thread = None
 
     def install(self) -> None:
         from torch.autograd.profiler import profile
@@ -40,7 +42,7 @@ class OtherProfilerGuard:
 
         def wrap(original):
             def _prepare_trace(profiler_self, *args, **kwargs):
-                if not guard.starting_own and guard.backend.profiler is not None:
+                if guard.own_thread != threading.get_ident() and guard.backend.holds_profiler():
                     guard.backend.interrupted_by_other_profiler()
                 return original(profiler_self, *args, **kwargs)
 

@@ -2,14 +2,16 @@
 
 The session records every thread of the process (threaded and async actors, compiled-graph executors
 run the work off the thread that starts the window) where torch supports it.  It is warmed up the step
-before its window (`prepare_window`): torch's trace preparation (CUPTI on a GPU, seconds) then lands
-outside the window, and the window starts with one cheap `step()` of torch's schedule.
+before its window (`prepare_window`), on a thread of its own beside that step's work: torch's trace
+preparation (CUPTI on a GPU, seconds) then lands outside the window and off the step's path, and the window
+starts with one cheap `step()` of torch's schedule, which is also where recording begins on the gate's thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib
 import json
 import os
 import socket
@@ -22,8 +24,10 @@ from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
 from nrlprof.backends.cupti_clash import avoid_clash
 from nrlprof.backends.host_budget import HostBudget
+from nrlprof.backends.inductor_unimported import inductor_left_unimported
 from nrlprof.backends.kineto_first_start import without_thread_complaint
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
+from nrlprof.backends.warm_up import WarmUp
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
@@ -142,7 +146,8 @@ def start_up_profiler(who: str, guard: OtherProfilerGuard | None = None) -> None
             return
         began = time.perf_counter()
         profiler = profile(activities=profiler_activities())
-        with guard.own_start() if guard is not None else contextlib.nullcontext(), without_thread_complaint():
+        own = guard.own_start() if guard is not None else contextlib.nullcontext()
+        with own, without_thread_complaint(), inductor_left_unimported(profiler):
             profiler.start()
             profiler.stop()
         _kineto_started = True
@@ -167,6 +172,7 @@ class TorchBackend(Backend):
         super().__init__(backend_plan, role, target)
         self.profiler = None
         self.prepared_for: Window | None = None
+        self.warm_up: WarmUp | None = None
         self.step_marker = None
         self.files: list[str] = []
         self.call_label = ""
@@ -216,7 +222,7 @@ class TorchBackend(Backend):
         for key, value in self._metadata(window).items():
             profiler.preset_metadata_json(key, value)
         global _kineto_started
-        with _STARTING, self.guard.own_start(), without_thread_complaint():
+        with _STARTING, self.guard.own_start(), without_thread_complaint(), inductor_left_unimported(profiler):
             profiler.start()
             _kineto_started = True
         return profiler
@@ -232,30 +238,60 @@ class TorchBackend(Backend):
         logger.warning("%s: %s", self.role.worker_name, self.skipped)
         return True
 
-    def _torch_here(self) -> bool:
+    def holds_profiler(self) -> bool:
+        return self.profiler is not None or self.warm_up is not None
+
+    def _torch_here(self, import_it: bool = True) -> bool:
         """torch, ready to use; a worker's child that never imported it has no torch work to record."""
         if imported("torch") is not None:
             return True
         if self.role.parent is None:
-            import torch  # noqa: F401
-
+            if import_it:
+                import torch  # noqa: F401
             return True
         self.skipped = "this process has not imported torch: it has no torch work to record"
         return False
 
     def prepare_window(self, window: Window) -> None:
         self.discard_prepared()
-        if self.discrete or not self._torch_here() or self._other_profiler():
+        if self.discrete or not self._torch_here(import_it=False) or self._other_profiler():
             return
+        # What the session imports is imported here: an import on two threads at once can meet the job's own
+        # imports in the opposite order, and Python then hands one thread a half-made module.
+        self._torch_here()
+        for module in ("torch.profiler", "torch.distributed", "torch.profiler._cupti_monitor"):
+            with contextlib.suppress(ImportError):  # the last: torch >= 2.12, imported by the profiler's start
+                importlib.import_module(module)
+        nvtx_module()
         self.guard.install()
-        self.profiler, self.prepared_for = self._new_session(window, scheduled=True), window
+        self.prepared_for = window
+        self.warm_up = WarmUp(lambda: self._new_session(window, scheduled=True), "nrlprof-torch-warm-up")
 
     def discard_prepared(self) -> None:
-        if self.prepared_for is not None and self.window is None and self.profiler is not None:
-            profiler, self.profiler = self.profiler, None
-            with self.guard.own_start():
-                profiler.stop()
+        warm_up, self.warm_up = self.warm_up, None
         self.prepared_for = None
+        if warm_up is None:
+            return
+        try:
+            profiler = warm_up.result()
+        except Exception as err:
+            logger.debug("%s: the torch warm-up that was not used had failed: %s", self.role.worker_name, err)
+            return
+        with self.guard.own_start():
+            profiler.stop()
+
+    def _take_prepared(self) -> None:
+        """The session warmed up for this window; the window's start waits for what is left of its warm-up."""
+        warm_up, self.warm_up = self.warm_up, None
+        self.prepared_for = None
+        if warm_up.done:
+            self.profiler = warm_up.result()
+            return
+        waited = time.perf_counter()
+        self.profiler = warm_up.result()
+        log = logger.info if self.role.rank in (None, 0) else logger.debug
+        log("%s: the torch warm-up (%.2f s) outlasted the step before the window; its start waited %.2f s",
+            self.role.worker_name, warm_up.seconds, time.perf_counter() - waited)  # fmt: skip
 
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
@@ -265,14 +301,15 @@ class TorchBackend(Backend):
         if self.discrete:
             self.mark_step(step)
             return
-        if self.prepared_for != window:
+        if self.prepared_for == window and self.warm_up is not None:
+            self._take_prepared()
+        else:
             self.discard_prepared()
             if not self._torch_here() or self._other_profiler():
                 self.steps_seen.append(step)
                 return
             self.guard.install()
             self.profiler = self._new_session(window, scheduled=True)
-        self.prepared_for = None
         self.budget.begin()  # the profiler's own start-up is not counted: what its buffers hold from here is
         self.mark_step(step)
 

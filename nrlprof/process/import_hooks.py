@@ -121,3 +121,12 @@ def imported(module_name: str) -> ModuleType | None:
     if module_name not in sys.modules:
         return None
     return importlib.import_module(module_name)
+
+
+def imported_already(module_name: str) -> ModuleType | None:
+    """The module if its import is complete; None while nothing or another thread is still importing it.
+
+    For threads that only ask whether a module is in use (is Ray connected?) and must not wait on an import.
+    """
+    module = sys.modules.get(module_name)
+    return None if module is None or _initialising(module) else module

@@ -3,9 +3,9 @@ its own on first use, so a call made after the job's `ray.shutdown()` would star
 
 from __future__ import annotations
 
-import sys
+from nrlprof.process.import_hooks import imported_already
 
 
 def ray_connected() -> bool:
-    ray = sys.modules.get("ray")
+    ray = imported_already("ray")
     return ray is not None and ray.is_initialized()

@@ -165,7 +165,10 @@ class ProcessProfiler:
 
     def close_all(self) -> list[dict]:
         actions = tuple(Action(kind, STOP) for kind, b in self.backends.items() if b.window is not None)
-        return self.apply(actions)
+        records = self.apply(actions)
+        for backend in self.backends.values():
+            self._discard(backend)  # a warm-up still running for a window that will not come
+        return records
 
     def write_manifest(self, record: WindowRecord) -> None:
         try:

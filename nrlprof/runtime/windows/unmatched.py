@@ -6,13 +6,20 @@ from __future__ import annotations
 
 from nrlprof.config.plan import BackendPlan
 from nrlprof.log import logger
+from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.matching import match_backend
 
 MAX_NAMES = 30
 
 
 def tell_if_nothing_matched(backend: BackendPlan) -> bool:
-    """True when it told (no live actor matches); False when one matches or the cluster cannot be read."""
+    """True when it told (no live actor matches); False when one matches or the cluster cannot be read.
+
+    Only where this process is connected to Ray: a driver that never started Ray has no workers to list, and
+    importing Ray (seconds) at its window's start would hold up that step.
+    """
+    if not ray_connected():
+        return False
     try:
         from nrlprof.workers.live import live_actors
 
