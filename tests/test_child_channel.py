@@ -162,7 +162,7 @@ NAMES = textwrap.dedent(
 def test_a_child_is_named_by_its_multiprocessing_name_else_its_title_else_its_executable(tmp_path):
     program = tmp_path / "names.py"
     program.write_text(NAMES)
-    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300, check=True)
     executable = Path(sys.executable).name
     assert result.stdout.split() == [executable, "engine_core_proc", "engine_core_0"]
 

@@ -91,7 +91,7 @@ def clean_env(**variables: str) -> dict[str, str]:
 
 def driver(**variables: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "print('ran')"], env=clean_env(**variables), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=300)  # fmt: skip
 
 
 def test_a_misspelled_variable_is_named_with_the_one_meant():

@@ -89,7 +89,7 @@ def test_discrete_mode_one_trace_per_annotated_call_and_listed_method(ray_cluste
     worker = ActorRolloutRefWorker.remote()
     for step in range(1, 6):
         nrlprof.step(step)
-        ray_cluster.get([worker.update_actor.remote(step), worker.generate_sequences.remote(step)], timeout=120)
+        ray_cluster.get([worker.update_actor.remote(step), worker.generate_sequences.remote(step)], timeout=300)
     files = traces_under(torch_dir / "actor_rollout_ref_worker")
     labels = sorted(".".join(p.name.split(".")[2:-4]) for p in files)
     assert labels == [

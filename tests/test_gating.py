@@ -22,7 +22,7 @@ def run_steps(ray, nrlprof, steps, policies=(), generators=(), rewards=()):
             [p.train.remote(step) for p in policies]
             + [g.generate.remote(step) for g in generators]
             + [r.score.remote(step) for r in rewards],
-            timeout=120,
+            timeout=300,
         )
 
 

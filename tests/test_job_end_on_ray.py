@@ -93,7 +93,7 @@ def test_a_child_process_its_worker_ends_in_a_window_keeps_its_trace(ray_cluster
         engine_pid = ray_cluster.get(worker.engine_pid.remote(), timeout=180)
         for step in (1, 2, 3):
             nrlprof.step(step)
-            ray_cluster.get(worker.generate.remote(step), timeout=120)
+            ray_cluster.get(worker.generate.remote(step), timeout=300)
         began = time.monotonic()
         assert ray_cluster.get(worker.end_engine.remote(), timeout=180) == -15, "ended by SIGTERM"
         assert time.monotonic() - began < 60

@@ -30,7 +30,7 @@ def test_a_worker_that_keeps_memory_reads_as_growing_and_its_sibling_as_flat(ray
     leaky, steady = LeakyPolicyWorker.remote(), SteadyPolicyWorker.remote()
     for step in range(1, 8):
         nrlprof.step(step)
-        ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=120)
+        ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=300)
     nrlprof.finish()
 
     leaking = figures(directory, "leaky_policy_worker")
@@ -164,7 +164,7 @@ def test_plan_shows_the_memory_backend_and_its_files(tmp_path):
         NRL_MEMORY_PROFILE_DIR=str(tmp_path / "mem"),
     )
     result = subprocess.run(
-        [sys.executable, "-m", "nrlprof", "plan", "--json"], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "nrlprof", "plan", "--json"], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     (memory,) = [b for b in json.loads(result.stdout)["backends"] if b["kind"] == "memory"]

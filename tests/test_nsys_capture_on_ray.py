@@ -39,7 +39,7 @@ def run_and_list(ray, nrlprof, worker, steps, nsight: Path, prefix: str) -> dict
     seen = {}
     for step in steps:
         nrlprof.step(step)
-        ray.get(worker.train.remote(step), timeout=120)
+        ray.get(worker.train.remote(step), timeout=300)
         seen[step] = sorted(p.name for p in nsight.glob(prefix + ".*"))
     return seen
 
@@ -165,14 +165,14 @@ def test_worker_killed_inside_a_window_leaves_no_report_and_none_is_claimed(ray_
     nsight = session_dir(ray_cluster) / "logs" / "nsight"
     for step in (1, 2):
         nrlprof.step(step)
-        ray_cluster.get([survivor.train.remote(step), victim.train.remote(step)], timeout=120)
+        ray_cluster.get([survivor.train.remote(step), victim.train.remote(step)], timeout=300)
     # Killed from outside, as the OOM killer or Ray's teardown does: the capture dies with the process.
     os.kill(pids[1], signal.SIGKILL)
     (victim_call,) = [r for r in calls() if r["pid"] == pids[1]]
     wait_until_gone(victim_call["nsys_pid"])
     for step in (3, 4):
         nrlprof.step(step)
-        ray_cluster.get(survivor.train.remote(step), timeout=120)
+        ray_cluster.get(survivor.train.remote(step), timeout=300)
 
     assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[1]}.*")) == []
     assert sorted(p.name for p in nsight.glob(f"{WORKER}_2-3_{pids[0]}.*")) == [f"{WORKER}_2-3_{pids[0]}.nsys-rep"]
@@ -218,7 +218,7 @@ def test_children_open_their_own_ranges_in_the_workers_nsys_session(ray_cluster,
     base = f"vllm_generation_worker_2-3_6_{pid}"
     for step in range(1, 8):
         nrlprof.step(step)
-        ray_cluster.get(worker.generate.remote(step), timeout=120)
+        ray_cluster.get(worker.generate.remote(step), timeout=300)
 
     names = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]
     assert sorted(p.name for p in nsight.glob(f"vllm_generation_worker_*_{pid}*")) == names, "one report per window"
@@ -252,11 +252,11 @@ def test_a_child_killed_inside_a_window_does_not_hold_the_report(ray_cluster, ac
     nsight = session_dir(ray_cluster) / "logs" / "nsight"
     for step in (1, 2):
         nrlprof.step(step)
-        ray_cluster.get(worker.generate.remote(step), timeout=120)
+        ray_cluster.get(worker.generate.remote(step), timeout=300)
     os.kill(engine_pid, signal.SIGKILL)
     for step in (3, 4):
         nrlprof.step(step)
-        ray_cluster.get(worker.pid.remote(), timeout=120)
+        ray_cluster.get(worker.pid.remote(), timeout=300)
 
     report = read_report(nsight / f"vllm_generation_worker_2-3_{pid}.nsys-rep")
     assert {r["pid"]: r["stopped_by"] for r in report["process_ranges"]} == {

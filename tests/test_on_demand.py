@@ -242,14 +242,14 @@ def test_capture_exits_1_and_names_the_worker_that_died_in_the_window(ray_cluste
     live = list(policy)
     for step in (1, 2):
         armed.step(step)
-        ray_cluster.get([w.train.remote(step) for w in live], timeout=120)
+        ray_cluster.get([w.train.remote(step) for w in live], timeout=300)
 
     def work(step: int) -> None:
         window = state.session.built_gate().open.get("torch")
         if window is not None and window.first < step < window.last and len(live) == 2:  # inside it, not at its ends
             os.kill(pids[1], signal.SIGKILL)
             live.remove(policy[1])
-        ray_cluster.get([w.train.remote(step) for w in live], timeout=120)
+        ray_cluster.get([w.train.remote(step) for w in live], timeout=300)
 
     job = ray_cluster.get_runtime_context().get_job_id()
     reply, _ = ask(armed, work, Request(job, "torch", ("*policy*",), 6), 3)

@@ -52,7 +52,7 @@ def test_a_window_asked_for_reaches_the_processes_the_selected_workers_started(r
     vllm_pids, sglang_pids = pids[:2], pids[2:]
 
     def generate(step: int) -> None:
-        assert ray_cluster.get([w.generate.remote(step) for w in workers], timeout=120) == pids
+        assert ray_cluster.get([w.generate.remote(step) for w in workers], timeout=300) == pids
 
     for step in (1, 2, 3):
         nrlprof.step(step)

@@ -37,7 +37,7 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
     assert not list(nsight.glob(base + ".*")), "armed, nothing captured yet"
 
     def train(step: int) -> None:
-        ray_cluster.get(policy.train.remote(step), timeout=120)
+        ray_cluster.get(policy.train.remote(step), timeout=300)
 
     refused, step = ask(nrlprof, train, Request(job, "nsys", ("*reward*",), 2), 2)
     assert refused["state"] == REFUSED and "reward_worker (rank 0) did not start under nsys" in refused["message"]

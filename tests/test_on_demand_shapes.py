@@ -31,7 +31,7 @@ def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, 
     threaded, asynchronous = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
 
     def work(step: int) -> None:
-        ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=120)
+        ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=300)
 
     for step in (1, 2):
         nrlprof.step(step)
@@ -70,7 +70,7 @@ def test_a_compiled_graph_worker_in_a_window_asked_for(ray_cluster, activate, to
     compiled = graph.experimental_compile()
 
     def work(step: int) -> None:
-        assert ray_cluster.get(compiled.execute(step), timeout=120) == step
+        assert ray_cluster.get(compiled.execute(step), timeout=300) == step
 
     try:
         for step in (1, 2):
@@ -103,7 +103,7 @@ def test_nrlprofs_own_ranges_in_a_window_asked_for(ray_cluster, activate, torch_
     worker = ActorRolloutRefWorker.options(runtime_env=runtime_env).remote()
 
     def work(step: int) -> None:
-        ray_cluster.get(worker.update_actor.remote(step), timeout=120)
+        ray_cluster.get(worker.update_actor.remote(step), timeout=300)
 
     for step in (1, 2):
         nrlprof.step(step)

@@ -20,7 +20,7 @@ def test_matched_actor_runs_under_nsys_with_driver_interpreter(ray_cluster, acti
     activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="3:5")
     policy = DTensorPolicyWorker.remote()
     reward = RewardWorker.remote()
-    policy_pid, reward_pid = ray_cluster.get([policy.pid.remote(), reward.pid.remote()], timeout=120)
+    policy_pid, reward_pid = ray_cluster.get([policy.pid.remote(), reward.pid.remote()], timeout=300)
     assert ray_cluster.get(policy.executable.remote()) == sys.executable
 
     records = calls()
@@ -47,7 +47,7 @@ def test_hostile_option_values_are_one_argument_each(ray_cluster, activate, call
         NRL_NSYS_EXTRA_OPTIONS=json.dumps({"o": str(tmp_path / hostile), "stats": f"false $(touch {marker})"}),
     )
     worker = DTensorPolicyWorker.remote()
-    pid = ray_cluster.get(worker.pid.remote(), timeout=120)
+    pid = ray_cluster.get(worker.pid.remote(), timeout=300)
     record = next(r for r in calls() if r["pid"] == pid)
     assert str(tmp_path / hostile) in record["options"]
     assert f"--stats=false $(touch {marker})" in record["options"]
@@ -59,7 +59,7 @@ def test_ranks_not_selected_are_not_launched_under_nsys(ray_cluster, activate, c
 
     activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2", NRL_NSYS_RANKS="1")
     workers = [DTensorPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in range(3)]
-    pids = ray_cluster.get([w.pid.remote() for w in workers], timeout=120)
+    pids = ray_cluster.get([w.pid.remote() for w in workers], timeout=300)
     wrapped = {r["pid"] for r in calls()}
     assert [pid in wrapped for pid in pids] == [False, True, False]
 
@@ -108,9 +108,9 @@ def test_children_of_a_profiled_worker_run_under_nsys_as_themselves(ray_cluster,
 
     activate(NRL_NSYS_WORKER_PATTERNS="*generation*", NRL_NSYS_PROFILE_STEP_RANGE="2")
     generator = VllmGenerationWorker.remote(2)
-    parent_pid = ray_cluster.get(generator.pid.remote(), timeout=120)
+    parent_pid = ray_cluster.get(generator.pid.remote(), timeout=300)
     parent_env = ray_cluster.get(generator.__ray_call__.remote(lambda _self: os.environ.get("NRLPROF_WORKER")))
-    children = ray_cluster.get(generator.__ray_call__.remote(_child_profiling_env), timeout=120)
+    children = ray_cluster.get(generator.__ray_call__.remote(_child_profiling_env), timeout=300)
     by_pid = {r["pid"]: r for r in calls()}
     assert parent_pid in by_pid
     assert [child["pid"] in by_pid for child in children] == [True, True]

@@ -19,7 +19,7 @@ PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
 def run_python(code: str, cwd: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "PYTHONPATH"))}
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])

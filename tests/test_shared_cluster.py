@@ -17,13 +17,13 @@ def test_the_actors_a_test_leaves_are_killed_after_it(ray_cluster):
 
     before = clusters.alive_actor_ids()
     left = LeftBehind.remote()
-    assert ray_cluster.get(left.ping.remote(), timeout=120) == 1
+    assert ray_cluster.get(left.ping.remote(), timeout=300) == 1
     new = clusters.alive_actor_ids() - before
     assert len(new) == 1
     [killed] = clusters.kill_actors(new)
     assert killed.endswith("LeftBehind")
     with pytest.raises(ray_cluster.exceptions.RayActorError):
-        ray_cluster.get(left.ping.remote(), timeout=120)
+        ray_cluster.get(left.ping.remote(), timeout=300)
 
 
 def test_the_clusters_settings_stay_with_its_processes(ray_cluster, stand_in_env):

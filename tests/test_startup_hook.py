@@ -26,7 +26,7 @@ def clean_env(**variables: str) -> dict[str, str]:
 
 def run(code: str, env: dict[str, str], python: str = sys.executable, cwd: Path | None = None):
     return subprocess.run(
-        [python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120, cwd=cwd
+        [python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300, cwd=cwd
     )
 
 

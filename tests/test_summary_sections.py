@@ -104,7 +104,7 @@ def test_merge_and_summary_add_the_step_anatomy_of_unprofiled_workers(ray_cluste
     policy, reward = DTensorPolicyWorker.remote(), RewardWorker.remote()
     for step in (1, 2, 3):
         nrlprof.step(step)
-        ray_cluster.get([policy.train.remote(step), reward.score.remote(step)], timeout=120)
+        ray_cluster.get([policy.train.remote(step), reward.score.remote(step)], timeout=300)
     time.sleep(1.5)  # Ray workers report their task events every second
     nrlprof.finish()
 

@@ -23,7 +23,7 @@ LABELS = ("policy.train", *NAMES[2:])  # as the ranges table shows them: by labe
 def plan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NRL_")} | env | {"COLUMNS": "250"}
     return subprocess.run([sys.executable, "-m", "nrlprof", "plan", *args], capture_output=True, text=True,
-                          env=env, timeout=120)  # fmt: skip
+                          env=env, timeout=300)  # fmt: skip
 
 
 def test_plan_prints_patterns_that_look_like_markup():

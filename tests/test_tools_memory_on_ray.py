@@ -27,7 +27,7 @@ def test_growing_worker_is_named_and_its_counters_sit_on_its_profiler_steps(ray_
     leaky, steady = LeakyPolicyWorker.remote(), SteadyPolicyWorker.remote()
     for step in range(1, 8):
         nrlprof.step(step)
-        ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=120)
+        ray_cluster.get([leaky.train.remote(step), steady.train.remote(step)], timeout=300)
     nrlprof.finish()
 
     model = memory_summary(find_inputs([memory_dir]))

@@ -285,7 +285,7 @@ def test_a_saved_summary_has_every_column_whatever_the_width(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     with (tmp_path / "summary.txt").open("w") as saved:
         done = subprocess.run([sys.executable, "-m", "nrlprof", "summary", str(tmp_path / "run")], stdout=saved,
-                              stderr=subprocess.PIPE, text=True, env=env, timeout=120)  # fmt: skip
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "summary.txt").read_text()
     assert "…" not in text

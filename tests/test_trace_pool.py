@@ -88,7 +88,7 @@ def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
         "method = _start_context().get_start_method()\n"
         "print(json.dumps([method, summarize(sys.argv[1], nsys='', jobs=3).to_json()]))\n"
     )
-    run = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     method, together = json.loads(run.stdout)
     assert method == "fork"

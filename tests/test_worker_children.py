@@ -46,7 +46,7 @@ def drive(ray, nrlprof, call, steps) -> list:
     answers = []
     for step in steps:
         nrlprof.step(step)
-        answers.append(ray.get(call(step), timeout=120))
+        answers.append(ray.get(call(step), timeout=300))
     nrlprof.finish()
     return answers
 
@@ -156,13 +156,13 @@ def test_a_child_killed_inside_a_window_costs_only_its_own_file(ray_cluster, act
     engine_pid = ray_cluster.get(worker.engine_pid.remote(), timeout=180)
     for step in (1, 2):
         nrlprof.step(step)
-        ray_cluster.get(worker.generate.remote(step), timeout=120)
+        ray_cluster.get(worker.generate.remote(step), timeout=300)
     os.kill(engine_pid, signal.SIGKILL)
     wait_until_gone(engine_pid)
     waited = time.monotonic()
     for step in (3, 4):
         nrlprof.step(step)
-        ray_cluster.get(worker.pid.remote(), timeout=120)
+        ray_cluster.get(worker.pid.remote(), timeout=300)
     nrlprof.finish()
     assert time.monotonic() - waited < 60, "a dead child is not waited for"
 

@@ -35,7 +35,7 @@ def test_threaded_and_async_actors_record_the_work_of_every_thread(ray_cluster, 
     threaded, asynchronous = ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote()
     for step in range(1, 6):
         nrlprof.step(step)
-        ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=120)
+        ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=300)
     nrlprof.finish()
 
     (threaded_trace,) = traces_under(torch_dir / "threaded_rollout_worker")
@@ -59,7 +59,7 @@ def test_compiled_graph_work_is_in_the_trace(ray_cluster, activate, torch_dir):
     try:
         for step in range(1, 7):
             nrlprof.step(step)
-            assert ray_cluster.get(compiled.execute(step), timeout=120) == step
+            assert ray_cluster.get(compiled.execute(step), timeout=300) == step
         nrlprof.finish()
     finally:
         compiled.teardown()
@@ -75,7 +75,7 @@ def test_engine_children_are_profiled_with_their_parent(ray_cluster, activate, t
     child_pids = set()
     for step in range(1, 6):
         nrlprof.step(step)
-        child_pids |= set(ray_cluster.get(engine.generate.remote(step), timeout=120))
+        child_pids |= set(ray_cluster.get(engine.generate.remote(step), timeout=300))
     nrlprof.finish()
 
     child_dir = torch_dir / "vllm_generation_worker.ray_worker_wrapper"
@@ -102,7 +102,7 @@ def test_engine_children_opt_out_and_unmatched_parents_leave_children_alone(ray_
     lone_child = RayWorkerWrapper.remote()
     for step in range(1, 4):
         nrlprof.step(step)
-        ray_cluster.get([opted_out.generate.remote(step), lone_child.execute.remote(step)], timeout=120)
+        ray_cluster.get([opted_out.generate.remote(step), lone_child.execute.remote(step)], timeout=300)
     nrlprof.finish()
     assert not (torch_dir / "vllm_generation_worker").exists()
     assert not (torch_dir / "vllm_generation_worker.ray_worker_wrapper").exists()
@@ -240,12 +240,12 @@ def test_python_dash_m_of_a_package_that_imports_nrlprof_activates(tmp_path):
         "PYTHONPATH": str(tmp_path),
     }
     result = subprocess.run(
-        [sys.executable, "-m", "trainer_pkg.main"], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "trainer_pkg.main"], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "active True"
     as_cli = subprocess.run(
-        [sys.executable, "-m", "nrlprof", "--version"], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "nrlprof", "--version"], env=env, capture_output=True, text=True, timeout=300
     )
     assert as_cli.returncode == 0 and "planned" not in as_cli.stderr
 
@@ -260,9 +260,9 @@ def test_discrete_captures_survive_overlapping_calls(ray_cluster, activate, torc
     nrlprof.step(1)
     ray_cluster.get(worker.generate_sequences.remote(1, 0))
     nrlprof.step(2)
-    ray_cluster.get([worker.generate_sequences.remote(2, 0.5) for _ in range(3)], timeout=120)
-    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=120)
-    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=120)
+    ray_cluster.get([worker.generate_sequences.remote(2, 0.5) for _ in range(3)], timeout=300)
+    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=300)
+    ray_cluster.get(worker.generate_sequences.remote(2, 0), timeout=300)
     nrlprof.step(3)
     nrlprof.finish()
     captures = traces_under(torch_dir / "overlapping_generation_worker")

@@ -19,7 +19,7 @@ LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "_editable_impl_n
 def bare_worker_venv(tmp_path_factory) -> Path:
     """A venv whose site-packages links every package of this one except nrlprof and its dependencies."""
     root = tmp_path_factory.mktemp("worker-venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=300)
     ours = Path(sysconfig.get_paths()["purelib"])
     theirs = root / ours.relative_to(Path(sys.prefix))
     for entry in ours.iterdir():
@@ -27,7 +27,7 @@ def bare_worker_venv(tmp_path_factory) -> Path:
             (theirs / entry.name).symlink_to(entry)
     python = root / "bin" / "python"
     probe = subprocess.run(
-        [python, "-c", "import ray, torch; import nrlprof"], capture_output=True, text=True, cwd=root, timeout=120
+        [python, "-c", "import ray, torch; import nrlprof"], capture_output=True, text=True, cwd=root, timeout=300
     )
     assert "No module named 'nrlprof'" in probe.stderr, probe.stderr
     return python
@@ -54,7 +54,7 @@ def test_matched_worker_in_a_venv_without_nrlprof_runs_and_is_profiled(
     assert "runtime_resources" in shipped, f"nrlprof came from Ray's py_modules, not an install: {shipped}"
     for step in (1, 2, 3):
         nrlprof.step(step)
-        ray_cluster.get(worker.train.remote(step), timeout=120)
+        ray_cluster.get(worker.train.remote(step), timeout=300)
     nrlprof.finish()
     (trace,) = traces_under(torch_dir / "dtensor_policy_worker")
     assert marker_steps(load_trace(trace), "policy.train.") == {2}
@@ -70,11 +70,11 @@ def test_the_child_process_of_a_worker_in_a_venv_without_nrlprof_joins_its_windo
     nrlprof = activate(**torch_profiling(torch_dir, "*vllm*", "2:4"))
     worker = VllmGenerationWorker.options(runtime_env={"py_executable": str(bare_worker_venv)}).remote("spawn")
     engine_pid = ray_cluster.get(worker.engine_pid.remote(), timeout=180)
-    probe = ray_cluster.get(worker.probe.remote(), timeout=120)
+    probe = ray_cluster.get(worker.probe.remote(), timeout=300)
     assert probe["joined"] and "runtime_resources" in probe["nrlprof"], f"nrlprof from Ray's py_modules: {probe}"
     for step in range(1, 6):
         nrlprof.step(step)
-        ray_cluster.get(worker.generate.remote(step), timeout=120)
+        ray_cluster.get(worker.generate.remote(step), timeout=300)
     nrlprof.finish()
 
     engine = "vllm_generation_worker.engine_core_0"

@@ -32,4 +32,4 @@ def headless(
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                f"--user-data-dir={profile}", f"--window-size={window_size}", *action, f"file://{page}"]  # fmt: skip
-    return subprocess.run(command, check=True, capture_output=True, text=text, timeout=120)
+    return subprocess.run(command, check=True, capture_output=True, text=text, timeout=300)
