@@ -33,7 +33,6 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process.import_hooks import imported
-from nrlprof.ranges.nvtx import nvtx_module
 
 STEP_MARKER = "ProfilerStep#{}"
 TRUNCATED = "truncated"
@@ -206,8 +205,6 @@ class TorchBackend(Backend):
     def _new_session(self, window: Window, scheduled: bool):
         from torch.profiler import profile
 
-        # nrlprof's ranges import nvtx on first use: imported here, its import stays out of the user's trace.
-        nvtx_module()
         settings = self.role.plan.torch
         options = {"schedule": _warm_up_then_record} if scheduled else {}
         profiler = profile(
@@ -262,7 +259,6 @@ class TorchBackend(Backend):
         for module in ("torch.profiler", "torch.distributed", "torch.profiler._cupti_monitor"):
             with contextlib.suppress(ImportError):  # the last: torch >= 2.12, imported by the profiler's start
                 importlib.import_module(module)
-        nvtx_module()
         self.guard.install()
         self.prepared_for = window
         self.warm_up = WarmUp(lambda: self._new_session(window, scheduled=True), "nrlprof-torch-warm-up")

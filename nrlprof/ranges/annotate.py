@@ -41,8 +41,8 @@ class _Ranges:
         self.torch_range = None
         owner = windows.discrete_owner
         self.discrete_owner = owner if owner is not None and owner.begin_call(label, method) else None
-        nvtx = nvtx_module()
-        if nvtx is not None and windows.is_open("nsys"):
+        nvtx = nvtx_module() if windows.is_open("nsys") else None  # a torch window needs no nvtx import
+        if nvtx is not None:
             if cross_thread:
                 self.nvtx_id = nvtx.start_range(message=name, color=color, domain=DOMAIN)
             else:
@@ -57,11 +57,10 @@ class _Ranges:
     def close(self) -> None:
         if self.torch_range is not None:
             self.torch_range.__exit__(None, None, None)
-        nvtx = nvtx_module()
         if self.pushed:
-            nvtx.pop_range(domain=DOMAIN)
+            nvtx_module().pop_range(domain=DOMAIN)
         elif self.nvtx_id is not None:
-            nvtx.end_range(self.nvtx_id)
+            nvtx_module().end_range(self.nvtx_id)
         if self.discrete_owner is not None:
             self.discrete_owner.end_call()
 
