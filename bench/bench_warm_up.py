@@ -14,12 +14,10 @@ and how long the `step()` calls that start and stop the window took.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
+
+from controller_torch_case import run_case as run_torch_case
 
 CASE = r"""
 import json, os, sys, time
@@ -55,19 +53,7 @@ BEFORE, FIRST, STOPPING = "3", "4", "6"
 
 
 def run_case(step_s: float, directory: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "BENCH_"))}
-    env["BENCH_STEP_S"] = str(step_s)
-    if directory:
-        env.update(
-            NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
-            NRL_TORCH_PROFILE_STEP_RANGE="4:6",
-            NRL_TORCH_PROFILE_DIR=directory,
-            NRL_PROFILE_LOG_LEVEL="WARNING",
-        )
-    result = subprocess.run(
-        [sys.executable, "-c", CASE], env=env, capture_output=True, text=True, check=True, timeout=600
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_torch_case(CASE, "4:6" if directory else None, directory or "", BENCH_STEP_S=str(step_s))
 
 
 def main() -> None:

@@ -17,12 +17,10 @@ window's first step (the same work each step) against the unprofiled step.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
+
+from controller_torch_case import run_case as run_torch_case
 
 CASE = r"""
 import json, os, sys, time
@@ -55,20 +53,7 @@ print(json.dumps({"calls": step_calls, "walls": step_walls}))
 
 
 def run_case(steps: str | None, directory: str, start_up_ahead: bool = False) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "BENCH_"))}
-    if start_up_ahead:
-        env["BENCH_START_UP_AHEAD"] = "1"
-    if steps:
-        env.update(
-            NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
-            NRL_TORCH_PROFILE_STEP_RANGE=steps,
-            NRL_TORCH_PROFILE_DIR=directory,
-            NRL_PROFILE_LOG_LEVEL="WARNING",
-        )
-    result = subprocess.run(
-        [sys.executable, "-c", CASE], env=env, capture_output=True, text=True, check=True, timeout=600
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_torch_case(CASE, steps, directory, **({"BENCH_START_UP_AHEAD": "1"} if start_up_ahead else {}))
 
 
 def main() -> None:

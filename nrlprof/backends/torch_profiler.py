@@ -238,24 +238,23 @@ class TorchBackend(Backend):
     def holds_profiler(self) -> bool:
         return self.profiler is not None or self.warm_up is not None
 
-    def _torch_here(self, import_it: bool = True) -> bool:
+    def _torch_here(self) -> bool:
         """torch, ready to use; a worker's child that never imported it has no torch work to record."""
         if imported("torch") is not None:
             return True
         if self.role.parent is None:
-            if import_it:
-                import torch  # noqa: F401
+            import torch  # noqa: F401
+
             return True
         self.skipped = "this process has not imported torch: it has no torch work to record"
         return False
 
     def prepare_window(self, window: Window) -> None:
         self.discard_prepared()
-        if self.discrete or not self._torch_here(import_it=False) or self._other_profiler():
+        # What the session imports is imported here, torch first: an import on two threads at once can meet the
+        # job's own imports in the opposite order, and Python then hands one thread a half-made module.
+        if self.discrete or not self._torch_here() or self._other_profiler():
             return
-        # What the session imports is imported here: an import on two threads at once can meet the job's own
-        # imports in the opposite order, and Python then hands one thread a half-made module.
-        self._torch_here()
         for module in ("torch.profiler", "torch.distributed", "torch.profiler._cupti_monitor"):
             with contextlib.suppress(ImportError):  # the last: torch >= 2.12, imported by the profiler's start
                 importlib.import_module(module)
