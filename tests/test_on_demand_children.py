@@ -88,3 +88,42 @@ def test_a_window_asked_for_reaches_the_processes_the_selected_workers_started(r
     for rank in (0, 1):
         assert memory_steps(memory_dir, SGLANG_ENGINE, rank) == asked_steps(memory_reply)
     assert not (memory_dir / VLLM_ENGINE).exists(), "workers the request did not select keep their processes out"
+
+
+def test_a_window_asked_for_reaches_the_actors_a_selected_workers_process_created(ray_cluster, activate, tmp_path):
+    """vLLM V2's shape, armed: the EngineCore process the worker spawned joined Ray itself and created the
+    tensor-parallel actors before anything was asked; the window reaches them, named as a planned window names them."""
+    from engine_shapes import VllmRayGenerationWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(torch_dir))
+    worker = VllmRayGenerationWorker.options(runtime_env=armed_runtime_env(nrlprof)).remote(2)
+    tp_pids = set(ray_cluster.get(worker.tensor_parallel_pids.remote(), timeout=300))
+
+    def generate(step: int) -> None:
+        assert set(ray_cluster.get(worker.generate.remote(step), timeout=300)) == tp_pids
+
+    for step in (1, 2):
+        nrlprof.step(step)
+        generate(step)
+    job = ray_cluster.get_runtime_context().get_job_id()
+    reply, step = ask(nrlprof, generate, Request(job, "torch", ("*vllm*",), 2), 3)
+    reply_again, step = ask(nrlprof, generate, Request(job, "torch", ("*vllm*",), 1), step)
+    nrlprof.step(step)
+    generate(step)
+    nrlprof.finish()
+
+    assert (reply["state"], reply_again["state"]) == (CLOSED, CLOSED), (reply, reply_again)
+    tp = "vllm_ray_generation_worker.ray_worker_proc"
+    assert sorted(p.name for p in (torch_dir / tp).iterdir()) == ["0", "1"], "ranked by creation order"
+    for rank in (0, 1):
+        traces = [load_trace(p) for p in traces_under(torch_dir / tp / str(rank))]
+        assert sorted(len(marker_steps(t, "tp.execute.")) for t in traces) == [1, 2], "both windows, no other"
+        for trace in traces:
+            assert trace["nrlprof"]["worker"] == tp and trace["nrlprof"]["pid"] in tp_pids
+            (asked,) = [r for r in (reply, reply_again) if marker_steps(trace, "tp.execute.") == asked_steps(r)]
+            assert marker_steps(trace, "ProfilerStep#") == asked_steps(asked)
+    records = asked_records(ray_cluster, reply["records"][0]["asked"])
+    tp_records = sorted((r["rank"], r["status"], r["pid"] in tp_pids) for r in records if r["worker"] == tp)
+    assert tp_records == [(0, "ok", True), (1, "ok", True)]
+    assert {(r["worker"], r["rank"]) for r in reply["records"]} >= {(tp, 0), (tp, 1)}, "the answer names their files"

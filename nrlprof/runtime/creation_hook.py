@@ -199,7 +199,7 @@ class ActorCreationHook:
         with contextlib.suppress(AttributeError, TypeError):
             actor_id = handle._actor_id.hex()
             self.host.known_actors[actor_id] = identity
-            if self.host.plan.on_demand is not None:
+            if self.host.plan.on_demand is not None or self.host.kind == CHILD:
                 self.host.created_handles[actor_id] = weakref.ref(handle)
         if not matched and self.host.identity is None:
             from nrlprof.runtime.job_env import remember_created

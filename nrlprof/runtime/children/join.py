@@ -45,6 +45,7 @@ from nrlprof.runtime.windows.profiler import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
 if TYPE_CHECKING:
+    from nrlprof.runtime.children.created_actors import CreatedActorNames
     from nrlprof.runtime.session import Session
 
 FORK_PATCH = "os.register_at_fork(nrlprof children)"
@@ -170,7 +171,9 @@ def child_targets(targets: Mapping[str, Target], plan: Plan | None = None) -> di
 
 
 def _on_ray_imported(session: Session) -> None:
-    if state.session is session and session.identity is not None:
+    """Actors this process creates are known (a child of an unmatched worker keeps them for windows asked for),
+    and those a planned window selects become its worker's engine children."""
+    if state.session is session:
         from nrlprof.runtime import creation_hook, job_end
 
         creation_hook.install(session)
@@ -187,6 +190,7 @@ class ParentLink:
         self._thread: threading.Thread | None = None
         # Backends of windows asked for, added when this process's backends are built (or at once if they are).
         self.enabled: dict[str, tuple[BackendPlan, Target]] = {}
+        self.created_names: CreatedActorNames | None = None
 
     def connect(self) -> bool:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -249,6 +253,20 @@ class ParentLink:
                 session.process.add_backend(kind, backend_plan, target)
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach this process (pid %d): %s", os.getpid(), err)
+            return
+        self._enable_created_actors(asked["plan"], kind, worker, target)
+
+    def _enable_created_actors(self, plan_json: str, kind: str, worker: WorkerIdentity, target: Target) -> None:
+        from nrlprof.runtime.children.created_actors import CreatedActorNames, enable_created_actors
+
+        if not self.session.created_handles:
+            return
+        if self.created_names is None:
+            self.created_names = CreatedActorNames()
+        try:
+            enable_created_actors(self.session, self.created_names, plan_json, kind, worker, target)
+        except Exception as err:  # the child's own work goes on whatever happens here
+            logger.error("a window asked for cannot reach the actors this process created: %s", err)
 
     def _apply(self, message: dict) -> dict:
         """The actions of one message, here and in the actors this process created; the answer to send back."""

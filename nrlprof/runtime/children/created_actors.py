@@ -1,0 +1,103 @@
+"""Actors that a process a worker started created (vLLM V2's `RayWorkerProc`s, made by its EngineCore process)
+join a window asked for through that process.
+
+Such a process is a Ray driver of its own: its actors inherit nothing from the worker, and in an armed job nothing
+knows, when they are created, whether a window will ever select the worker. So the process keeps a weak handle on
+each actor it creates (nrlprof.runtime.creation_hook), and when a window asked for selects its worker, readies each
+live one for the window as the controller readies a worker (`enable_in_actor`) and tracks it: the window's actions
+then reach it after the process's own, as a planned window's reach an engine's actors. They are named as a planned
+window names them, `<worker>.<class>`, ranked in creation order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from nrlprof.config.plan import Plan, Target
+from nrlprof.launch.runtime_env import worker_descriptor
+from nrlprof.log import logger
+from nrlprof.runtime.on_demand.worker import enable_in_actor
+from nrlprof.runtime.ray_link import ray_connected
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
+from nrlprof.workers.matching import Match
+from nrlprof.workers.tracker import TrackedActor
+
+
+class CreatedActorNames:
+    """Each created actor's name under its worker, fixed the first time a window reaches it."""
+
+    def __init__(self) -> None:
+        self._given: dict[str, WorkerIdentity] = {}
+        self._ranks = RankCounter()
+
+    def of(self, actor_id: str, own: WorkerIdentity, worker: WorkerIdentity) -> WorkerIdentity:
+        if own.explicit_name is not None and own.explicit_name.startswith(f"{worker.name}."):
+            return own  # created once the process knew its worker: named as an engine child then
+        given = self._given.get(actor_id)
+        if given is None:
+            name = f"{worker.name}.{snake_case(own.class_name)}"
+            given = WorkerIdentity(own.class_name, own.actor_name, self._ranks.take(name), name)
+            self._given[actor_id] = given
+        return given
+
+
+def live_created(session: Any) -> list[tuple[str, Any, WorkerIdentity]]:
+    """(actor id, handle, identity at creation) of each actor this process created that is still held."""
+    found = []
+    for actor_id, reference in list(session.created_handles.items()):
+        handle, own = reference(), session.known_actors.get(actor_id)
+        if handle is None:
+            session.created_handles.pop(actor_id, None)
+        elif own is not None:
+            found.append((actor_id, handle, own))
+    return found
+
+
+def enable_created_actors(
+    session: Any, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
+) -> list[WorkerIdentity]:
+    """Ready every live actor this process created for the `kind` window asked for, and track it; who is ready."""
+    created = live_created(session)
+    if not created or not ray_connected():
+        return []
+    import ray
+
+    backend = Plan.from_json(plan_json).backend(kind)
+    refs: dict[Any, tuple[Any, WorkerIdentity]] = {}
+    for actor_id, handle, own in created:
+        identity = names.of(actor_id, own, worker)
+        descriptor = worker_descriptor(identity, (Match(backend, target, worker.name),), worker.name)
+        try:
+            refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
+        except Exception as err:
+            logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, err)
+    timeout_s = session.plan.timeout_s
+    done, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    ready = []
+    for ref in done:
+        handle, identity = refs[ref]
+        try:
+            ray.get(ref)
+        except Exception as err:
+            cause = getattr(err, "cause", None) or err
+            logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, cause)
+            continue
+        _track(session, handle, identity, kind)
+        ready.append(identity)
+    for ref in late:
+        _handle, identity = refs[ref]
+        logger.warning(
+            "actor '%s' rank %d is not in the window asked for: it did not answer within %.0f s",
+            identity.name, identity.rank, timeout_s,
+        )  # fmt: skip
+    return ready
+
+
+def _track(session: Any, handle: Any, identity: WorkerIdentity, kind: str) -> None:
+    tracked = session.tracker.find(handle)
+    if tracked is None:
+        session.tracker.add(TrackedActor(handle, identity, (kind,)))
+    elif kind not in tracked.kinds:
+        session.tracker.remove(tracked)
+        session.tracker.add(replace(tracked, kinds=(*tracked.kinds, kind)))
