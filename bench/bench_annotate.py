@@ -28,6 +28,7 @@ import nvtx
 import nrlprof
 from nrlprof.process import state
 from nrlprof.process.state import OpenWindows
+from nrlprof.ranges.annotate import wrap
 
 WORK_TARGET_US = 20.0
 
@@ -109,11 +110,29 @@ def inactive_rows(loops: int, number: int, repeat: int) -> list[Row]:
         with context:
             pass
 
+    def two(a: int, b: int = 1) -> None:
+        pass
+
+    annotated_two = nrlprof.annotate("bench.two")(two)
+    generic_two = wrap(two, "bench.generic", None, exact=False)
+
+    def call_two() -> None:
+        two(1)
+
+    def call_annotated_two() -> None:
+        annotated_two(1)
+
+    def call_generic_two() -> None:
+        generic_two(1)
+
     heavy = compare({"plain": work, "annotated": annotated_work}, max(1, number // 200), repeat * 4)
     light = compare({"plain": empty, "annotated": annotated_empty, "with": with_block}, number, repeat)
+    args = compare({"plain": call_two, "annotated": call_annotated_two, "generic": call_generic_two}, number, repeat)
     return [
         Row("@annotate, ~20 us function, inactive", heavy["annotated"], "plain", heavy["plain"], "within 5%"),
-        Row("@annotate, empty function, inactive", light["annotated"], "plain", light["plain"]),
+        Row("@annotate, empty function, inactive", light["annotated"], "plain", light["plain"], "+250 ns"),
+        Row("@annotate, f(a, b=1) called f(1), inactive", args["annotated"], "plain", args["plain"], "+250 ns"),
+        Row("  same, *args/**kwargs wrapper (before)", args["generic"], "plain", args["plain"]),
         Row("with annotate(...): pass, inactive", light["with"], "pass in a function", light["plain"]),
     ]
 

@@ -35,8 +35,8 @@ def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_n
 # What `import nrlprof` may load with nothing set (bench/bench_import.py times it: < 5 ms over a bare interpreter).
 # A heavy module here is a regression to find before the benchmark does: `re`, `dataclasses`, `pathlib`,
 # `inspect`, `logging`, `socket` or `subprocess` each cost milliseconds.
-LIGHT_IMPORT = {"nrlprof", "nrlprof.errors", "nrlprof.ranges", "nrlprof.ranges.annotate", "nrlprof.ranges.names",
-                "nrlprof.ranges.nvtx", "nrlprof.process", "nrlprof.process.state"}  # fmt: skip
+LIGHT_IMPORT = {"nrlprof", "nrlprof.errors", "nrlprof.ranges", "nrlprof.ranges.annotate", "nrlprof.ranges.forwarding",
+                "nrlprof.ranges.names", "nrlprof.ranges.nvtx", "nrlprof.process", "nrlprof.process.state"}  # fmt: skip
 HEAVY_STDLIB = ("re", "dataclasses", "pathlib", "inspect", "logging", "socket", "subprocess", "json", "threading")
 
 

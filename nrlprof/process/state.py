@@ -59,33 +59,43 @@ class OpenWindows:
 class Timings:
     """Per label: calls and total seconds of annotated code, like RLinf's Worker.timer metrics.
 
-    Each label's running total is a `[calls, seconds]` list that a decorated function keeps from its decoration on,
-    so its call adds to it without a lookup; `clear` zeroes the lists in place for that reason.
+    Each label's running Total is kept by a decorated function from its decoration on, so its call adds to it
+    without a lookup; `clear` zeroes them in place for that reason.
     """
 
     __slots__ = ("_totals",)
 
     def __init__(self) -> None:
-        self._totals: dict[str, list[float]] = {}
+        self._totals: dict[str, Total] = {}
 
-    def total(self, label: str) -> list[float]:
-        """The running `[calls, seconds]` of `label`, created at zero."""
+    def total(self, label: str) -> Total:
+        """The running Total of `label`, created at zero."""
         entry = self._totals.get(label)
         if entry is None:
-            entry = self._totals[label] = [0, 0.0]
+            entry = self._totals[label] = Total()
         return entry
 
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {
-            label: {"count": int(count), "total_s": total, "mean_s": total / count}
-            for label, (count, total) in sorted(self._totals.items())
-            if count
+            label: {"count": total.calls, "total_s": total.seconds, "mean_s": total.seconds / total.calls}
+            for label, total in sorted(self._totals.items())
+            if total.calls
         }
 
     def clear(self) -> None:
-        for entry in self._totals.values():
-            entry[0] = 0
-            entry[1] = 0.0
+        for total in self._totals.values():
+            total.calls = 0
+            total.seconds = 0.0
+
+
+class Total:
+    """One label's calls and seconds (attributes of a slotted object: the cheapest update an inactive call makes)."""
+
+    __slots__ = ("calls", "seconds")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seconds = 0.0
 
 
 # The Session of this process (a driver or a matched worker), or None while nrlprof is inactive.

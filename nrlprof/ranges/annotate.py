@@ -7,10 +7,13 @@ import time
 from collections.abc import Callable
 
 from nrlprof.process import state
+from nrlprof.process.state import Total
+from nrlprof.ranges import forwarding
 from nrlprof.ranges.names import range_name
 from nrlprof.ranges.nvtx import DOMAIN, nvtx_module
 
 CO_COROUTINE = 0x80
+_clock = time.perf_counter
 
 
 def timings() -> dict[str, dict[str, float]]:
@@ -77,50 +80,73 @@ class annotate:
         self._total = state.timings.total(name or "annotated")
 
     def __enter__(self) -> annotate:
-        ranges = _Ranges(self.name or "annotated", self.color, False) if window_open() else None
-        self._stack.append((time.perf_counter(), ranges))
+        session = state.session
+        if session is None or not session.windows.any_open:
+            self._stack.append((_clock(), None))
+        else:
+            self._stack.append((_clock(), _Ranges(self.name or "annotated", self.color, False)))
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         began, ranges = self._stack.pop()
         total = self._total
-        total[1] += time.perf_counter() - began
-        total[0] += 1
+        total.seconds += _clock() - began
+        total.calls += 1
         if ranges is not None:
             ranges.close()
 
     def __call__(self, function: Callable) -> Callable:
-        label = self.name or function.__qualname__
-        color = self.color
-        total = state.timings.total(label)
-        clock = time.perf_counter
-        if getattr(getattr(function, "__code__", None), "co_flags", 0) & CO_COROUTINE:
+        return wrap(function, self.name or function.__qualname__, self.color)
 
-            @functools.wraps(function)
-            async def async_wrapper(*args: object, **kwargs: object) -> object:
-                ranges = _Ranges(label, color, True) if window_open() else None
-                began = clock()
-                try:
-                    return await function(*args, **kwargs)
-                finally:
-                    total[1] += clock() - began
-                    total[0] += 1
-                    if ranges is not None:
-                        ranges.close()
 
-            return async_wrapper
+def wrap(function: Callable, label: str, color: str | None, exact: bool = True) -> Callable:
+    """`function` in a range named `label` while a window is open, timed always; `exact=False`: the
+    `*args, **kwargs` wrapper instead of one with the function's parameters (bench/bench_annotate.py)."""
+    total = state.timings.total(label)
+    names = {
+        "_nrl_state": state, "_nrl_ranges_of": _Ranges, "_nrl_label": label, "_nrl_color": color, "_nrl_clock": _clock,
+        "_nrl_total": total, "_nrl_in_window": functools.partial(_call_in_window, label, color, total),
+    }  # fmt: skip
+    is_coroutine = getattr(getattr(function, "__code__", None), "co_flags", 0) & CO_COROUTINE
+    wrapper = forwarding.generate(function, ASYNC_WRAPPER if is_coroutine else WRAPPER, names, exact)
+    return functools.wraps(function)(wrapper)
 
-        @functools.wraps(function)
-        def wrapper(*args: object, **kwargs: object) -> object:
-            session = state.session
-            ranges = _Ranges(label, color, False) if session is not None and session.windows.any_open else None
-            began = clock()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                total[1] += clock() - began
-                total[0] += 1
-                if ranges is not None:
-                    ranges.close()
 
-        return wrapper
+def _call_in_window(label: str, color: str | None, total: Total, function: Callable, /, *args, **kwargs) -> object:
+    ranges = _Ranges(label, color, False)
+    began = _clock()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        total.seconds += _clock() - began
+        total.calls += 1
+        ranges.close()
+
+
+# The wrappers `annotate` generates for each function (nrlprof.ranges.forwarding): the arguments pass as they came.
+WRAPPER = """
+def wrapper({parameters}):
+    _nrl_session = _nrl_state.session
+    if _nrl_session is None or not _nrl_session.windows.any_open:
+        _nrl_began = _nrl_clock()
+        try:
+            return _nrl_function({arguments})
+        finally:
+            _nrl_total.seconds += _nrl_clock() - _nrl_began
+            _nrl_total.calls += 1
+    return _nrl_in_window(_nrl_function, {arguments})
+"""
+# A coroutine's range may end on another thread than it began: NVTX start/end, not push/pop.
+ASYNC_WRAPPER = """
+async def wrapper({parameters}):
+    _nrl_ranges = _nrl_ranges_of(_nrl_label, _nrl_color, True) if _nrl_state.session is not None and \
+        _nrl_state.session.windows.any_open else None
+    _nrl_began = _nrl_clock()
+    try:
+        return await _nrl_function({arguments})
+    finally:
+        _nrl_total.seconds += _nrl_clock() - _nrl_began
+        _nrl_total.calls += 1
+        if _nrl_ranges is not None:
+            _nrl_ranges.close()
+"""
