@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from nrlprof import layout
 from nrlprof.backends import backend_class
@@ -13,7 +13,7 @@ from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord, append_record
+from nrlprof.manifest import WindowRecord, append_record, record_dict
 from nrlprof.process.state import OpenWindows
 
 PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
@@ -112,9 +112,9 @@ class ProcessProfiler:
             self._late_if_past_deadline(record)
             if backend.writes_own_record:
                 self.write_manifest(record)
-                records.append(asdict(record))
+                records.append(record_dict(record))
             else:
-                records.append({**asdict(record), UNWRITTEN: True})
+                records.append({**record_dict(record), UNWRITTEN: True})
         return records
 
     def _late_if_past_deadline(self, record: WindowRecord) -> None:

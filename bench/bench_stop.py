@@ -1,0 +1,169 @@
+"""Benchmark a torch window's stop across N workers against a stop written by hand in each actor, in one run.
+
+    python bench/bench_stop.py                      # 8 and 32 workers
+    python bench/bench_stop.py --workers 8 --windows 5
+
+One local Ray instance (2 CPUs, no dashboard). For each N, two groups of N actors doing the same torch work per step
+(a few matrix products under `record_function`): by hand, each actor starts `torch.profiler.profile` (CPU) itself
+and, at the stop, calls `stop()` and `export_chrome_trace()`, the driver waiting on all N; and nrlprof, the actors
+matched by `NRL_TORCH_PROFILE_WORKER_PATTERNS` and windows of the same length set by `NRL_TORCH_PROFILE_STEP_RANGE`,
+the stop being the `nrlprof.step()` call that closes the window (the controller's own trace included, as in a real
+job). Windows alternate between the two groups; printed: the median stop of each (ms) and their ratio (target 1.1x).
+nrlprof's stop is also split into the worker's own part (profiler stop and export, trace check, manifest record: from
+the records) and the rest (Ray calls, the controller's trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+
+WORKER_NAME = "bench_stop_worker"
+
+
+def torch_work(step: int) -> int:
+    import torch
+
+    with torch.profiler.record_function(f"work.{step}"):
+        x = torch.ones(64, 64)
+        for _ in range(20):
+            x = (x @ x).clamp_(max=1.0)
+    return step
+
+
+@ray.remote(num_cpus=0)
+class BenchStopWorker:
+    def work(self, step: int) -> int:
+        return torch_work(step)
+
+
+@ray.remote(num_cpus=0)
+class HandWorker:
+    """Profiles itself, as a worker with its own profiling code does."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.profiler = None
+
+    def start(self) -> None:
+        import torch
+
+        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        self.profiler.start()
+
+    def work(self, step: int) -> int:
+        return torch_work(step)
+
+    def stop(self, label: str) -> float:
+        began = time.perf_counter()
+        self.profiler.stop()
+        self.profiler.export_chrome_trace(os.path.join(self.directory, f"hand.{label}.{os.getpid()}.json"))
+        self.profiler = None
+        return time.perf_counter() - began
+
+
+def by_hand(workers: list, steps: int, label: str) -> tuple[float, float]:
+    """(the driver's wait for every actor's stop, the slowest actor's own stop), seconds."""
+    ray.get([w.start.remote() for w in workers])
+    for step in range(steps):
+        ray.get([w.work.remote(step) for w in workers])
+    began = time.perf_counter()
+    own = ray.get([w.stop.remote(label) for w in workers])
+    return time.perf_counter() - began, max(own)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, action="append", help="N (default: 8 and 32)")
+    parser.add_argument("--windows", type=int, default=5, help="windows per group")
+    parser.add_argument("--steps", type=int, default=3, help="steps per window")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child interpreter: one N
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(run_count(args.one, args.windows, args.steps)))
+        return 0
+    rows = []
+    for count in args.workers or [8, 32]:
+        command = [sys.executable, __file__, "--one", str(count), "--windows", str(args.windows)]
+        result = subprocess.run([*command, "--steps", str(args.steps)], capture_output=True, text=True, check=True)
+        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores)")
+    print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}  target")
+    for row in rows:
+        print(
+            f"{row['workers']:>8} {row['hand_ms']:>8.1f}ms {row['nrlprof_ms']:>8.1f}ms {row['ratio']:>6.2f}x"
+            f"  {row['hand_own_ms']:>14.1f} / {row['nrlprof_own_ms']:<13.1f}  1.1x"
+        )
+    return 0
+
+
+def run_count(count: int, windows: int, steps: int) -> dict:
+    """Both groups of N actors on one Ray instance, their windows alternating."""
+    directory = Path(tempfile.mkdtemp(prefix="nrlprof-bench-stop-"))
+    starts = [1000 + (steps + 2) * index for index in range(windows)]
+    os.environ.update(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS=WORKER_NAME,
+        NRL_TORCH_PROFILE_STEP_RANGE=",".join(f"{s}:{s + steps}" for s in starts),
+        NRL_TORCH_PROFILE_DIR=str(directory / "traces"),
+        NRL_STEP_ANATOMY="0",
+    )
+    import nrlprof
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    try:
+        matched = [BenchStopWorker.remote() for _ in range(count)]
+        hand = [HandWorker.remote(str(directory)) for _ in range(count)]
+        ray.get([w.work.remote(0) for w in matched] + [w.work.remote(0) for w in hand])
+        by_hand(hand, 1, "warm")  # the profiler's once-per-process start-up, off the figures
+        hand_stops, hand_own, stops = [], [], []
+        for first in starts:
+            for step in range(first - 2, first + steps + 1):
+                began = time.perf_counter()
+                nrlprof.step(step)
+                if step == first + steps:
+                    stops.append(time.perf_counter() - began)
+                ray.get([w.work.remote(step) for w in matched])
+            waited, own = by_hand(hand, steps, str(first))
+            hand_stops.append(waited)
+            hand_own.append(own)
+        nrlprof.finish()
+        session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
+        own_stops = _actor_stops_ms(session_dir)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(directory, ignore_errors=True)
+    hand_ms = statistics.median(hand_stops) * 1000
+    nrlprof_ms = statistics.median(stops) * 1000
+    return {
+        "workers": count,
+        "hand_ms": hand_ms,
+        "nrlprof_ms": nrlprof_ms,
+        "ratio": nrlprof_ms / hand_ms,
+        "hand_own_ms": statistics.median(hand_own) * 1000,
+        "nrlprof_own_ms": statistics.median(own_stops) if own_stops else float("nan"),
+    }
+
+
+def _actor_stops_ms(session_dir: Path) -> list[float]:
+    """Per window, the slowest matched actor's stop inside its own process (`stop_ms` of its manifest record)."""
+    slowest: dict[str, float] = {}
+    for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl"):
+        for line in manifest.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("worker") == WORKER_NAME and record.get("event") == "window":
+                slowest[record["window"]] = max(slowest.get(record["window"], 0.0), record["stop_ms"])
+    return list(slowest.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
