@@ -359,3 +359,27 @@ def test_hta_on_cpu_traces_says_why_it_has_no_figures(tmp_path, capsys):
     assert main(["summary", "--hta", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "no GPU kernels in these traces" in " ".join(out.split()) and "IndexError" not in out
+
+
+def test_windows_asked_for_are_marked_in_the_profiler_overhead(tmp_path):
+    """A window asked for while the job ran (`nrlprof capture`) shows as a planned one does, marked as asked for."""
+    write_json(tmp_path / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    write_json(tmp_path / "policy" / "0" / "policy.rank0.steps7-8.1000.pt.trace.json", gpu_trace())
+    window = {"backend": "torch", "worker": "policy", "rank": 0, "status": "ok", "host": "h", "pid": 1000,
+              "start_ms": 2.5, "stop_ms": 30.0}  # fmt: skip
+    planned = {**window, "window": "3-4", "files": ["/remote/policy/0/policy.rank0.steps3-4.1000.pt.trace.json"]}
+    asked = {**window, "window": "7-8", "files": ["/remote/policy/0/policy.rank0.steps7-8.1000.pt.trace.json"]}
+    records = [planned, {**asked, "asked": "5f2c0ffee"}]
+    manifest = tmp_path / ".nrlprof" / "manifest-h-1.jsonl"
+    manifest.parent.mkdir()
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = summarize(tmp_path, nsys="")
+    rows = {row["window"]: row for row in summary.to_json()["profiler_overhead"]}
+    assert rows["7-8"]["asked"] == "5f2c0ffee" and "asked" not in rows["3-4"]
+    assert (rows["7-8"]["stop_ms"], rows["3-4"]["stop_ms"]) == (30.0, 30.0), "figures as a planned window's"
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=200)
+    render_summary(summary, console)
+    text = console.file.getvalue()
+    assert "7-8 (asked for)" in text and "3-4 (asked for)" not in text
