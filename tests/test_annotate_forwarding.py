@@ -4,6 +4,7 @@ of calling it binds as the function itself binds, with the same default objects,
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 
 import pytest
@@ -110,3 +111,15 @@ def test_parameters_named_like_the_wrappers_own_locals_get_the_generic_form():
     assert nrlprof.annotate("clash")(clashing)(1) == (1, 5)
     assert nrlprof.annotate("clash")(clashing)(_nrl_function=2, _nrl_began=3) == (2, 3)
     assert nrlprof.annotate("callable")(len)([1, 2]) == 2, "no code object: the generic form"
+
+
+def test_other_callables_are_called_as_they_are():
+    class Engine:
+        def generate(self, prompt, tokens=2):
+            return self, prompt * tokens
+
+    engine = Engine()
+    assert nrlprof.annotate("bound")(engine.generate)("a") == (engine, "aa"), "the bound method supplies self"
+    assert nrlprof.annotate("partial")(functools.partial(strict, 1))(2, c=3) == (1, 2, 3)
+    assert isinstance(nrlprof.annotate("class")(Engine)(), Engine)
+    assert timings()["bound"]["count"] == 1

@@ -4,14 +4,14 @@ A `*args, **kwargs` wrapper packs a tuple and a dict at every call and unpacks t
 2 cores (`bench/bench_annotate.py`), half of what an inactive `nrlprof.annotate` cost. A wrapper generated with the
 function's parameters binds the arguments once and passes them on by name, with the function's own defaults (the
 same objects), positional-only and keyword-only parameters, `*args` and `**kwargs` as the function has them.
-A callable without a code object, or with a parameter named like the wrapper's own locals, gets the
-`*args, **kwargs` form of the same body.
+Any other callable (a bound method, a `functools.partial`, a class, a builtin), or a function with a parameter named
+like the wrapper's own locals, gets the `*args, **kwargs` form of the same body.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import CodeType
+from types import FunctionType
 
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
@@ -22,9 +22,9 @@ GENERIC = ("*_nrl_args, **_nrl_kwargs", "*_nrl_args, **_nrl_kwargs")
 
 def _parameters(function: Callable) -> tuple[str, str, dict[str, object]] | None:
     """(the parameter list, the call's argument list, the defaults they name), or None."""
-    code = getattr(function, "__code__", None)
-    if not isinstance(code, CodeType):
+    if not isinstance(function, FunctionType):  # a bound method's code names `self`, which its call supplies
         return None
+    code = function.__code__
     positional, keyword_only = code.co_argcount, code.co_kwonlyargcount
     names = code.co_varnames
     index = positional + keyword_only
