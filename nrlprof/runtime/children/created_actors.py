@@ -18,6 +18,7 @@ from nrlprof.config.plan import Plan, Target
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
 from nrlprof.runtime.on_demand.worker import enable_in_actor
+from nrlprof.runtime.on_demand.workers import live_created
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
@@ -42,25 +43,13 @@ class CreatedActorNames:
         return given
 
 
-def live_created(session: Any) -> list[tuple[str, Any, WorkerIdentity]]:
-    """(actor id, handle, identity at creation) of each actor this process created that is still held."""
-    found = []
-    for actor_id, reference in list(session.created_handles.items()):
-        handle, own = reference(), session.known_actors.get(actor_id)
-        if handle is None:
-            session.created_handles.pop(actor_id, None)
-        elif own is not None:
-            found.append((actor_id, handle, own))
-    return found
-
-
 def enable_created_actors(
     session: Any, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
-) -> list[WorkerIdentity]:
-    """Ready every live actor this process created for the `kind` window asked for, and track it; who is ready."""
+) -> None:
+    """Ready every live actor this process created for the `kind` window asked for, and track it."""
     created = live_created(session)
     if not created or not ray_connected():
-        return []
+        return
     import ray
 
     backend = Plan.from_json(plan_json).backend(kind)
@@ -74,7 +63,6 @@ def enable_created_actors(
             logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, err)
     timeout_s = session.plan.timeout_s
     done, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    ready = []
     for ref in done:
         handle, identity = refs[ref]
         try:
@@ -84,14 +72,12 @@ def enable_created_actors(
             logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, cause)
             continue
         _track(session, handle, identity, kind)
-        ready.append(identity)
     for ref in late:
         _handle, identity = refs[ref]
         logger.warning(
             "actor '%s' rank %d is not in the window asked for: it did not answer within %.0f s",
             identity.name, identity.rank, timeout_s,
         )  # fmt: skip
-    return ready
 
 
 def _track(session: Any, handle: Any, identity: WorkerIdentity, kind: str) -> None:

@@ -10,15 +10,21 @@ from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match, match_backend
 
 
-def live_workers(session: Any) -> list[tuple[Any, WorkerIdentity]]:
-    """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
-    found: dict[str, tuple[Any, WorkerIdentity]] = {}
+def live_created(session: Any) -> list[tuple[str, Any, WorkerIdentity]]:
+    """(actor id, handle, identity at creation) of each actor this process created that the job still holds."""
+    found = []
     for actor_id, reference in list(session.created_handles.items()):
         handle, identity = reference(), session.known_actors.get(actor_id)
         if handle is None:
             session.created_handles.pop(actor_id, None)
         elif identity is not None:
-            found[actor_id] = (handle, identity)
+            found.append((actor_id, handle, identity))
+    return found
+
+
+def live_workers(session: Any) -> list[tuple[Any, WorkerIdentity]]:
+    """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
+    found = {actor_id: (handle, identity) for actor_id, handle, identity in live_created(session)}
     for actor in session.tracker.actors():
         actor_id = getattr(getattr(actor.handle, "_actor_id", None), "hex", lambda: None)()
         if actor_id is not None and actor_id not in found:
