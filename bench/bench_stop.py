@@ -72,14 +72,14 @@ class HandWorker:
         return time.perf_counter() - began
 
 
-def by_hand(workers: list, steps: int, label: str) -> tuple[float, float]:
-    """(the driver's wait for every actor's stop, the slowest actor's own stop), seconds."""
+def by_hand(workers: list, steps: int, label: str) -> tuple[float, float, float]:
+    """(the driver's wait for every actor's stop, the slowest actor's own stop, the driver's CPU), seconds."""
     ray.get([w.start.remote() for w in workers])
     for step in range(steps):
         ray.get([w.work.remote(step) for w in workers])
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     own = ray.get([w.stop.remote(label) for w in workers])
-    return time.perf_counter() - began, max(own)
+    return time.perf_counter() - began, max(own), time.process_time() - cpu
 
 
 def main() -> int:
@@ -98,11 +98,13 @@ def main() -> int:
         result = subprocess.run([*command, "--steps", str(args.steps)], capture_output=True, text=True, check=True)
         rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
     print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores)")
-    print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}  target")
+    print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}"
+          f"  {'driver CPU: hand / nrlprof':>28}  target")  # fmt: skip
     for row in rows:
         print(
             f"{row['workers']:>8} {row['hand_ms']:>8.1f}ms {row['nrlprof_ms']:>8.1f}ms {row['ratio']:>6.2f}x"
-            f"  {row['hand_own_ms']:>14.1f} / {row['nrlprof_own_ms']:<13.1f}  1.1x"
+            f"  {row['hand_own_ms']:>14.1f} / {row['nrlprof_own_ms']:<13.1f}"
+            f"  {row['hand_driver_cpu_ms']:>12.1f} / {row['nrlprof_driver_cpu_ms']:<13.1f}  1.1x"
         )
     return 0
 
@@ -125,17 +127,19 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         hand = [HandWorker.remote(str(directory)) for _ in range(count)]
         ray.get([w.work.remote(0) for w in matched] + [w.work.remote(0) for w in hand])
         by_hand(hand, 1, "warm")  # the profiler's once-per-process start-up, off the figures
-        hand_stops, hand_own, stops = [], [], []
+        hand_stops, hand_own, hand_cpu, stops, stop_cpu = [], [], [], [], []
         for first in starts:
             for step in range(first - 2, first + steps + 1):
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 nrlprof.step(step)
                 if step == first + steps:
                     stops.append(time.perf_counter() - began)
+                    stop_cpu.append(time.process_time() - cpu)
                 ray.get([w.work.remote(step) for w in matched])
-            waited, own = by_hand(hand, steps, str(first))
+            waited, own, cpu = by_hand(hand, steps, str(first))
             hand_stops.append(waited)
             hand_own.append(own)
+            hand_cpu.append(cpu)
         nrlprof.finish()
         session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
         own_stops = _actor_stops_ms(session_dir)
@@ -151,6 +155,8 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         "ratio": nrlprof_ms / hand_ms,
         "hand_own_ms": statistics.median(hand_own) * 1000,
         "nrlprof_own_ms": statistics.median(own_stops) if own_stops else float("nan"),
+        "hand_driver_cpu_ms": statistics.median(hand_cpu) * 1000,
+        "nrlprof_driver_cpu_ms": statistics.median(stop_cpu) * 1000,
     }
 
 

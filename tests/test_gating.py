@@ -81,8 +81,8 @@ def test_gate_state_machine_outside_windows_does_no_ray_call(ray_cluster, activa
 
     channel = state.session.channel
     dispatched = []
-    real_send = channel.send
-    monkeypatch.setattr(channel, "send", lambda actions: dispatched.append(actions) or real_send(actions))
+    real_post = channel.post
+    monkeypatch.setattr(channel, "post", lambda actions: dispatched.append(actions) or real_post(actions))
     for step in (1, 2, 2, 3, 3, 4, 5, 3, 2, 3):
         nrlprof.step(step)
     ops = [[a.op for a in actions] for actions in dispatched]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from nrlprof.config.plan import NSYS
@@ -87,6 +87,15 @@ def written_child_record(session: ProcessWithChildren, record: dict) -> dict:
     return record
 
 
+@dataclass
+class Posted:
+    """Actions sent to the tracked actors, not yet waited for: the answers awaited, the records already in."""
+
+    actions: tuple[Action, ...]
+    waiting: dict[object, TrackedActor]
+    records: list[dict]
+
+
 class WorkerChannel:
     """The tracked actors of one process, reached with window actions; remembers who fell behind."""
 
@@ -112,8 +121,12 @@ class WorkerChannel:
 
     def send(self, actions: tuple[Action, ...]) -> list[dict]:
         """Apply the actions in every tracked actor; the window records that came back."""
+        return self.collect(self.post(actions))
+
+    def post(self, actions: tuple[Action, ...]) -> Posted | None:
+        """Send the actions to every tracked actor without waiting: what `collect` waits for (None: Ray is gone)."""
         if not ray_connected():
-            return []
+            return None
         import ray
 
         self._opening(actions)
@@ -132,6 +145,15 @@ class WorkerChannel:
                 continue
             (self.unanswered if is_late else waiting)[ref] = actor
         self.answered = 0
+        return Posted(actions, waiting, records)
+
+    def collect(self, posted: Posted | None) -> list[dict]:
+        """Wait for the actions `post` sent (NRL_PROFILE_TIMEOUT_S at most); the window records that came back."""
+        if posted is None:
+            return []
+        import ray
+
+        actions, waiting, records = posted.actions, posted.waiting, posted.records
         if waiting:
             ready, missed = ray.wait(list(waiting), num_returns=len(waiting), timeout=self.timeout_s)
             self.answered = len(ready)

@@ -21,7 +21,6 @@ from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action, ProcessProfiler
@@ -153,13 +152,13 @@ class Gate:
         began, began_ns = time.perf_counter(), time.time_ns()
         if self.before_actions is not None:
             self.before_actions()
-        records = self.controller.apply(actions)
-        answered = 0
-        if len(self.tracker) and ray_connected():
-            records += self.channel.send(actions)
-            answered = self.channel.answered
-        elif len(self.tracker):
+        # The workers' actions go out first: their stops (profiler stop, export) run beside the controller's own.
+        posted = self.channel.post(actions) if len(self.tracker) else None
+        if len(self.tracker) and posted is None:
             self._say_ray_is_gone(actions)
+        records = self.controller.apply(actions)
+        records += self.channel.collect(posted)
+        answered = self.channel.answered if posted is not None else 0
         elapsed_ms = (time.perf_counter() - began) * 1000
         if self.marks is not None:
             self.marks.append((step, began_ns, time.time_ns(), action_text(actions)))
