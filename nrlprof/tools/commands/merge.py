@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "output", output, default=Path("timeline.json.gz"))
     parser.add_argument("--ray-timeline", type=Path, default=None, help="a ray.timeline() JSON file to add")
     parser.add_argument("--strict", action="store_true", help="fail on the first unreadable trace")
-    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per 256 MiB)")
+    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per 64 MiB)")
     add_option(parser, "json", "print the result as JSON")
     parser.add_argument("--workers", metavar="PATTERN", help="only workers matching these comma-separated patterns")
     parser.add_argument("--ranks", metavar="RANKS", help=f"only these ranks ({RANKS_FORM}); the controller stays")
