@@ -149,7 +149,7 @@ def main() -> int:
           f"{args.capacity:,} messages are in it)")  # fmt: skip
     print(f"calls: {generated:,} made, {written['records']:,} recorded, {lost:,} let go by the GCS before a read "
           f"({pump.gaps} read(s) found it full with none of the last read's calls)")  # fmt: skip
-    per_call = written['bytes'] / max(1, generated)
+    per_call = written["bytes"] / max(1, generated)
     print(f"tasks.jsonl would hold {written['bytes'] / 1e9:.2f} GB ({per_call:.0f} B a call)")
     return 0
 
