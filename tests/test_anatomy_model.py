@@ -154,3 +154,14 @@ def test_on_with_a_backend_or_when_asked(environ, backends, enabled):
 def test_a_blank_directory_is_refused():
     with pytest.raises(ConfigError, match="NRL_STEP_ANATOMY_DIR=' ' is invalid"):
         anatomy_settings({"NRL_STEP_ANATOMY": "1", "NRL_STEP_ANATOMY_DIR": " "}, False)
+
+
+def test_anatomy_lines_are_whole_json_lines_even_for_what_orjson_refuses(tmp_path):
+    """The reader writes its lines with orjson; an integer past 64 bits (which orjson refuses) still gets written."""
+    import json
+
+    path = tmp_path / TASKS_FILE
+    plain = [{"task_id": "ab", "start_ns": 1_700_000_000_000_000_000, "class": "Pölicy"}, {"failed": False}]
+    append_lines(path, plain)
+    append_lines(path, [{"huge": 1 << 70}])
+    assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == [*plain, {"huge": 1 << 70}]
