@@ -86,8 +86,8 @@ def main() -> int:
 
     from nrlprof.anatomy import pump as pump_module
     from nrlprof.anatomy.events import TASK_ID_BYTES
-    from nrlprof.anatomy.files import _lines
     from nrlprof.anatomy.pump import TaskEventPump
+    from nrlprof.compact_json import dumps
 
     clock = SimulatedClock()
     pump_module.time = clock
@@ -95,7 +95,7 @@ def main() -> int:
 
     def count_lines(_path: Path, records: list[dict]) -> None:  # serialized as the reader writes them, not kept
         written["records"] += len(records)
-        written["bytes"] += len(_lines(records))
+        written["bytes"] += sum(len(dumps(r)) + 1 for r in records)
 
     pump_module.append_lines = count_lines
     templates = [call_template(w, METHODS[c % len(METHODS)]) for w in range(args.workers) for c in range(args.calls)]

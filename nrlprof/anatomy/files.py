@@ -15,6 +15,7 @@ import os
 import time
 from pathlib import Path
 
+from nrlprof import compact_json
 from nrlprof.errors import ToolError
 
 META_FILE = "meta.jsonl"
@@ -33,20 +34,11 @@ def new_run_directory(root: str) -> Path:
     return run
 
 
-def _lines(records: list[dict]) -> bytes:
-    import orjson  # the reader writes a line per call of the job: 5x json.dumps's speed counts
-
-    try:
-        return b"".join(orjson.dumps(record) + b"\n" for record in records)
-    except TypeError:  # an integer beyond 64 bits, which orjson refuses
-        return "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records).encode()
-
-
 def append_lines(path: Path, records: list[dict]) -> None:
     """Whole lines in one append: atomic against readers and other appenders on a local file system."""
     if not records:
         return
-    data = _lines(records)
+    data = b"".join(compact_json.dumps(record) + b"\n" for record in records)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         view = memoryview(data)

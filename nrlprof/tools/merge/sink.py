@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import orjson
-
+from nrlprof import compact_json
 from nrlprof.tools.merge.gzip_member import DeflateStream, gzip_header, gzip_trailer
 from nrlprof.tools.output import AtomicOutput
 from nrlprof.tools.progress import ProgressCallback
@@ -18,10 +16,7 @@ from nrlprof.tools.progress import ProgressCallback
 
 def event_text(events: list[dict[str, Any]], first: bool) -> bytes:
     """The events as JSON array items, a line per batch, led by a comma unless they come first."""
-    try:
-        text = orjson.dumps(events)
-    except TypeError:  # an integer beyond 64 bits, which orjson refuses
-        text = json.dumps(events, separators=(",", ":")).encode()
+    text = compact_json.dumps(events)
     return text[1:-1] if first else b",\n" + text[1:-1]
 
 
