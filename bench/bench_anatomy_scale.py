@@ -11,16 +11,22 @@ when its own schedule says (a quarter of the capacity arrived since its last rea
 it into records, as in a job. The records are serialized as the reader writes them to `tasks.jsonl`, and counted
 rather than written (at this size the file itself is a figure: its bytes are printed).
 
+First, one read of a full GCS both ways Ray offers them: every job's events as serialized messages (the reader's
+way, `GlobalStateAccessor.get_task_events()`), against the job's alone in one gRPC reply (the GCS's
+`GetTaskEvents` with a job filter, as Ray's state API asks), parsed and keyed.  Ray offers no time filter.
+
 Printed: the reader's CPU per simulated step (its reads, measured with thread CPU time) in blocks of steps, so a
 cost that grows with the job shows (target: flat within 20% from step 100 to the last); the reads made; the
 reader's memory (what its sets hold, and the peak RSS of this process against one before the job); how many calls
-the GCS let go before a read saw them; and the size `tasks.jsonl` reaches.
+the GCS let go before a read saw them, and how many the reader counted (the stand-in answers its count as the GCS
+does: the tasks it had, held or let go); and the size `tasks.jsonl` reaches.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import resource
 import sys
 import tempfile
@@ -74,6 +80,31 @@ class SimulatedClock:
         return getattr(time, name)
 
 
+def compare_full_reads(templates: list[tuple[bytes, bytes]], capacity: int, repeat: int = 3) -> None:
+    """One read of a full GCS both ways Ray offers: every job's events as serialized messages (what the reader
+    uses), or the job's alone in one `GetTaskEventsReply` (gRPC, job filter), parsed and keyed by task id."""
+    from ray.core.generated import gcs_pb2, gcs_service_pb2
+
+    from nrlprof.anatomy.events import TASK_ID_BYTES, task_key
+
+    raws = [head + n.to_bytes(TASK_ID_BYTES - len(JOB), "big") + JOB + tail
+            for n, (head, tail) in zip(range(capacity), itertools.cycle(templates))]  # fmt: skip
+    reply = gcs_service_pb2.GetTaskEventsReply()
+    reply.events_by_task.extend(gcs_pb2.TaskEvents.FromString(raw) for raw in raws)
+    wire = reply.SerializeToString()
+    messages_s = reply_s = float("inf")
+    for _ in range(repeat):
+        cpu = time.thread_time()
+        {task_key(raw) for raw in raws}
+        messages_s = min(messages_s, time.thread_time() - cpu)
+        cpu = time.thread_time()
+        {event.task_id for event in gcs_service_pb2.GetTaskEventsReply.FromString(wire).events_by_task}
+        reply_s = min(reply_s, time.thread_time() - cpu)
+    print(f"one read of a full GCS ({capacity:,} calls, one job; transfer not counted): serialized messages "
+          f"keyed {messages_s * 1000:.0f} ms, the job-filtered reply parsed and keyed {reply_s * 1000:.0f} ms "
+          f"({reply_s / messages_s:.1f}x)")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=1000)
@@ -86,6 +117,7 @@ def main() -> int:
 
     from nrlprof.anatomy import pump as pump_module
     from nrlprof.anatomy.events import TASK_ID_BYTES
+    from nrlprof.anatomy.files import TASKS_FILE
     from nrlprof.anatomy.pump import TaskEventPump
     from nrlprof.compact_json import dumps
 
@@ -93,16 +125,20 @@ def main() -> int:
     pump_module.time = clock
     written = {"records": 0, "bytes": 0}
 
-    def count_lines(_path: Path, records: list[dict]) -> None:  # serialized as the reader writes them, not kept
+    def count_lines(path: Path, records: list[dict]) -> None:  # serialized as the reader writes them, not kept
+        if path.name != TASKS_FILE:
+            return
         written["records"] += len(records)
         written["bytes"] += sum(len(dumps(r)) + 1 for r in records)
 
     pump_module.append_lines = count_lines
     templates = [call_template(w, METHODS[c % len(METHODS)]) for w in range(args.workers) for c in range(args.calls)]
+    compare_full_reads(templates, args.capacity)
     gcs: collections.deque[bytes] = collections.deque(maxlen=args.capacity)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tmp = tempfile.mkdtemp(prefix="nrlprof-bench-anatomy-scale-")
-    pump = TaskEventPump(JOB, Path(tmp), args.capacity, lambda: list(gcs))
+    made = {"tasks": 0}  # what the GCS had for the job: held, or let go (what `gcs_count` asks it)
+    pump = TaskEventPump(JOB, Path(tmp), args.capacity, lambda: list(gcs), lambda: made["tasks"])
     block = max(1, args.steps // args.blocks)
     # Per block of steps: the reader's CPU of the reads made in it and the steps those reads covered (each read
     # covers the steps since the one before), so a block without a read does not read as free.
@@ -117,6 +153,7 @@ def main() -> int:
             gcs.append(head + serial.to_bytes(TASK_ID_BYTES - len(JOB), "big") + JOB + tail)
             serial += 1
         generated += len(templates)
+        made["tasks"] = generated
         clock.now = step * args.step_s
         if clock.now >= next_read:
             cpu = time.thread_time()
@@ -147,8 +184,8 @@ def main() -> int:
           f"held {len(pump.reader.held):,}")  # fmt: skip
     print(f"peak RSS {rss_after / 1024:.0f} MB (before the job {rss_before / 1024:.0f} MB; the GCS stand-in's "
           f"{args.capacity:,} messages are in it)")  # fmt: skip
-    print(f"calls: {generated:,} made, {written['records']:,} recorded, {lost:,} let go by the GCS before a read "
-          f"({pump.gaps} read(s) found it full with none of the last read's calls)")  # fmt: skip
+    print(f"calls: {generated:,} made, {written['records']:,} recorded, {lost:,} let go by the GCS before a read; "
+          f"the reader counted {pump.lost:,} lost in {pump.gaps} read(s)")  # fmt: skip
     per_call = written["bytes"] / max(1, generated)
     print(f"tasks.jsonl would hold {written['bytes'] / 1e9:.2f} GB ({per_call:.0f} B a call)")
     return 0

@@ -175,3 +175,60 @@ def test_a_first_read_that_finds_the_gcs_full_may_have_come_too_late(tmp_path):
     pump.read()
     [gap] = [json.loads(line) for line in (tmp_path / "gaps.jsonl").read_text().splitlines()]
     assert gap["since_ns"] == 0  # since the job's start
+
+
+def other_jobs_call(index: int) -> bytes:
+    event = gcs_pb2.TaskEvents.FromString(finished_call(index))
+    event.task_id = event.task_id[:-4] + bytes.fromhex("0b000000")
+    event.job_id = bytes.fromhex("0b000000")
+    return event.SerializeToString()
+
+
+def test_calls_the_gcs_let_go_before_a_read_are_counted_exactly_once(tmp_path):
+    """The GCS's count of the job's tasks (held + let go) against the tasks the reads saw: the difference is lost."""
+    held: list[bytes] = []
+    made = [0]
+    pump = TaskEventPump(JOB, tmp_path, capacity=4, fetch=lambda: held, count_tasks=lambda: made[0])
+    held[:], made[0] = [finished_call(i) for i in range(1, 4)] + [other_jobs_call(1)], 3
+    pump.read()
+    held[:], made[0] = [finished_call(i) for i in range(3, 7)], 6  # 4-6 new, nothing let go unseen
+    pump.read()
+    assert (pump.lost, pump.counted, pump.reader.tasks_seen) == (0, True, 6)
+    assert not (tmp_path / "gaps.jsonl").exists()
+    held[:], made[0] = [finished_call(i) for i in range(20, 24)], 23  # 7-19 came and went between two reads
+    before = time.time_ns()
+    pump.read()
+    pump.read()  # the same holdings: nothing more lost, no second line
+    [gap] = [json.loads(line) for line in (tmp_path / "gaps.jsonl").read_text().splitlines()]
+    assert gap["lost"] == 13 and pump.lost == 13 and pump.gaps == 1
+    assert 0 < gap["since_ns"] <= before <= gap["at_ns"]
+    held[:], made[0] = [finished_call(i) for i in range(30, 34)], 33  # 24-29 lost too
+    pump.read()
+    assert [json.loads(line)["lost"] for line in (tmp_path / "gaps.jsonl").read_text().splitlines()] == [13, 6]
+    assert pump.lost == 19 and len((tmp_path / "tasks.jsonl").read_text().splitlines()) == 33 - 19
+
+
+def test_a_count_made_before_a_read_never_counts_as_lost_what_arrived_after_it(tmp_path):
+    """Tasks that reach the GCS between its count and the fetch are seen, not lost, and not lost later either."""
+    held = [finished_call(i) for i in range(1, 5)]
+    counts = iter([2, 4])  # asked before the fetch: two of the four had not yet arrived
+    pump = TaskEventPump(JOB, tmp_path, capacity=100, fetch=lambda: held, count_tasks=lambda: next(counts))
+    pump.read()
+    pump.read()
+    assert pump.lost == 0 and not (tmp_path / "gaps.jsonl").exists()
+
+
+def test_a_gcs_that_cannot_count_leaves_the_reads_to_say_calls_may_be_lost(tmp_path):
+    calls = []
+
+    def refuse() -> int:
+        calls.append(1)
+        raise RuntimeError("the GCS refused the task-event count")
+
+    held = [finished_call(1), finished_call(2)]
+    pump = TaskEventPump(JOB, tmp_path, capacity=2, fetch=lambda: held, count_tasks=refuse)
+    pump.read()
+    pump.read()
+    assert len(calls) == 1 and pump.count_tasks is None and not pump.counted  # asked once: a read must not wait
+    [gap] = [json.loads(line) for line in (tmp_path / "gaps.jsonl").read_text().splitlines()]
+    assert "lost" not in gap and pump.gaps == 1

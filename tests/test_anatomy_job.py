@@ -155,6 +155,34 @@ def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_clust
     json.dumps(events)
 
 
+def test_a_driver_whose_reader_process_cannot_start_reads_and_counts_itself(ray_cluster, activate, tmp_path,
+                                                                           monkeypatch, capfd):  # fmt: skip
+    from nrlprof.anatomy import recorder
+
+    def no_process(*_args):
+        raise OSError("no reader process here")
+
+    counted = []
+    job_task_count = recorder.job_task_count
+
+    def count_for(gcs_address: str, job_id: bytes):
+        count = job_task_count(gcs_address, job_id)
+        counted.append(count)
+        return lambda: counted.append(count()) or counted[-1]
+
+    monkeypatch.setattr(recorder, "start_reader_process", no_process)
+    monkeypatch.setattr(recorder, "job_task_count", count_for)
+    nrlprof = activate(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"))
+    run_job(nrlprof)
+    log = capfd.readouterr().err
+    assert "reading in the driver" in log, log
+    check_anatomy(anatomy_summary(tmp_path / "anatomy"))
+    answers = counted[1:]
+    recorded = len(read_lines(Path(anatomy_summary(tmp_path / "anatomy")["run"]) / TASKS_FILE))
+    assert answers and answers[-1] >= recorded, (answers, recorded)  # the GCS's count, asked from the driver
+    assert "go before they were read" not in log and "may lack calls" not in log
+
+
 def trainer_calls(directory: Path) -> dict[tuple[int, int], dict]:
     """(step, rank) -> the recorded task-event record of that trainer.train call (worker clock, ns)."""
     model = anatomy_summary(directory)

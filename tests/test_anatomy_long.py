@@ -58,3 +58,89 @@ def test_every_one_of_1000_steps_is_kept_though_the_gcs_drops_early_events(small
             ("short_step", "work", WORKERS, list(range(WORKERS)))
         ], label
         assert step["phases"][0]["dur_ms"] >= 1000 * CALL_S - 1
+
+
+STOPPED_READER_DRIVER = """
+import json, os, signal, sys, time
+
+import nrlprof
+import ray
+
+ray.init(log_to_driver=False)
+
+
+@ray.remote(num_cpus=0)
+class ShortStep:
+    def work(self, seconds):
+        time.sleep(seconds)
+        return 1
+
+
+def reader_pid():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+            parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if b"nrlprof.anatomy.reader_process" in cmdline and parent == os.getpid():
+            return int(pid)
+
+
+workers = [ShortStep.remote() for _ in range(2)]
+nrlprof.step(1)
+ray.get([w.work.remote(0) for w in workers])
+began = time.monotonic()
+while (pid := reader_pid()) is None and time.monotonic() - began < 60:
+    time.sleep(0.2)
+os.kill(pid, signal.SIGSTOP)  # a reader that gets no CPU while the job outruns what the GCS keeps
+try:
+    nrlprof.step(2)
+    ray.get([w.work.remote(0) for w in workers for _ in range(int(sys.argv[1]))])
+    time.sleep(3)  # the workers' and owner's last events of step 2 reach the GCS (sent once a second)
+finally:
+    os.kill(pid, signal.SIGCONT)
+nrlprof.step(3)
+ray.get([w.work.remote(0) for w in workers])
+nrlprof.finish()
+print(json.dumps({"job_id": ray.get_runtime_context().get_job_id()}))
+"""
+
+
+@pytest.mark.slow
+def test_calls_the_gcs_let_go_while_the_reader_was_stopped_are_counted_and_said(small_gcs_cluster, tmp_path):
+    """Ray's own count of the job's tasks (held + let go) against what the reads saw: the calls lost, and where."""
+    import json
+    import subprocess
+    import sys
+
+    from nrlprof.anatomy.files import READER_FILE, TASKS_FILE, read_lines, run_directories
+    from nrlprof.anatomy.gcs_count import JobTaskCount
+    from nrlprof.tools.figures.anatomy import incomplete_note
+
+    burst = 1000  # per worker: more than the GCS keeps arrive while the reader is stopped
+    address = ray.get_runtime_context().gcs_address
+    env = clusters.joining_env(address) | {"NRL_STEP_ANATOMY": "1", "NRL_STEP_ANATOMY_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", STOPPED_READER_DRIVER, str(burst)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = bytes.fromhex(json.loads(done.stdout.splitlines()[-1])["job_id"])
+    count = JobTaskCount(address, job_id)
+    try:
+        had = count()  # every task of the driver's job the GCS had: held, or let go
+    finally:
+        count.close()
+    [run] = run_directories(tmp_path)
+    [figures] = read_lines(run / READER_FILE)
+    recorded = len(read_lines(run / TASKS_FILE))
+    made = 2 + 2 * (1 + burst + 1)  # the actors' creations and their calls
+    driver_task = 1  # the driver's own task is one of the job's tasks, seen and not a call
+    assert had >= made + driver_task, "the GCS's count misses tasks of the job"
+    assert figures["lost"] >= 2 * burst - GCS_TASK_LIMIT, figures
+    # Ray counts task attempts let go: one the GCS let go, got a late half of again, and let go again counts
+    # twice; one a read saw with one half before it went counts as seen.  Both are the few in flight at the time.
+    assert abs(figures["lost"] - (made - recorded)) <= 10, (figures, recorded, made, had)
+    model = anatomy_summary(tmp_path)
+    assert model["lost_calls"] == figures["lost"] and 2 in model["incomplete_steps"]
+    assert f"Ray's GCS let {figures['lost']} call(s) go before they were read" in incomplete_note(model)
+    assert f"Ray's GCS let {figures['lost']} call(s) go before they were read" in done.stderr  # the driver's log

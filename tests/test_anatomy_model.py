@@ -165,3 +165,21 @@ def test_anatomy_lines_are_whole_json_lines_even_for_what_orjson_refuses(tmp_pat
     append_lines(path, plain)
     append_lines(path, [{"huge": 1 << 70}])
     assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == [*plain, {"huge": 1 << 70}]
+
+
+def test_calls_ray_counted_as_lost_are_said_with_their_number_and_steps(run_dir):
+    from nrlprof.tools.figures.anatomy import incomplete_note
+
+    run = next(run_dir.iterdir())
+    assert anatomy_summary(run_dir)["lost_calls"] is None  # no count: an older run, or a GCS that gave none
+    append_lines(run / GAPS_FILE, [{"since_ns": T0 + 1200 * MS, "at_ns": T0 + 1300 * MS, "held": 8, "lost": 5}])
+    append_lines(run / GAPS_FILE, [{"since_ns": T0 + 1300 * MS, "at_ns": T0 + 1400 * MS, "held": 8, "lost": 2}])
+    model = anatomy_summary(run_dir)
+    assert (model["lost_calls"], model["incomplete_steps"]) == (7, [2])
+    assert incomplete_note(model) == (
+        "step anatomy: Ray's GCS let 7 call(s) go before they were read; step 2 lacks them "
+        "(raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`)"
+    )
+    early = {"incomplete_steps": [], "lost_calls": 3}  # let go before the first step
+    assert "let 3 call(s) go before they were read; outside the recorded steps" in incomplete_note(early)
+    assert incomplete_note({"incomplete_steps": [], "lost_calls": 0}) is None

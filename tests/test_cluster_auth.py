@@ -155,6 +155,7 @@ def test_step_anatomy_reader_process_reads_with_the_token(token_cluster, tmp_pat
     [run] = run_directories(tmp_path / "anatomy")
     [figures] = read_lines(run / READER_FILE)
     assert figures["reads"] >= 1
+    assert figures["lost"] == 0  # a count, not None: the GCS answered its task-count query with the token too
     steps = anatomy_summary(run)["steps"]
     assert sorted(steps, key=int) == ["1", "2", "3"]
     for step in steps.values():

@@ -55,6 +55,7 @@ class TaskEventReader:
     waiting: dict[bytes, float] = field(default_factory=dict)  # task id -> when first seen with one half
     pending: int = 0
     fresh: int = 0
+    tasks_seen: int = 0  # distinct tasks of this job the reads have seen, since the job began
     owner_timed: int = 0
     held: set[bytes] = field(default_factory=set)
     last_recorded: set[bytes] = field(default_factory=set)  # the calls of the last read that recorded any
@@ -97,7 +98,9 @@ class TaskEventReader:
         if recorded_now:
             self.last_recorded = recorded_now
         # Tasks that reached the GCS since the last read: the rate at which it fills up.
-        self.fresh = len(seen) - len(seen & self.held)
+        fresh = seen - self.held
+        self.fresh = len(fresh)
+        self.tasks_seen += sum(1 for key in fresh if key[-4:] == self.job_id and len(key) == TASK_ID_BYTES)
         self.held = seen
         return records
 

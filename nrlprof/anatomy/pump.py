@@ -5,9 +5,11 @@ when a quarter of its capacity has arrived since the last (the oldest are evicte
 second and at most a minute apart.  At the end, Ray's workers send their last events within a second:
 they are waited for (a settle time, at most a limit) until no call is left unfinished.
 
-A read that finds the GCS full while it no longer holds any call recorded before may have come too late (the
-reads were too far apart, or the reader got no CPU): the time since the read before is written to
-`gaps.jsonl`, and the tools say which steps may lack calls.
+Calls the GCS let go before a read saw them (the reads were too far apart, or the reader got no CPU) are counted:
+before each read the GCS is asked how many tasks of the job it has had (`gcs_count`), and what it had that the
+reads never saw was lost; the count and the time since the read before go to `gaps.jsonl`, and the tools say
+which steps lack calls, and how many.  Where the GCS cannot be asked, a read that finds it full while it no
+longer holds any call recorded before writes the same line without a count: calls may have been lost.
 """
 
 from __future__ import annotations
@@ -28,12 +30,22 @@ FINAL_LIMIT_S = 10.0
 
 
 class TaskEventPump:
-    def __init__(self, job_id: bytes, run_dir: Path, capacity: int, fetch: Callable[[], list[bytes]]) -> None:
+    def __init__(
+        self,
+        job_id: bytes,
+        run_dir: Path,
+        capacity: int,
+        fetch: Callable[[], list[bytes]],
+        count_tasks: Callable[[], int] | None = None,
+    ) -> None:
         self.reader = TaskEventReader(job_id)
         self.tasks_path = run_dir / TASKS_FILE
         self.gaps_path = run_dir / GAPS_FILE
         self.capacity = capacity
         self.fetch = fetch
+        self.count_tasks = count_tasks  # the job's tasks the GCS has had, held or let go (`gcs_count`)
+        self.lost = 0
+        self.counted = False  # whether the GCS ever answered: `lost` is a count, not just 0
         self.interval_s = MIN_INTERVAL_S
         self.reads = 0
         self.read_s = 0.0
@@ -46,12 +58,20 @@ class TaskEventPump:
         """Append the calls finished since the last read; returns how many."""
         began, cpu_began = time.perf_counter(), time.thread_time()
         fetched_ns = time.time_ns()
+        had = self._count_tasks()  # before the fetch: a task it counts, the fetch holds or the GCS let go
         held = self.fetch()
         records = self.reader.read(held, final)
         append_lines(self.tasks_path, records)
-        if len(held) >= self.capacity and not self.reader.kept_recorded:
+        gap = {"since_ns": self._last_read_ns, "at_ns": fetched_ns, "held": len(held)}
+        if had is not None:
+            lost = max(self.lost, had - self.reader.tasks_seen)
+            if lost > self.lost:
+                self.gaps += 1
+                append_lines(self.gaps_path, [{**gap, "lost": lost - self.lost}])
+                self.lost = lost
+        elif len(held) >= self.capacity and not self.reader.kept_recorded:
             self.gaps += 1
-            append_lines(self.gaps_path, [{"since_ns": self._last_read_ns, "at_ns": fetched_ns, "held": len(held)}])
+            append_lines(self.gaps_path, [gap])
         self._last_read_ns = fetched_ns
         now = time.perf_counter()
         self.reads += 1
@@ -60,6 +80,18 @@ class TaskEventPump:
         self.interval_s = self._next_interval(self.reader.fresh, now - self._last_read if self._last_read else None)
         self._last_read = now
         return len(records)
+
+    def _count_tasks(self) -> int | None:
+        """The GCS's count, or None where it cannot be asked (then never asked again: a read must not wait)."""
+        if self.count_tasks is None:
+            return None
+        try:
+            had = self.count_tasks()
+        except Exception:
+            self.count_tasks = None
+            return None
+        self.counted = True
+        return had
 
     def _next_interval(self, fresh: int, elapsed_s: float | None) -> float:
         """Seconds until a quarter of the GCS's capacity has arrived at the rate seen since the last read."""

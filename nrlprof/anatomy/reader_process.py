@@ -3,7 +3,8 @@
 Started by the driver's recorder (`python -m nrlprof.anatomy.reader_process`) with the GCS address, the
 cluster id, the job id, the run directory and the GCS's capacity.  It connects to the GCS as `ray.timeline()`
 does (no `ray.init`: it is not a driver and makes no job), with the driver's token where the cluster uses
-token authentication (passed in its environment, as Ray passes it to its own workers), reads once at once,
+token authentication (passed in its environment, as Ray passes it to its own workers; the same token goes with
+its count of the job's tasks, `gcs_count`), reads once at once,
 then runs at a lower priority (nice 10): the GCS fills from the job's start, so the first read must not wait
 for an idle core.  It reads until the driver writes `finish` on its stdin, or its stdin closes (the
 driver ended, however it ended); then it reads the last events, writes its own figures to `reader.jsonl`
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from nrlprof.anatomy.files import READER_FILE, append_lines
+from nrlprof.anatomy.gcs_count import job_task_count
 from nrlprof.anatomy.pump import TaskEventPump
 
 NICENESS = 10
@@ -59,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=watch_driver, args=(finishing,), daemon=True).start()
     accessor = connect(args.gcs_address, args.cluster_id)
     run_dir = Path(args.run_dir)
-    pump = TaskEventPump(bytes.fromhex(args.job_id), run_dir, args.capacity, accessor.get_task_events)
+    job_id = bytes.fromhex(args.job_id)
+    count = job_task_count(args.gcs_address, job_id)
+    pump = TaskEventPump(job_id, run_dir, args.capacity, accessor.get_task_events, count)
     pump.read()  # at once, and at the driver's priority: the GCS fills from the job's start
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
@@ -73,10 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         "read_cpu_s": pump.read_cpu_s,
         "owner_timed": pump.reader.owner_timed,
         "gaps": pump.gaps,
+        "lost": pump.lost if pump.counted else None,
         "process_cpu_s": time.process_time(),
         "final_s": time.perf_counter() - began,
     }
     append_lines(run_dir / READER_FILE, [figures])
+    if count is not None:
+        count.close()
     return 0
 
 

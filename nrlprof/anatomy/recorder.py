@@ -29,6 +29,7 @@ from nrlprof.anatomy.files import (
     new_run_directory,
     read_lines,
 )
+from nrlprof.anatomy.gcs_count import job_task_count
 from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventPump
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
@@ -52,6 +53,7 @@ class Recorder:
         self.thread_cpu_s = 0.0
         self.owner_timed = 0
         self.gaps = 0
+        self.lost: int | None = None  # calls the GCS let go before a read saw them; None where it was not told
         self._marks_written = 0
         self._actors_written = 0
         self._connected = False
@@ -140,7 +142,11 @@ class Recorder:
 
     def _read_here(self) -> None:
         if self._pump is None:
-            self._pump = TaskEventPump(bytes.fromhex(self._job_id), self.run_dir, self._capacity, fetch_raw_task_events)
+            import ray
+
+            job_id = bytes.fromhex(self._job_id)
+            count = job_task_count(ray._private.worker.global_worker.node.gcs_address, job_id)
+            self._pump = TaskEventPump(job_id, self.run_dir, self._capacity, fetch_raw_task_events, count)
 
     def finish(self) -> None:
         """Mark the end of the last step; the reader reads the last calls (Ray sends them within a second)."""
@@ -181,7 +187,15 @@ class Recorder:
                 "events never reached Ray's GCS",
                 self.owner_timed,
             )
-        if self.gaps:
+        if self.lost:
+            logger.warning(
+                "step anatomy: Ray's GCS let %d call(s) go before they were read (it keeps %d task events: "
+                "raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`); `nrlprof summary` "
+                "names the steps that lack them",
+                self.lost,
+                self._capacity,
+            )
+        elif self.gaps and self.lost is None:
             logger.warning(
                 "step anatomy: Ray's GCS was full (it keeps %d task events: RAY_task_events_max_num_task_in_gcs) "
                 "and may have let calls go before they were read; `nrlprof summary` names the steps that may lack "
@@ -215,12 +229,18 @@ class Recorder:
             self.reader_cpu_s += line["process_cpu_s"]
             self.owner_timed += line.get("owner_timed", 0)
             self.gaps += line.get("gaps", 0)
+            self._add_lost(line.get("lost"))
         if self._pump is not None:
             self.reads += self._pump.reads
             self.read_s += self._pump.read_s
             self.read_cpu_s += self._pump.read_cpu_s
             self.owner_timed += self._pump.reader.owner_timed
             self.gaps += self._pump.gaps
+            self._add_lost(self._pump.lost if self._pump.counted else None)
+
+    def _add_lost(self, lost: int | None) -> None:
+        if lost is not None:
+            self.lost = (self.lost or 0) + lost
 
 
 def mark_line(mark: tuple) -> dict:

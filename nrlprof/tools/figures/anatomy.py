@@ -68,6 +68,7 @@ def build_model(run: dict, profiled: ProfiledNames | None = None) -> dict:
         "run": run.get("run"),
         "steps": steps,
         "incomplete_steps": incomplete_steps(windows, run.get("gaps", [])),
+        "lost_calls": lost_calls(run.get("gaps", [])),
         "workers": {g: sorted({r for n, r in names.values() if n == g}) for g in groups},
         "clock_offsets_ms": {node: off / NS_PER_MS for node, off in sorted(offsets.items())},
         "clock_offset_bounds_ms": {node: bound / NS_PER_MS for node, bound in sorted(bounds.items())},
@@ -80,16 +81,27 @@ def incomplete_steps(windows: list[tuple[int, int, int]], gaps: list[dict]) -> l
     return [step for step, begin, end in windows if any(since < end and begin <= at for since, at in spans)]
 
 
+def lost_calls(gaps: list[dict]) -> int | None:
+    """How many calls Ray's GCS let go before a read saw them; None where the GCS did not say (older runs)."""
+    counted = [g["lost"] for g in gaps if "lost" in g]
+    return sum(counted) if counted else None
+
+
 def incomplete_note(model: dict) -> str | None:
-    """The sentence that says which steps may lack calls, if any may."""
+    """The sentence that says which steps lack calls, and how many calls were lost where Ray counted them."""
     steps = model.get("incomplete_steps") or []
-    if not steps:
+    lost = model.get("lost_calls")
+    if not steps and not lost:
         return None
+    advice = "raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`"
     labels = ",".join(window.label for window in StepSelection.from_steps(steps).windows)
-    return (
-        f"step anatomy: steps {labels} may lack calls: Ray's GCS was full and let task events go "
-        "before they were read (raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`)"
-    )
+    if lost:
+        where = f"steps {labels} lack them" if len(steps) > 1 else f"step {labels} lacks them"
+        if not steps:
+            where = "outside the recorded steps"
+        return f"step anatomy: Ray's GCS let {lost} call(s) go before they were read; {where} ({advice})"
+    full = "Ray's GCS was full and let task events go before they were read"
+    return f"step anatomy: steps {labels} may lack calls: {full} ({advice})"
 
 
 def profiler_time(marks: list[dict], begin: int, end: int) -> dict | None:
