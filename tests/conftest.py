@@ -4,11 +4,13 @@ for the whole run, markers set from what a test needs, and the count of the clus
 from __future__ import annotations
 
 import os
+import random
 import time
 from pathlib import Path
 
 import pytest
 from helpers import clusters
+from helpers.order import shuffled
 from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins, tool_records
 
 # Fixtures that put a test on a Ray cluster: the shared ones, and those of modules that start their own.
@@ -50,6 +52,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
         if fixtures & BUILD_FIXTURES:
             item.add_marker(pytest.mark.build)
+    seed = os.environ.get("NRLPROF_TEST_SHUFFLE")
+    if seed:
+        items[:] = shuffled(items, random.Random(seed))
+        return
     items.sort(key=lambda item: "multi_node_cluster" in getattr(item, "fixturenames", ()))
 
 
@@ -71,6 +77,8 @@ def pytest_testnodedown(node, error) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     starts = ", ".join(f"{count} {kind}" for kind, count in sorted(clusters.STARTS.items())) or "none"
     terminalreporter.write_line(f"Ray clusters started: {sum(clusters.STARTS.values())} ({starts})")
+    if seed := os.environ.get("NRLPROF_TEST_SHUFFLE"):
+        terminalreporter.write_line(f"in a shuffled order: NRLPROF_TEST_SHUFFLE={seed}")
 
 
 @pytest.fixture(autouse=True)

@@ -63,3 +63,23 @@ def test_the_suites_environment_keeps_importing_ray_cheap():
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert loaded == [], f"{loaded} imported with Ray: scripts/setup-venv must keep them out of .venv"
+
+
+def test_a_shuffled_order_moves_files_and_tests_and_keeps_each_file_together():
+    import random
+
+    from helpers.order import shuffled
+
+    def file_of(item: str) -> str:
+        return item.split("::")[0]
+
+    items = [f"tests/test_{f}.py::test_{t}" for f in "abcdefgh" for t in range(8)]
+    orders = [shuffled(items, random.Random(seed), file_of) for seed in (1, 2)]
+    for order in orders:
+        assert sorted(order) == items
+        files = [file_of(item) for item in order]
+        runs = [f for index, f in enumerate(files) if index == 0 or files[index - 1] != f]
+        assert sorted(runs) == sorted(set(files)) and runs != sorted(runs)  # each file once, files moved
+        assert order[:8] != sorted(order[:8])  # the first file's tests moved within it
+    assert orders[0] != orders[1]
+    assert shuffled(items, random.Random(1), file_of) == orders[0]  # a seed gives its order again
