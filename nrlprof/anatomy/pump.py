@@ -81,6 +81,11 @@ class TaskEventPump:
         self._last_read = now
         return len(records)
 
+    @property
+    def lost_counted(self) -> int | None:
+        """The calls lost, where the GCS ever gave its count; None where it never did (then `lost` says nothing)."""
+        return self.lost if self.counted else None
+
     def _count_tasks(self) -> int | None:
         """The GCS's count, or None where it cannot be asked (then never asked again: a read must not wait)."""
         if self.count_tasks is None:

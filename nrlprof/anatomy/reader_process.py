@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "read_cpu_s": pump.read_cpu_s,
         "owner_timed": pump.reader.owner_timed,
         "gaps": pump.gaps,
-        "lost": pump.lost if pump.counted else None,
+        "lost": pump.lost_counted,
         "process_cpu_s": time.process_time(),
         "final_s": time.perf_counter() - began,
     }

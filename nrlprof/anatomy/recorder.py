@@ -236,7 +236,7 @@ class Recorder:
             self.read_cpu_s += self._pump.read_cpu_s
             self.owner_timed += self._pump.reader.owner_timed
             self.gaps += self._pump.gaps
-            self._add_lost(self._pump.lost if self._pump.counted else None)
+            self._add_lost(self._pump.lost_counted)
 
     def _add_lost(self, lost: int | None) -> None:
         if lost is not None:

@@ -96,9 +96,12 @@ def incomplete_note(model: dict) -> str | None:
     advice = "raise RAY_task_events_max_num_task_in_gcs before `ray start` / `ray.init`"
     labels = ",".join(window.label for window in StepSelection.from_steps(steps).windows)
     if lost:
-        where = f"steps {labels} lack them" if len(steps) > 1 else f"step {labels} lacks them"
         if not steps:
             where = "outside the recorded steps"
+        elif len(steps) == 1:
+            where = f"step {labels} lacks them"
+        else:
+            where = f"steps {labels} lack them"
         return f"step anatomy: Ray's GCS let {lost} call(s) go before they were read; {where} ({advice})"
     full = "Ray's GCS was full and let task events go before they were read"
     return f"step anatomy: steps {labels} may lack calls: {full} ({advice})"
