@@ -19,6 +19,7 @@ from helpers.standins import SYSTEM_PATH
 from rich.console import Console
 
 from nrlprof.config.env import SELECTING_VARIABLES
+from nrlprof.errors import ToolError
 from nrlprof.rayfix.plugins_env import PLUGINS_VARIABLE, install_agent_hook
 from nrlprof.tools.check import doctor as D
 from nrlprof.tools.check import node as N
@@ -184,8 +185,43 @@ def test_capture_checks_that_nsys_writes_a_readable_report(local_ray, nsys_plann
 def test_capture_with_torch_on_cpu_writes_a_readable_trace(local_ray, clean_env):
     clean_env.setenv("NRL_TORCH_PROFILE_WORKER_PATTERNS", "*policy*")
     clean_env.setenv("NRL_TORCH_PROFILE_STEP_RANGE", "3:5")
-    report = D.doctor(capture=True)
+    report = D.doctor(capture=True, capture_timeout_s=540)  # a hang guard: a busy machine took 180 s
     [node] = report.nodes
     result = canary(report, "torch")
     assert result["ok"] is True and result["gpu"] is False and "CPU only" in result["detail"], result
     assert any(p.severity == D.NOTE and "no GPU" in p.message and p.node == node.label for p in report.problems)
+
+
+def test_a_capture_past_its_time_limit_is_a_failed_canary_that_says_the_limit(local_ray, clean_env):
+    clean_env.setenv("NRL_TORCH_PROFILE_WORKER_PATTERNS", "*policy*")
+    clean_env.setenv("NRL_TORCH_PROFILE_STEP_RANGE", "3:5")
+    report = D.doctor(capture=True, capture_timeout_s=0.25)  # torch's import alone takes longer
+    result = canary(report, "torch")
+    assert result["ok"] is False and result["detail"].endswith("did not finish within 0.25s"), result
+    [failure] = [p for p in report.errors if "canary" in p.message]
+    assert "the torch canary capture failed" in failure.message and "0.25s" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--capture", "--capture-timeout", "0"], "0 is not a positive number of seconds"),
+        (["--capture", "--capture-timeout", "soon"], "'soon' is not a number of seconds"),
+        (["--capture", "--capture-timeout", "inf"], "inf is not a positive number of seconds"),
+    ],
+)
+def test_a_capture_timeout_that_is_not_a_positive_number_is_a_usage_error(argv, said, capsys):
+    parser = argparse.ArgumentParser(prog="nrlprof doctor")
+    doctor_command.add_arguments(parser)
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(argv)
+    assert exit_info.value.code == 2 and f"argument --capture-timeout: {said}" in capsys.readouterr().err
+
+
+def test_a_capture_timeout_without_capture_is_refused_before_any_node_is_asked(monkeypatch):
+    monkeypatch.setattr(doctor_command, "doctor", lambda **_: pytest.fail("doctor ran"))
+    parser = argparse.ArgumentParser(prog="nrlprof doctor")
+    doctor_command.add_arguments(parser)
+    with pytest.raises(ToolError, match=r"^--capture-timeout 30 limits the captures of --capture: add --capture$"):
+        doctor_command.run(parser.parse_args(["--capture-timeout", "30"]))
+    assert parser.parse_args(["--capture", "--capture-timeout", "1.5"]).capture_timeout == 1.5

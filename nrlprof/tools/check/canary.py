@@ -21,8 +21,9 @@ from typing import Any
 from nrlprof.layout import NSYS_EXPORT_SUFFIX, NSYS_REPORT_SUFFIX, NSYS_UNFINISHED_SUFFIX
 
 CANARY_RANGE = "nrlprof-canary"
-CAPTURE_TIMEOUT_S = 180.0
+CAPTURE_TIMEOUT_S = 180.0  # `doctor --capture-timeout`: a busy node may need more
 EXPORT_TIMEOUT_S = 120.0
+GPU_PROBE_TIMEOUT_S = 120.0
 
 # The captured program: a named range around a little work, on the GPU when torch sees one.
 WORKLOAD = f"""
@@ -84,9 +85,10 @@ def gpu_visible() -> bool:
     """Whether torch, in a child of this interpreter, sees a CUDA device (no CUDA is initialised here)."""
     code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
     try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
+        probe = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=GPU_PROBE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return False
+    return probe.returncode == 0
 
 
 def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str]:
@@ -95,21 +97,21 @@ def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str]:
             argv, capture_output=True, text=True, timeout=timeout_s, cwd=cwd, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired:
-        return None, f"did not finish within {timeout_s:.0f}s"
+        return None, f"did not finish within {timeout_s:g}s"
     except OSError as err:
         return None, f"could not run: {err.strerror or err}"
     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
     return done.returncode, " | ".join(tail)
 
 
-def nsys_canary(nsys: str, gpu: bool, work_dir: str) -> CanaryResult:
+def nsys_canary(nsys: str, gpu: bool, work_dir: str, timeout_s: float = CAPTURE_TIMEOUT_S) -> CanaryResult:
     """A real nsys capture of the workload; the report must exist and export to SQLite."""
     started = time.monotonic()
     output = Path(work_dir) / "canary"
     trace = "cuda,nvtx,osrt" if gpu else "nvtx,osrt"
     argv = [nsys, "profile", "-o", str(output), "--force-overwrite=true", f"--trace={trace}", "--sample=none",
             "--cpuctxsw=none", sys.executable, "-c", WORKLOAD]  # fmt: skip
-    code, tail = _run(argv, CAPTURE_TIMEOUT_S, work_dir)
+    code, tail = _run(argv, timeout_s, work_dir)
 
     def result(ok: bool, detail: str) -> CanaryResult:
         return CanaryResult("nsys", ok, gpu, detail, round(time.monotonic() - started, 3))
@@ -131,11 +133,11 @@ def nsys_canary(nsys: str, gpu: bool, work_dir: str) -> CanaryResult:
     return result(True, f"{report.name} ({size} bytes) exported to SQLite" + ("" if gpu else "; CPU only"))
 
 
-def torch_canary(gpu: bool, work_dir: str) -> CanaryResult:
+def torch_canary(gpu: bool, work_dir: str, timeout_s: float = CAPTURE_TIMEOUT_S) -> CanaryResult:
     """A real torch profiler capture; the trace must load and hold the range (and a kernel with a GPU)."""
     started = time.monotonic()
     trace = Path(work_dir) / "canary.pt.trace.json"
-    code, tail = _run([sys.executable, "-c", TORCH_CAPTURE, str(trace)], CAPTURE_TIMEOUT_S, work_dir)
+    code, tail = _run([sys.executable, "-c", TORCH_CAPTURE, str(trace)], timeout_s, work_dir)
 
     def result(ok: bool, detail: str) -> CanaryResult:
         return CanaryResult("torch", ok, gpu, detail, round(time.monotonic() - started, 3))
@@ -155,18 +157,23 @@ def torch_canary(gpu: bool, work_dir: str) -> CanaryResult:
     return result(True, f"{len(events)} events" + (f", {kernels} kernels" if gpu else "; CPU only"))
 
 
-def run_canaries(backends: list[str]) -> dict[str, Any]:
+def canaries_time_s(backends: list[str], capture_timeout_s: float) -> float:
+    """The longest `run_canaries` can take on a node: every child it runs reaching its limit, and a minute."""
+    return GPU_PROBE_TIMEOUT_S + len(backends) * (capture_timeout_s + EXPORT_TIMEOUT_S) + 60.0
+
+
+def run_canaries(backends: list[str], capture_timeout_s: float = CAPTURE_TIMEOUT_S) -> dict[str, Any]:
     """Runs on the node: one capture per backend in `backends` ("nsys", "torch"); others are skipped."""
     gpu = gpu_visible()
     results = []
     with tempfile.TemporaryDirectory(prefix="nrlprof-canary-") as work_dir:
         for backend in backends:
             if backend == "torch":
-                results.append(torch_canary(gpu, work_dir))
+                results.append(torch_canary(gpu, work_dir, capture_timeout_s))
             elif backend == "nsys":
                 nsys = shutil.which("nsys")
                 if nsys is None:
                     results.append(CanaryResult("nsys", False, gpu, "nsys is not on PATH"))
                 else:
-                    results.append(nsys_canary(nsys, gpu, work_dir))
+                    results.append(nsys_canary(nsys, gpu, work_dir, capture_timeout_s))
     return {"gpu": gpu, "results": [asdict(r) for r in results]}

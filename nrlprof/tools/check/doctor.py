@@ -20,11 +20,11 @@ from typing import Any
 from nrlprof import exit_codes
 from nrlprof.backends.cupti_clash import CLASH, cupti_injection, points_at_cupti
 from nrlprof.rayfix.names import FIXED_STATES, HOOK_SETTING
+from nrlprof.tools.check.canary import CAPTURE_TIMEOUT_S, canaries_time_s, run_canaries
 from nrlprof.tools.check.node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
 from nrlprof.tools.cluster import NodeInfo, alive_nodes, connected, run_on_nodes
 
 NODE_TIMEOUT_S = 120.0
-CANARY_TIMEOUT_S = 600.0
 CANARY_BACKENDS = ("nsys", "torch")
 ERROR = "error"
 WARNING = "warning"
@@ -255,8 +255,10 @@ def doctor(
     output_dir: str | None = None,
     environ: Mapping[str, str] | None = None,
     capture: bool = False,
+    capture_timeout_s: float = CAPTURE_TIMEOUT_S,
 ) -> DoctorReport:
-    """Check every alive node (`capture`: and run a canary capture there with each configured backend).
+    """Check every alive node (`capture`: and run a canary capture there with each configured backend, each
+    given `capture_timeout_s`).
 
     Raises BadInput when no cluster is reachable, ConfigError for bad variables.
     """
@@ -276,7 +278,7 @@ def doctor(
         nodes = alive_nodes()
         report.nodes = check_nodes(nodes, directory)
         if capture:
-            add_canaries(report.nodes, nodes, canary_backends(plan))
+            add_canaries(report.nodes, nodes, canary_backends(plan), capture_timeout_s)
     for check in report.nodes:
         report.problems += node_problems(check, plan, report, output_dir is not None)
         report.problems += canary_problems(check)
@@ -293,10 +295,9 @@ def canary_backends(plan: Any) -> list[str]:
     return kinds or list(CANARY_BACKENDS)
 
 
-def add_canaries(checks: list[NodeCheck], nodes: list[NodeInfo], backends: list[str]) -> None:
-    from nrlprof.tools.check.canary import run_canaries
-
-    answers = run_on_nodes(run_canaries, nodes, lambda n: (backends,), CANARY_TIMEOUT_S, "running the canary")
+def add_canaries(checks: list[NodeCheck], nodes: list[NodeInfo], backends: list[str], capture_timeout_s: float) -> None:
+    answers = run_on_nodes(run_canaries, nodes, lambda n: (backends, capture_timeout_s),
+                           canaries_time_s(backends, capture_timeout_s), "running the canary")  # fmt: skip
     by_id = {a.node.node_id: a for a in answers}
     for check in checks:
         answer = by_id.get(check.node_id)

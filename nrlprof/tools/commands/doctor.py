@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nrlprof.errors import ToolError
 from nrlprof.rayfix.names import FIXED_STATES
+from nrlprof.tools.check.canary import CAPTURE_TIMEOUT_S
 from nrlprof.tools.check.doctor import ERROR, WARNING, DoctorReport, NodeCheck, doctor
 from nrlprof.tools.check.node import NSYS_TOOL, Interpreter, ToolCheck
-from nrlprof.tools.commands.options import add_option
+from nrlprof.tools.commands.options import add_option, positive_seconds
 
 
 def _tool_cell(tool: ToolCheck) -> str:
@@ -91,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--capture", action="store_true", help="also run a short real capture on every node with each backend"
     )
+    parser.add_argument(
+        "--capture-timeout",
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"with --capture: how long each capture may take (default: {CAPTURE_TIMEOUT_S:.0f})",
+    )
     add_option(parser, "json", "print the report as JSON")
 
 
@@ -99,7 +108,11 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    report = doctor(address=args.address, output_dir=args.output_dir, capture=getattr(args, "capture", False))
+    capture, capture_timeout = getattr(args, "capture", False), getattr(args, "capture_timeout", None)
+    if capture_timeout is not None and not capture:
+        raise ToolError(f"--capture-timeout {capture_timeout:g} limits the captures of --capture: add --capture")
+    report = doctor(address=args.address, output_dir=args.output_dir, capture=capture,
+                    capture_timeout_s=capture_timeout or CAPTURE_TIMEOUT_S)  # fmt: skip
     if args.json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

@@ -32,6 +32,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """A duration in seconds, above 0; argparse turns the error into a usage message and exit code 2."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value:g} is not a positive number of seconds")
+    return value
+
+
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "json": (("--json",), {"action": "store_true"}),
     "output": (("-o", "--output"), {"type": Path, "metavar": "FILE"}),
