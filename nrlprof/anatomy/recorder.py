@@ -29,7 +29,7 @@ from nrlprof.anatomy.files import (
     new_run_directory,
     read_lines,
 )
-from nrlprof.anatomy.gcs_count import job_task_count
+from nrlprof.anatomy.gcs_count import JobTaskCount, job_task_count
 from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventPump
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
@@ -61,6 +61,7 @@ class Recorder:
         self._capacity = DEFAULT_GCS_CAPACITY
         self._child: subprocess.Popen | None = None
         self._pump: TaskEventPump | None = None
+        self._task_count: JobTaskCount | None = None  # the GCS's count, asked here where no reader process runs
         self._next_read = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -145,8 +146,8 @@ class Recorder:
             import ray
 
             job_id = bytes.fromhex(self._job_id)
-            count = job_task_count(ray._private.worker.global_worker.node.gcs_address, job_id)
-            self._pump = TaskEventPump(job_id, self.run_dir, self._capacity, fetch_raw_task_events, count)
+            self._task_count = job_task_count(ray.get_runtime_context().gcs_address, job_id)
+            self._pump = TaskEventPump(job_id, self.run_dir, self._capacity, fetch_raw_task_events, self._task_count)
 
     def finish(self) -> None:
         """Mark the end of the last step; the reader reads the last calls (Ray sends them within a second)."""
@@ -173,6 +174,8 @@ class Recorder:
             logger.warning("step anatomy: the last task events could not be read: %s", err)
         finally:
             append_lines(self.run_dir / STEPS_FILE, [{"finish": True, "t_ns": ended}])
+            if self._task_count is not None:
+                self._task_count.close()
         self._gather_figures()
         if self.reads:
             logger.info(
