@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import clusters
+from helpers.environment import run_ray_settings
 from helpers.order import shuffled
 from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins, tool_records
 
@@ -30,10 +31,9 @@ NEEDS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A raylet starts as many idle workers as it has CPUs for its first driver; the tests' jobs start their own
-    # workers (runtime envs of their own), so on 2 cores that is only lost time. Clusters the tests start, and the
-    # drivers they run, inherit it.
-    os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+    # Clusters the tests start, and the drivers they run, inherit the run's Ray settings (worker niceness, no
+    # prestarted workers: helpers/environment.py says why).
+    os.environ.update(run_ray_settings())
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         # Each pytest-xdist worker has Ray's temp dir to itself: its clusters' address file (which `ray.init()` and

@@ -156,28 +156,36 @@ def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_clust
 
 
 def test_a_driver_whose_reader_process_cannot_start_reads_and_counts_itself(ray_cluster, activate, tmp_path,
-                                                                           monkeypatch, capfd):  # fmt: skip
+                                                                           monkeypatch, nrlprof_log):  # fmt: skip
     from nrlprof.anatomy import recorder
 
     def no_process(*_args):
         raise OSError("no reader process here")
 
-    counted = []
+    counted, closed = [], []
     job_task_count = recorder.job_task_count
 
-    def count_for(gcs_address: str, job_id: bytes):
-        count = job_task_count(gcs_address, job_id)
-        counted.append(count)
-        return lambda: counted.append(count()) or counted[-1]
+    class AnswersKept:
+        def __init__(self, gcs_address: str, job_id: bytes) -> None:
+            self.count = job_task_count(gcs_address, job_id)
+
+        def __call__(self) -> int:
+            counted.append(self.count())
+            return counted[-1]
+
+        def close(self) -> None:
+            self.count.close()
+            closed.append(True)
 
     monkeypatch.setattr(recorder, "start_reader_process", no_process)
-    monkeypatch.setattr(recorder, "job_task_count", count_for)
+    monkeypatch.setattr(recorder, "job_task_count", AnswersKept)
     nrlprof = activate(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"))
     run_job(nrlprof)
-    log = capfd.readouterr().err
+    log = "\n".join(nrlprof_log)
     assert "reading in the driver" in log, log
     check_anatomy(anatomy_summary(tmp_path / "anatomy"))
-    answers = counted[1:]
+    answers = counted
+    assert closed == [True], "the driver's channel to the GCS is closed at the job's end"
     recorded = len(read_lines(Path(anatomy_summary(tmp_path / "anatomy")["run"]) / TASKS_FILE))
     assert answers and answers[-1] >= recorded, (answers, recorded)  # the GCS's count, asked from the driver
     assert "go before they were read" not in log and "may lack calls" not in log

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 from nrlprof.process import patches
 from nrlprof.runtime.children.join import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
@@ -78,7 +79,7 @@ WORKER_PROGRAM = textwrap.dedent(
 def test_late_and_dead_children_are_recorded_and_the_environment_is_given_back(tmp_path):
     program = tmp_path / "worker.py"
     program.write_text(WORKER_PROGRAM)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "RAY_"))}
+    env = environment_without("NRL", "RAY_")
     result = subprocess.run(
         [sys.executable, str(program), str(tmp_path / "memory")], env=env, capture_output=True, text=True, timeout=300
     )
@@ -187,7 +188,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     lost: list = []
     channel = ChildChannel("", 0, "", 30.0, None)
     checkout = str(Path(__file__).resolve().parent.parent)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "RAY_"))}
+    env = environment_without("NRL", "RAY_")
     env.update(NRLPROF_CHANNEL=json.dumps({"address": channel.address}), NRLPROF_PARENT="1",
                PYTHONPATH=os.pathsep.join([str(SITE_DIR), checkout]))  # fmt: skip
     children = []

@@ -7,7 +7,6 @@ The tools run as a user would run them: separate processes that find the cluster
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.clusters import RAY, count_start, free_ports, stop_own_cluster
+from helpers.environment import environment_without
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def token_cluster():
     """A head started with `ray start` and RAY_AUTH_MODE=token; the env a client on this node would have."""
     base = tempfile.mkdtemp(prefix="nrla", dir="/tmp")  # short: raylet socket paths are length-limited
     token = secrets.token_hex(32)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_"))}  # none of the suite's own
+    env = environment_without("RAY_", "NRL_")  # none of the suite's own but the run's Ray settings
     # RAY_TMPDIR: `auto` looks for this cluster in <RAY_TMPDIR>/ray, not in the /tmp/ray other clusters share.
     env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=token)
     try:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 WORKER = "dtensor_policy_worker"
@@ -168,7 +169,7 @@ def test_relative_torch_dir_is_resolved_against_the_drivers_working_directory(ra
     driver_dir = tmp_path / "job"
     driver_dir.mkdir()
     (driver_dir / "driver.py").write_text(DRIVER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_ADDRESS"))}
+    env = environment_without("NRL_", "RAY_ADDRESS")
     env |= {
         "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
         "NRL_TORCH_PROFILE_STEP_RANGE": "2",
@@ -229,7 +230,7 @@ def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook_on_a_real_
     (tmp_path / "driver.py").write_text(KEEP_PLUGINS_DRIVER)
     mine = {"class": "audit_site.AuditPlugin", "priority": 5}
     bin_dir = install_stand_ins(tmp_path / "bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env |= {
         "PATH": f"{bin_dir}:{SYSTEM_PATH}",
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(tmp_path / "site_plugins")]),

@@ -4,12 +4,12 @@ with the one meant, and a framework's own NRL_* variables get no warning."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 import nrlprof.config.variables as variables
 from nrlprof import ConfigError
@@ -86,7 +86,7 @@ def test_step_anatomy_alone_may_activate_a_driver(value, activates):
 
 
 def clean_env(**variables: str) -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}, **variables}
+    return {**environment_without("NRL_", "NRLPROF_"), **variables}
 
 
 def driver(**variables: str) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import clusters
+from helpers.environment import environment_without
 
 from nrlprof.demo.cli import add_arguments, demo_environment
 
@@ -32,7 +33,7 @@ DEMO_HANG_S = 540
 def demo_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     work = tmp_path_factory.mktemp("demo")
     out = work / "out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", "nrlprof", "demo", "--steps", "4", "--range", "2:4", "--out", str(out)],

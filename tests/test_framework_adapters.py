@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from helpers.clusters import joining_env
+from helpers.environment import environment_without
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 TESTS = Path(__file__).parent
@@ -20,7 +21,7 @@ FRAMEWORKS = TESTS / "frameworks"
 
 
 def framework_env(**variables: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env.update(PYTHONPATH=os.pathsep.join([str(FRAMEWORKS), str(TESTS)]), NRL_STEP_ANATOMY="0", **variables)
     return env
 

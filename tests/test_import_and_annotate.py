@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 
 import pytest
+from helpers.environment import environment_without
 
 import nrlprof
 from nrlprof.process import state
@@ -21,7 +21,7 @@ INERT_CHECK = (
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+    return environment_without("NRL_", "NRLPROF_")
 
 
 def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_no_ray_or_torch():

@@ -6,6 +6,7 @@ import itertools
 import json
 
 import pytest
+from helpers.environment import environment_without
 
 from nrlprof.config.env import plan_from_env
 from nrlprof.errors import ConfigError
@@ -153,11 +154,10 @@ def test_verl_torch_memory_bad_entries_name_the_key():
 
 
 def test_plan_shows_the_memory_backend_and_its_files(tmp_path):
-    import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL_")}
+    env = environment_without("NRL_")
     env.update(
         NRL_MEMORY_PROFILE_WORKER_PATTERNS="*policy*",
         NRL_MEMORY_PROFILE_STEP_RANGE="2:4",

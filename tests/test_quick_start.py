@@ -5,7 +5,6 @@ them (`uv run train.py` run as `python train.py`), each with exit code 0."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.build, pytest.mark.fresh_cluster]  # the README's job starts its own cluster
@@ -80,7 +80,7 @@ def test_the_quick_start_on_one_machine_is_true(fresh_venv, tmp_path, short_ray_
     job = tmp_path / "job"
     job.mkdir()
     (job / "train.py").write_text(TRAIN)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_", "PYTHONPATH"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_", "PYTHONPATH")
     env.update(PATH=f"{fresh_venv / 'bin'}:{env['PATH']}", RAY_TMPDIR=str(short_ray_tmpdir))
     lines = quick_start_lines()
     assert "uv run train.py" in lines

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 from helpers.clusters import joining_env
+from helpers.environment import environment_without
 from helpers.standins import SYSTEM_PATH, install_stand_ins, tool_records
 
 
@@ -148,7 +149,7 @@ def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
     from nrlprof.rayfix.names import HOOK_CLASS_PATH
 
     bin_dir = install_stand_ins(tmp_path / "bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=os.path.dirname(__file__))
     env.update(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
     env["NRLPROF_FAKE_TOOL_LOG"] = str(tmp_path / "calls")

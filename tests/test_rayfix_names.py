@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from helpers.environment import environment_without
 
 from nrlprof.errors import NrlprofError
 from nrlprof.rayfix import names, patch_ray, plugins_env
@@ -17,7 +18,7 @@ PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
 
 
 def run_python(code: str, cwd: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "PYTHONPATH"))}
+    env = environment_without("NRL_", "NRLPROF_", "PYTHONPATH")
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
     )

@@ -6,7 +6,6 @@ hook, plus one fresh venv with nrlprof installed from its wheel.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
@@ -14,13 +13,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4"}
 
 
 def clean_env(**variables: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+    env = environment_without("NRL_", "NRLPROF_")
     return {**env, **variables}
 
 

@@ -83,3 +83,26 @@ def test_a_shuffled_order_moves_files_and_tests_and_keeps_each_file_together():
         assert order[:8] != sorted(order[:8])  # the first file's tests moved within it
     assert orders[0] != orders[1]
     assert shuffled(items, random.Random(1), file_of) == orders[0]  # a seed gives its order again
+
+
+def test_a_process_started_without_the_suites_ray_variables_keeps_the_runs_ray_settings(monkeypatch):
+    from helpers.environment import RUN_RAY_SETTINGS, environment_without
+
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    monkeypatch.setenv("NRL_NSYS_WORKER_PATTERNS", "*policy*")
+    env = environment_without("NRL_", "RAY_")
+    assert "RAY_ADDRESS" not in env and "NRL_NSYS_WORKER_PATTERNS" not in env
+    assert {name: env[name] for name in RUN_RAY_SETTINGS} == {"RAY_worker_niceness": "0",
+                                                             "RAY_prestart_worker_first_driver": "0"}  # fmt: skip
+    monkeypatch.setenv("RAY_worker_niceness", "5")  # one running the suite chose otherwise
+    assert environment_without("RAY_")["RAY_worker_niceness"] == "5"
+
+
+def test_the_shared_clusters_workers_run_at_the_niceness_of_the_rest_of_the_run(ray_cluster):
+    import os
+
+    @ray_cluster.remote(num_cpus=0)
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray_cluster.get(niceness.remote(), timeout=300) == os.nice(0)  # Ray would put them 15 below

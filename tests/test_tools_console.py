@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from helpers.environment import environment_without
 from helpers.traces import gpu_trace, write_json
 from rich.console import Console
 
@@ -21,7 +21,7 @@ LABELS = ("policy.train", *NAMES[2:])  # as the ranges table shows them: by labe
 
 
 def plan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL_")} | env | {"COLUMNS": "250"}
+    env = environment_without("NRL_") | env | {"COLUMNS": "250"}
     return subprocess.run([sys.executable, "-m", "nrlprof", "plan", *args], capture_output=True, text=True,
                           env=env, timeout=300)  # fmt: skip
 

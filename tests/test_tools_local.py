@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.anatomy import DRIVER_NODE, JOB, T0, actor_id, call
+from helpers.environment import environment_without
 from helpers.nsys import copy_nsys_export
 from helpers.traces import gpu_trace, write_json
 
@@ -28,7 +28,7 @@ MS = 1_000_000
 
 
 def nrlprof(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_ADDRESS"))} | env
+    env = environment_without("NRL_", "RAY_ADDRESS") | env
     return subprocess.run([sys.executable, "-m", "nrlprof", *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=300)  # fmt: skip
 

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 
 def plan_command(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_ADDRESS"))} | env
+    env = environment_without("NRL_", "RAY_ADDRESS") | env
     return subprocess.run([sys.executable, "-m", "nrlprof", "plan", *args], capture_output=True, text=True,
                           env=env, timeout=300)  # fmt: skip
 
@@ -69,7 +70,7 @@ EACH_NODE = "each node running a matched worker"
 
 
 def plan(variables: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_ADDRESS"))} | variables
+    env = environment_without("NRL_", "RAY_ADDRESS") | variables
     return subprocess.run([str(NRLPROF), "plan", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 
 from nrlprof.config.env import load_plan
 from nrlprof.config.nsys.known import NsysOptions, parse_profile_help, read_profile_help, unknown_nsys_options
@@ -24,7 +25,7 @@ NO_NSYS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def plan(variables: dict[str, str], *args: str, path: str = NO_NSYS_PATH) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "RAY_ADDRESS"))}
+    env = environment_without("NRL_", "RAY_ADDRESS")
     env |= {"PATH": path, "COLUMNS": "300"} | variables
     return subprocess.run([sys.executable, "-m", "nrlprof", "plan", *args], capture_output=True, text=True, env=env,
                           timeout=300)  # fmt: skip

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import torch
+from helpers.environment import environment_without
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.torch_profiler import TorchBackend
@@ -273,11 +274,10 @@ def test_a_drivers_window_imports_neither_ray_nor_torchs_compiler(tmp_path):
     """torch's profiler start imports `torch._inductor` (3 s of Python on 2 cores) to read one setting of a
     compiler the job never loaded; a driver without Ray had Ray imported (2 s) to list workers at its window's
     start. Neither belongs on the step path of a job that uses neither."""
-    import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NRL")}
+    env = environment_without("NRL")
     env.update(
         NRL_TORCH_PROFILE_WORKER_PATTERNS="*none*",
         NRL_TORCH_PROFILE_STEP_RANGE="2:4",

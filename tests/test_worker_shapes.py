@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 from helpers.trace_reading import event_threads, load_trace, marker_steps, traces_under
 
 
@@ -208,7 +209,7 @@ def test_a_second_torch_profiler_in_the_process_is_survived(tmp_path, order):
     script = tmp_path / "driver.py"
     script.write_text(SECOND_PROFILER)
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("NRL")},
+        **environment_without("NRL"),
         **torch_env(tmp_path / "traces", "*policy*", "1"),
     }
     result = subprocess.run([sys.executable, str(script), order], env=env, capture_output=True, text=True, timeout=300)
@@ -235,7 +236,7 @@ def test_python_dash_m_of_a_package_that_imports_nrlprof_activates(tmp_path):
     (package / "__init__.py").write_text("import nrlprof\nACTIVE_AT_IMPORT = nrlprof.is_active()\n")
     (package / "main.py").write_text("import trainer_pkg\nprint('active', trainer_pkg.ACTIVE_AT_IMPORT)\n")
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("NRL")},
+        **environment_without("NRL"),
         **torch_env(tmp_path / "traces", "*policy*", "1"),
         "PYTHONPATH": str(tmp_path),
     }

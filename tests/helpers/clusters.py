@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from helpers.environment import environment_without
 from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins
 
 # Clusters started in this run, by kind; conftest prints them at the end.
@@ -92,7 +93,7 @@ def joining_env(address: str, env: dict[str, str] | None = None) -> dict[str, st
     """The environment of a subprocess driver that joins the cluster at `address` (`ray.init()` or `"auto"`): `env`
     as given, or this process's without nrlprof's settings."""
     if env is None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_"))}
+        env = environment_without("NRL_", "NRLPROF_")
     return env | {"RAY_ADDRESS": address, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
 
 
@@ -195,7 +196,7 @@ def ray_start_cluster(
     """
     base = tempfile.mkdtemp(prefix="nrlf", dir="/tmp")
     bin_dir = install_stand_ins(tmp_path / "bin")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH"))}
+    env = environment_without("RAY_", "NRL_", "NRLPROF_", "PYTHONPATH")
     env.update(RAY_TMPDIR=base, RAY_AUTH_TOKEN=secrets.token_hex(32), NRLPROF_FAKE_TOOL_LOG=str(tmp_path / "calls"))
     env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=str(TESTS_DIR))
     extra = [f"--resources={resources}"] if resources else []

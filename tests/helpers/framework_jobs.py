@@ -12,13 +12,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+from helpers.environment import environment_without
+
 TESTS = Path(__file__).parent.parent
 FRAMEWORKS = TESTS / "frameworks"
 
 
 def job_env(**variables: str) -> dict[str, str]:
     """This environment without nrlprof's or Ray's own settings, plus the variables given."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env.update(
         PYTHONPATH=os.pathsep.join([str(FRAMEWORKS), str(TESTS)]),
         RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "token"),

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import ray
 
+from helpers.environment import environment_without
+
 TESTS_DIR = Path(__file__).resolve().parent.parent
 WORKER = "ending_policy_worker"
 ENGINE = "ending_generation_worker.engine_core_0"
@@ -99,7 +101,7 @@ def run_job(ray_module, tmp_path: Path, ending: str, last_step: int, **variables
     """Run the driver (`ending`: `shutdown`, `kill` rank 1 at step 3, `sigkill`: rank 1 dies at step 5); its stderr,
     and the pids of the driver and of ranks 0 and 1."""
     (tmp_path / "driver.py").write_text(DRIVER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_ADDRESS"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_ADDRESS")
     env |= {
         "NRL_STEP_METHOD": "*policy*.train",
         "NRL_STEP_ANATOMY": "0",

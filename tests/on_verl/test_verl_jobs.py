@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.clusters import joining_env, short_temp_dir
+from helpers.environment import environment_without
 from helpers.on_demand import asked_window_of
 from helpers.standins import install_stand_ins, tool_records
 from helpers.trace_reading import load_trace, marker_steps, traces_under
@@ -33,7 +34,7 @@ JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PRO
 
 def verl_env(tmp_path: Path, ray=None, **variables: str) -> dict[str, str]:
     """A driver's environment; with `ray`, one that joins the shared cluster `ray` is connected to."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
     if ray is not None:
         env = joining_env(ray.get_runtime_context().gcs_address, env)
     env.update({"PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]), "NRL_STEP_ANATOMY": "0", **variables})

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.environment import environment_without
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 HERE = Path(__file__).parent
@@ -45,7 +46,7 @@ def test_configure_after_verl_is_imported_selects_the_ranks_hosting_the_role(ray
     traces = tmp_path / "traces"
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(LATE_JOB.format(here=str(HERE), tests=str(TESTS))))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL_", "NRLPROF_", "RAY_ADDRESS"))}
+    env = environment_without("NRL_", "NRLPROF_", "RAY_ADDRESS")
     env |= {"NRL_TORCH_PROFILE_DIR": str(traces), "NRL_STEP_ANATOMY": "0", "PYTHONPATH": f"{HERE}:{TESTS}",
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}  # fmt: skip
     address = ray_cluster.get_runtime_context().gcs_address
