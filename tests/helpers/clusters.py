@@ -107,13 +107,15 @@ def alive_actor_ids() -> set[str]:
 def kill_actors(actor_ids: set[str], timeout_s: float = 60.0) -> list[str]:
     """Kill the actors of this driver's job among `actor_ids` and wait until the GCS has them dead.
 
-    Returns the class names of those killed. Ray's kill is asynchronous: a call sent right after it may still be
-    answered, so the next test would otherwise meet actors this one left.
+    Returns the class names of those killed. Ray's kill is asynchronous: the GCS has the actor dead before its
+    process is, and a call sent in between is still answered, so this also waits for the processes (all on this
+    machine) to end; the next test would otherwise meet actors this one left.
     """
     import ray
 
     job = ray.get_runtime_context().get_job_id()
     killed: dict[str, str] = {}
+    pids: set[int] = set()
     table = ray._private.state.state.actor_table(None, actor_state_name="ALIVE")
     core_worker = ray._private.worker.global_worker.core_worker
     for actor_id in actor_ids:
@@ -123,10 +125,20 @@ def kill_actors(actor_ids: set[str], timeout_s: float = 60.0) -> list[str]:
         with contextlib.suppress(Exception):  # an actor whose owner is another actor dies with its owner
             core_worker.kill_actor(ray.ActorID(bytes.fromhex(actor_id)), True)
             killed[actor_id] = info["ActorClassName"]
+            pids.add(info["Pid"])
     deadline = time.monotonic() + timeout_s
-    while killed.keys() & alive_actor_ids() and time.monotonic() < deadline:
+    while (killed.keys() & alive_actor_ids() or any(map(process_runs, pids))) and time.monotonic() < deadline:
         time.sleep(0.05)
     return list(killed.values())
+
+
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def free_ports(count: int) -> list[int]:
