@@ -11,6 +11,11 @@ the stop being the `nrlprof.step()` call that closes the window (the controller'
 job). Windows alternate between the two groups; printed: the median stop of each (ms) and their ratio (target 1.1x).
 nrlprof's stop is also split into the worker's own part (profiler stop and export, trace check, manifest record: from
 the records) and the rest (Ray calls, the controller's trace).
+
+Ray runs its workers 15 niceness levels below the driver: on one machine of 2 cores, the driver's own work at the stop
+(the controller's trace) then takes the cores from the workers' stops instead of sharing them, which a job whose
+driver has a node or a core of its own never sees. `RAY_worker_niceness=0 python bench/bench_stop.py` measures them at
+one niceness; the header says which.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 import ray
 
 WORKER_NAME = "bench_stop_worker"
+WORKER_NICENESS = "RAY_worker_niceness"  # Ray's setting, read by the raylet
 
 
 def torch_work(step: int) -> int:
@@ -97,7 +103,9 @@ def main() -> int:
         command = [sys.executable, __file__, "--one", str(count), "--windows", str(args.windows)]
         result = subprocess.run([*command, "--steps", str(args.steps)], capture_output=True, text=True, check=True)
         rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
-    print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores)")
+    niceness = os.environ.get(WORKER_NICENESS, "15 (Ray's default)")
+    print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores; "
+          f"workers' niceness {niceness})")  # fmt: skip
     print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}"
           f"  {'driver CPU: hand / nrlprof':>28}  target")  # fmt: skip
     for row in rows:
