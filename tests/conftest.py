@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from helpers import clusters
+from helpers import clusters, scheduling
 from helpers.environment import run_ray_settings
 from helpers.order import shuffled
 from helpers.standins import SYSTEM_PATH, TESTS_DIR, install_stand_ins, tool_records
@@ -21,6 +22,9 @@ CLUSTER_FIXTURES = SHARED_CLUSTER_FIXTURES | {
     "unfixed_cluster", "demo_run",
 }  # fmt: skip
 BUILD_FIXTURES = {"fresh_venv", "bare_worker_venv"}
+UNITS_FILE = pytest.StashKey[Path]()
+# Each test file's seconds in this run (this process's tests; the controller's: every worker's).
+SECONDS_BY_FILE: dict[str, float] = {}
 NEEDS = {
     "cluster": "a Ray cluster (the shared one, a multi-node one, or one of its own)",
     "fresh_cluster": "a Ray cluster of its own: the cluster itself is what it tests (counted at the end)",
@@ -39,24 +43,60 @@ def pytest_configure(config: pytest.Config) -> None:
         # Each pytest-xdist worker has Ray's temp dir to itself: its clusters' address file (which `ray.init()` and
         # `address="auto"` read), sessions and sockets never meet another worker's.
         os.environ["RAY_TMPDIR"] = str(clusters.short_temp_dir(f"{worker}-"))
+    elif config.getoption("dist", "no") == "loadfile":  # the controller: its workers say each file's unit here
+        handle, units = tempfile.mkstemp(prefix="nrlprof-test-units-")
+        os.close(handle)
+        os.environ[scheduling.UNITS_VARIABLE] = units
+        config.stash[UNITS_FILE] = Path(units)
     for name, text in NEEDS.items():
         config.addinivalue_line("markers", f"{name}: needs {text}")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if units := config.stash.get(UNITS_FILE, None):
+        os.environ.pop(scheduling.UNITS_VARIABLE, None)
+        units.unlink(missing_ok=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`cluster` on every test that needs one; tests on the multi-node cluster run together, after the others, so the
-    driver joins each shared cluster once."""
+    """`cluster` on every test that needs one; the files on a session cluster a worker would start for itself form one
+    unit; units longest first (helpers/scheduling.py), a unit's tests together (the driver joins the multi-node
+    cluster once)."""
+    tests_of_file: dict[str, list[pytest.Item]] = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & CLUSTER_FIXTURES or item.get_closest_marker("fresh_cluster"):
             item.add_marker(pytest.mark.cluster)
         if fixtures & BUILD_FIXTURES:
             item.add_marker(pytest.mark.build)
+        tests_of_file.setdefault(scheduling.file_of(item.nodeid), []).append(item)
+    unit_of_file: dict[str, str] = {}
+    for name, tests in tests_of_file.items():
+        group = scheduling.group_of_file(getattr(test, "fixturenames", ()) for test in tests)
+        unit_of_file[name] = group or name
+    scheduling.share_units(unit_of_file)
     seed = os.environ.get("NRLPROF_TEST_SHUFFLE")
     if seed:
         items[:] = shuffled(items, random.Random(seed))
         return
-    items.sort(key=lambda item: "multi_node_cluster" in getattr(item, "fixturenames", ()))
+    units: dict[str, list[str]] = {}
+    for name, unit in unit_of_file.items():
+        units.setdefault(unit, []).append(name)
+    rank = {unit: n for n, unit in enumerate(scheduling.longest_first(units, scheduling.recorded_seconds()))}
+    items.sort(key=lambda item: rank[unit_of_file[scheduling.file_of(item.nodeid)]])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile`: a file is one unit, and a group of files is one."""
+    if config.getvalue("dist") == "loadfile":
+        return scheduling.FilesAndGroups(config, log)
+    return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    name = scheduling.file_of(report.nodeid)
+    SECONDS_BY_FILE[name] = SECONDS_BY_FILE.get(name, 0.0) + report.duration
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -67,6 +107,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its counts go to the controller
         session.config.workeroutput["ray_cluster_starts"] = dict(clusters.STARTS)
+    elif os.environ.get("NRLPROF_TEST_RECORD_DURATIONS"):
+        scheduling.record_seconds(scheduling.recorded_seconds() | SECONDS_BY_FILE)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -103,9 +103,9 @@ class Trainer(PPOTrainer.__ray_actor_class__):
         return {}, global_step + 1
 
 
-# Two ranks each; OpenRLHF asks one GPU per actor, which a CPU cluster has not: num_gpus_per_actor=0.
-policy = RayActorGroup(2, 1, PolicyModelActor, num_gpus_per_actor=0)
-reference = RayActorGroup(2, 1, ReferenceModelActor, num_gpus_per_actor=0)
+# OpenRLHF asks one GPU per actor, which a CPU cluster has not: num_gpus_per_actor=0.
+policy = RayActorGroup(int(os.environ["POLICY_RANKS"]), 1, PolicyModelActor, num_gpus_per_actor=0)
+reference = RayActorGroup(int(os.environ["REFERENCE_RANKS"]), 1, ReferenceModelActor, num_gpus_per_actor=0)
 fitted = Trainer.remote(policy, reference).fit.remote()
 if ASKED:
     from helpers.on_demand import ask_in_background
@@ -123,8 +123,12 @@ def range_steps(trace_path: Path, label: str) -> set[int]:
     return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
 
 
-def run_openrlhf_job(ray_cluster, tmp_path: Path, **variables: str):
+def run_openrlhf_job(ray_cluster, tmp_path: Path, selected: str, **variables: str):
+    """The job with two ranks in the `selected` group ("policy" or "reference") and one in the other: two ranks test
+    that each rank is profiled, one that a group not selected is left alone (each rank is a process importing
+    OpenRLHF's trainer, 5-10 s of CPU)."""
     env = job_env(**variables)
+    env["POLICY_RANKS"], env["REFERENCE_RANKS"] = ("2", "1") if selected == "policy" else ("1", "2")
     env["PYTHONPATH"] = os.pathsep.join(map(str, (OPENRLHF_SITE, GPU_STUBS, TESTS)))
     result = run_job(ray_cluster, tmp_path, OPENRLHF_JOB, env)
     assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-4000:]
@@ -135,7 +139,7 @@ def test_readme_recipe_profiles_each_policy_rank_at_the_trainers_global_steps(ra
     recipe = readme_block_variables(ROOT / "README.md", "**OpenRLHF**")
     assert recipe == {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "PolicyModelActor", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4"}
     traces = tmp_path / "torch_profiler_trace"
-    result = run_openrlhf_job(ray_cluster, tmp_path, **recipe)
+    result = run_openrlhf_job(ray_cluster, tmp_path, "policy", **recipe)
     log = result.stderr
     said = [line for line in log.splitlines() if "[nrlprof]" in line]
     assert said.count("[nrlprof] INFO worker 'policy_model_actor' matched by its name 'PolicyModelActor'") == 2, said
@@ -154,7 +158,8 @@ def test_readme_recipe_profiles_each_policy_rank_at_the_trainers_global_steps(ra
 
 def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
-    result = run_openrlhf_job(ray_cluster, tmp_path, NRL_TORCH_PROFILE_WORKER_PATTERNS="reference_model_actor",
+    result = run_openrlhf_job(ray_cluster, tmp_path, "reference",
+                              NRL_TORCH_PROFILE_WORKER_PATTERNS="reference_model_actor",
                               NRL_TORCH_PROFILE_STEP_RANGE="3", NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
     enabled = "Torch profiling enabled for worker 'reference_model_actor' (matched pattern 'reference_model_actor')"
     assert result.stderr.count(enabled) == 2
@@ -168,8 +173,8 @@ def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp
 def test_an_armed_job_takes_a_window_asked_for_at_the_trainers_global_steps(ray_cluster, tmp_path):
     """The controller is OpenRLHF's PPOTrainer actor; the window asked for opens at its global steps."""
     traces = tmp_path / "traces"
-    result = run_openrlhf_job(ray_cluster, tmp_path, NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces),
-                              ASK_FOR_WORKERS="PolicyModelActor")  # fmt: skip
+    result = run_openrlhf_job(ray_cluster, tmp_path, "policy", NRL_PROFILE_ON_DEMAND="1",
+                              NRL_TORCH_PROFILE_DIR=str(traces), ASK_FOR_WORKERS="PolicyModelActor")  # fmt: skip
     steps = asked_window_of(result)
     assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in result.stderr
     assert [p.name for p in traces.iterdir() if p.is_dir()] == ["policy_model_actor"], "the reference untouched"

@@ -50,7 +50,7 @@ def run_program(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.Co
 
 LOCAL_JOB = """
 ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-groups = worker_groups(colocated={colocated})
+groups = worker_groups(colocated={colocated}, critic_ranks=1)
 train(bare_trainer(groups), groups, steps=5, profile_steps={profile_steps})
 """
 
@@ -123,7 +123,7 @@ ARMED_JOB = """
 ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
 from helpers.on_demand import ask_in_background
 
-groups = worker_groups(colocated=False)
+groups = worker_groups(colocated=False, critic_ranks=1)
 asker = ask_in_background(("*actor_rollout*",), steps=2)
 print("LAST", train(bare_trainer(groups), groups, steps=40, until=lambda: not asker.is_alive()), flush=True)
 """
@@ -167,7 +167,7 @@ trainer = RayPPOTrainer(config, tokenizer=None, role_worker_mapping={Role.ActorR
                         resource_pool_manager=None, ray_worker_group_cls=RayWorkerGroup, train_dataset=data,
                         val_dataset=data, collate_fn=lambda batch: batch,
                         train_sampler=torch.utils.data.SequentialSampler(data), device_name="cpu")
-groups = worker_groups(colocated=False)
+groups = worker_groups(colocated=False, critic_ranks=1)
 trainer.use_reference_policy, trainer.use_critic = False, True
 train(trainer, groups, steps=5, profile_steps=(2, 3))
 """
@@ -201,7 +201,7 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(ray_
     )
     body = """
         ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-        groups = worker_groups(colocated=False)
+        groups = worker_groups(colocated=False, critic_ranks=1)
         for step in range(1, 5):
             groups["actor_rollout"].generate_sequences(step)
             groups["critic"].compute_values(step)
@@ -221,7 +221,7 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(ray_
     for step in ("2", "3", "4"):
         assert [(p["worker"], p["method"], p["ranks"]) for p in steps[step]["phases"]] == [
             ("worker_dict-actor_rollout", "actor_rollout_generate_sequences", [0, 1]),
-            ("worker_dict-critic", "critic_compute_values", [0, 1]),
+            ("worker_dict-critic", "critic_compute_values", [0]),
             ("worker_dict-actor_rollout", "actor_rollout_update_actor", [0, 1]),
         ], f"every phase of step {step}, named as nrlprof names the workers"
 

@@ -63,8 +63,10 @@ class CriticWorker(Worker, DistProfilerExtension):
         return os.getpid()
 
 
-def worker_groups(colocated: bool, ranks: int = 2) -> dict:
-    """verl's own way: resource pools, `create_colocated_worker_cls`, a RayWorkerGroup, `spawn` per role."""
+def worker_groups(colocated: bool, ranks: int = 2, critic_ranks: int | None = None) -> dict:
+    """verl's own way: resource pools, `create_colocated_worker_cls`, a RayWorkerGroup, `spawn` per role. Not
+    colocated, the critic's pool has `critic_ranks` (default `ranks`): a test that only checks the critic is left
+    alone gives it one (each rank is a process importing verl, ~7 s of CPU on 2 busy cores)."""
     from verl.single_controller.ray.base import (
         RayClassWithInitArgs,
         RayResourcePool,
@@ -80,7 +82,8 @@ def worker_groups(colocated: bool, ranks: int = 2) -> dict:
         pools = [{"actor_rollout": actor}, {"critic": critic}]
     groups = {}
     for roles in pools:
-        pool = RayResourcePool(process_on_nodes=[ranks], use_gpu=False, max_colocate_count=1)
+        size = critic_ranks if roles.keys() == {"critic"} and critic_ranks else ranks
+        pool = RayResourcePool(process_on_nodes=[size], use_gpu=False, max_colocate_count=1)
         fused = RayWorkerGroup(resource_pool=pool, ray_cls_with_init=create_colocated_worker_cls(class_dict=roles))
         groups.update(fused.spawn(prefix_set=roles.keys()))
     return groups
