@@ -79,10 +79,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if seed:
         items[:] = shuffled(items, random.Random(seed))
         return
-    units: dict[str, list[str]] = {}
-    for name, unit in unit_of_file.items():
-        units.setdefault(unit, []).append(name)
-    rank = {unit: n for n, unit in enumerate(scheduling.longest_first(units, scheduling.recorded_seconds()))}
+    rank = {unit: n for n, unit in enumerate(scheduling.longest_first(unit_of_file, scheduling.recorded_seconds()))}
     items.sort(key=lambda item: rank[unit_of_file[scheduling.file_of(item.nodeid)]])
 
 

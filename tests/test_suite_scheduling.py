@@ -61,7 +61,7 @@ def test_the_scheduler_takes_the_units_the_workers_shared(pytestconfig, tmp_path
 
 
 def test_units_are_ordered_by_the_sum_of_their_files_seconds():
-    units = {"a.py": ["a.py"], "group": ["b.py", "c.py"], "d.py": ["d.py"]}
+    units = {"a.py": "a.py", "b.py": "group", "c.py": "group", "d.py": "d.py"}
     seconds = {"a.py": 50, "b.py": 30, "c.py": 30, "d.py": 55}
     assert scheduling.longest_first(units, seconds) == ["group", "d.py", "a.py"]
     assert scheduling.longest_first(units, {}) == ["a.py", "group", "d.py"], "unrecorded: as collected"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 from typing import TypeVar
 
+from helpers import scheduling
+
 Item = TypeVar("Item")
 
 
-def shuffled(items: list[Item], rng: random.Random, file_of=lambda item: item.nodeid.split("::", 1)[0]) -> list[Item]:
+def shuffled(items: list[Item], rng: random.Random, file_of=lambda item: scheduling.file_of(item.nodeid)) -> list[Item]:
     """The test files in a random order, and each file's tests in a random order (a file stays one unit: pytest-xdist
     hands out whole files, and a module's own cluster starts once)."""
     by_file: dict[str, list[Item]] = {}

@@ -43,10 +43,12 @@ def recorded_seconds(path: Path = DURATIONS) -> dict[str, float]:
         return {}
 
 
-def longest_first(units: dict[str, list[str]], seconds: dict[str, float]) -> list[str]:
-    """The units (each a list of files) by their recorded seconds, longest first; the order given among equals."""
-    cost = {unit: sum(seconds.get(f, 0.0) for f in files) for unit, files in units.items()}
-    return sorted(units, key=lambda unit: -cost[unit])
+def longest_first(unit_of_file: dict[str, str], seconds: dict[str, float]) -> list[str]:
+    """The units by the recorded seconds of their files, longest first; among equals, in the order first named."""
+    cost: dict[str, float] = {}
+    for name, unit in unit_of_file.items():
+        cost[unit] = cost.get(unit, 0.0) + seconds.get(name, 0.0)
+    return sorted(cost, key=lambda unit: -cost[unit])
 
 
 def record_seconds(seconds_by_file: dict[str, float], path: Path = DURATIONS) -> None:
