@@ -9,8 +9,9 @@ and, at the stop, calls `stop()` and `export_chrome_trace()`, the driver waiting
 matched by `NRL_TORCH_PROFILE_WORKER_PATTERNS` and windows of the same length set by `NRL_TORCH_PROFILE_STEP_RANGE`,
 the stop being the `nrlprof.step()` call that closes the window (the controller's own trace included, as in a real
 job). Windows alternate between the two groups; printed: the median stop of each (ms) and their ratio (target 1.1x).
-nrlprof's stop is also split into the worker's own part (profiler stop and export, trace check, manifest record: from
-the records) and the rest (Ray calls, the controller's trace).
+nrlprof's stop is also split into the worker's own part (profiler stop, export and trace check: from the records), the
+controller's own trace (its profiler stop, export and check in the driver, beside the workers'; the by-hand stop has no
+such trace) and the rest (Ray calls).
 
 Ray runs its workers 15 niceness levels below the driver: on one machine of 2 cores, the driver's own work at the stop
 (the controller's trace) then takes the cores from the workers' stops instead of sharing them, which a job whose
@@ -107,12 +108,13 @@ def main() -> int:
     print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores; "
           f"workers' niceness {niceness})")  # fmt: skip
     print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}"
-          f"  {'driver CPU: hand / nrlprof':>28}  target")  # fmt: skip
+          f"  {'driver CPU: hand / nrlprof':>28}  {'controller trace':>16}  target")  # fmt: skip
     for row in rows:
         print(
             f"{row['workers']:>8} {row['hand_ms']:>8.1f}ms {row['nrlprof_ms']:>8.1f}ms {row['ratio']:>6.2f}x"
             f"  {row['hand_own_ms']:>14.1f} / {row['nrlprof_own_ms']:<13.1f}"
-            f"  {row['hand_driver_cpu_ms']:>12.1f} / {row['nrlprof_driver_cpu_ms']:<13.1f}  1.1x"
+            f"  {row['hand_driver_cpu_ms']:>12.1f} / {row['nrlprof_driver_cpu_ms']:<13.1f}"
+            f"  {row['controller_own_ms']:>14.1f}ms  1.1x"
         )
     return 0
 
@@ -127,7 +129,8 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         NRL_TORCH_PROFILE_DIR=str(directory / "traces"),
         NRL_STEP_ANATOMY="0",
     )
-    import nrlprof
+    import nrlprof  # after the variables: it activates at import
+    from nrlprof.layout import CONTROLLER
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     try:
@@ -150,7 +153,8 @@ def run_count(count: int, windows: int, steps: int) -> dict:
             hand_cpu.append(cpu)
         nrlprof.finish()
         session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
-        own_stops = _actor_stops_ms(session_dir)
+        own_stops = _own_stops_ms(session_dir, WORKER_NAME)
+        controller_stops = _own_stops_ms(session_dir, CONTROLLER)
     finally:
         ray.shutdown()
         shutil.rmtree(directory, ignore_errors=True)
@@ -163,18 +167,20 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         "ratio": nrlprof_ms / hand_ms,
         "hand_own_ms": statistics.median(hand_own) * 1000,
         "nrlprof_own_ms": statistics.median(own_stops) if own_stops else float("nan"),
+        "controller_own_ms": statistics.median(controller_stops) if controller_stops else float("nan"),
         "hand_driver_cpu_ms": statistics.median(hand_cpu) * 1000,
         "nrlprof_driver_cpu_ms": statistics.median(stop_cpu) * 1000,
     }
 
 
-def _actor_stops_ms(session_dir: Path) -> list[float]:
-    """Per window, the slowest matched actor's stop inside its own process (`stop_ms` of its manifest record)."""
+def _own_stops_ms(session_dir: Path, worker: str) -> list[float]:
+    """Per window, the slowest stop of `worker`'s processes inside its own process (`stop_ms` of their manifest
+    records): the matched actors, or the controller (the driver, `layout.CONTROLLER`)."""
     slowest: dict[str, float] = {}
     for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl"):
         for line in manifest.read_text().splitlines():
             record = json.loads(line)
-            if record.get("worker") == WORKER_NAME and record.get("event") == "window":
+            if record.get("worker") == worker and record.get("event") == "window":
                 slowest[record["window"]] = max(slowest.get(record["window"], 0.0), record["stop_ms"])
     return list(slowest.values())
 

@@ -225,3 +225,26 @@ def test_a_capture_timeout_without_capture_is_refused_before_any_node_is_asked(m
     with pytest.raises(ToolError, match=r"^--capture-timeout 30 limits the captures of --capture: add --capture$"):
         doctor_command.run(parser.parse_args(["--capture-timeout", "30"]))
     assert parser.parse_args(["--capture", "--capture-timeout", "1.5"]).capture_timeout == 1.5
+
+
+def _interpreter_that_exits(tmp_path: Path, code: int) -> str:
+    """A stand-in for this interpreter, for the GPU probe's child: it only exits with `code`."""
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\nexit {code}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def test_the_gpu_probe_asks_torch_in_a_child_only_on_a_node_with_a_gpu_device_node(tmp_path, monkeypatch):
+    from nrlprof.tools.check import canary
+
+    monkeypatch.setattr(sys, "executable", _interpreter_that_exits(tmp_path, 0))  # "torch sees a GPU"
+    device = tmp_path / "nvidiactl"
+    device.touch()
+    assert canary.gpu_visible((str(device),)) is True
+    assert canary.gpu_visible((str(tmp_path / "absent"), str(device))) is True
+    # No device node: no GPU, without running the child that would have said yes.
+    assert canary.gpu_visible((str(tmp_path / "absent"),)) is False
+    assert canary.gpu_visible(()) is False
+    monkeypatch.setattr(sys, "executable", _interpreter_that_exits(tmp_path, 1))
+    assert canary.gpu_visible((str(device),)) is False

@@ -114,8 +114,9 @@ def unfixed_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 def test_cluster_without_the_fix_is_detected_and_profiled_through_py_executable(unfixed_cluster: dict) -> None:
     hostile = "it's a $(touch pwned) name_%p"
     specs = [
-        # Control: Ray's own plugin runs `nsys ... python` and there is no `python` on the workers' PATH.
-        {"env": {"_nsight": {"t": "cuda"}}, "prefix": False, "timeout": 20},
+        # Control: Ray's own plugin runs `nsys ... python` and there is no `python` on the workers' PATH. nsys says
+        # so at once (below); Ray then waits for the worker for ever, so a short wait shows it.
+        {"env": {"_nsight": {"t": "cuda"}}, "prefix": False, "timeout": 8},
         {"env": {"_nsight": {"t": "cuda,nvtx", "o": "policy_%p"}}, "prefix": True, "timeout": 300},
         {"env": {"_nsight": {"t": "cuda", "o": hostile}, "py_executable": sys.executable}, "prefix": True,
          "timeout": 300},
@@ -128,6 +129,7 @@ def test_cluster_without_the_fix_is_detected_and_profiled_through_py_executable(
     assert result["fixed"] is False and result["fixed_again"] is False
     control, default_python, own_python, rocprof = result["actors"]
     assert control["answer"] == "HUNG"
+    assert "nsys stand-in: cannot launch 'python'" in (cluster["session"] / "logs" / "raylet.err").read_text()
 
     record = nsys_record(cluster, default_python["answer"]["pid"])
     assert default_python["answer"]["executable"] == sys.executable

@@ -9,6 +9,7 @@ torch: the trace must load as JSON and hold the range (and, with a GPU, a kernel
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,9 @@ CANARY_RANGE = "nrlprof-canary"
 CAPTURE_TIMEOUT_S = 180.0  # `doctor --capture-timeout`: a busy node may need more
 EXPORT_TIMEOUT_S = 120.0
 GPU_PROBE_TIMEOUT_S = 120.0
+# A GPU torch can use shows one of these device nodes (NVIDIA's driver, WSL's GPU, ROCm's kernel driver); a node
+# with none of them has no GPU, and doctor need not import torch there to learn it.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 
 # The captured program: a named range around a little work, on the GPU when torch sees one.
 WORKLOAD = f"""
@@ -81,8 +85,13 @@ class CanaryResult:
     seconds: float = 0.0
 
 
-def gpu_visible() -> bool:
-    """Whether torch, in a child of this interpreter, sees a CUDA device (no CUDA is initialised here)."""
+def gpu_visible(device_nodes: tuple[str, ...] = GPU_DEVICE_NODES) -> bool:
+    """Whether torch, in a child of this interpreter, sees a CUDA device (no CUDA is initialised here).
+
+    A node with no GPU device node is answered without the child (its import of torch costs seconds of CPU).
+    """
+    if not any(os.path.exists(node) for node in device_nodes):
+        return False
     code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
     try:
         probe = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=GPU_PROBE_TIMEOUT_S)
