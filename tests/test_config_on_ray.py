@@ -99,16 +99,18 @@ def test_a_worker_busier_than_the_timeout_is_not_waited_on_beyond_it(ray_cluster
     ray_cluster.get(worker.pid.remote(), timeout=180)
     nrlprof.step(1)
     ray_cluster.get(worker.pid.remote(), timeout=180)
-    busy_began = time.monotonic()
-    long_call = worker.busy.remote(12 * timeout_s)
+    released = tmp_path / "released"
+    # Busy until released after the step: a step that waited for it would never return.
+    long_call = worker.busy_until.remote(str(released), limit_s=120)
     step_began = time.monotonic()
     nrlprof.step(2)
     step_s = time.monotonic() - step_began
-    ray_cluster.get(long_call)
-    busy_s = time.monotonic() - busy_began
+    still_busy = not ray_cluster.wait([long_call], timeout=0)[0]
+    released.touch()
+    busy_s = ray_cluster.get(long_call)
     nrlprof.finish()
     assert step_s >= timeout_s, "the window start waits up to the timeout"
-    assert step_s < busy_s / 2, f"step() took {step_s:.1f} s while the worker was busy {busy_s:.1f} s"
+    assert still_busy and busy_s < 120, f"step() took {step_s:.1f} s, the worker was busy {busy_s:.1f} s"
 
 
 class LevelRecords(logging.Handler):

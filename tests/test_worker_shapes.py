@@ -118,12 +118,14 @@ def test_a_worker_busy_across_the_window_is_waited_on_once_and_recorded_late(ray
     pid = ray_cluster.get(worker.pid.remote())
     nrlprof.step(1)
     ray_cluster.get(worker.pid.remote())  # the warm-up before the window is done: the worker is not late yet
-    long_call = worker.busy.remote(6)
+    released = torch_dir.parent / "released"  # the test's tmp_path
+    long_call = worker.busy_until.remote(str(released), limit_s=120)  # released once the window's steps are done
     waited = []
     for step in range(2, 7):
         began = time.monotonic()
         nrlprof.step(step)
         waited.append(time.monotonic() - began)
+    released.touch()
     ray_cluster.get(long_call)
     nrlprof.finish()
     assert waited[0] >= 1, "the window start waits once for the busy worker"

@@ -89,9 +89,12 @@ class VllmGenerationWorker:
 class BusyWorker:
     """One long call holds the actor, so window actions queue behind it."""
 
-    def busy(self, seconds: float) -> int:
-        time.sleep(seconds)
-        return os.getpid()
+    def busy_until(self, released: str, limit_s: float) -> float:
+        """Busy until the file `released` exists (at most `limit_s`); how long it was."""
+        began = time.monotonic()
+        while not os.path.exists(released) and time.monotonic() - began < limit_s:
+            time.sleep(0.05)
+        return time.monotonic() - began
 
     def pid(self) -> int:
         return os.getpid()
