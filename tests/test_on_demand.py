@@ -42,7 +42,7 @@ JOB = textwrap.dedent(
         {step_call}
         ray.get([w.train.remote(step) for w in policy] + [reward.score.remote(step)])
         print("STEP", step, flush=True)
-        time.sleep({pause} if os.path.exists({hold!r} + "/paced") else 0)
+        time.sleep({pause} if os.path.exists({hold!r} + "/hold_at_end") else 0)
         while os.path.exists({hold!r} + "/hold_in_window") and window_open() or held_at_end(step):
             time.sleep(0.05)
     nrlprof.finish()
@@ -67,7 +67,7 @@ CONTROLLER_JOB = textwrap.dedent(
             for step in range(1, steps + 1):
                 nrlprof.step(step)
                 ray.get([w.train.remote(step) for w in policy])
-                time.sleep({pause} if os.path.exists({hold!r} + "/paced") else 0)
+                time.sleep({pause} if os.path.exists({hold!r} + "/hold_at_end") else 0)
                 while step == steps and os.path.exists({hold!r} + "/hold_at_end"):
                     time.sleep(0.05)
             nrlprof.finish()
@@ -85,7 +85,6 @@ def start_job(tmp_path: Path, env: dict[str, str], script: str = JOB, step_call:
     `hold_in_window` is in `tmp_path`, a step with a window open in the driver waits too."""
     path = tmp_path / "train.py"
     (tmp_path / "hold_at_end").touch()
-    (tmp_path / "paced").touch()
     path.write_text(script.format(tests=TESTS, steps=STEPS, pause=0.5, step_call=step_call, hold=str(tmp_path)))
     env = {**env, "PYTHONPATH": PYTHONPATH, "NRL_STEP_ANATOMY": "0"}
     return subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -118,7 +117,6 @@ def opened_steps(stdout: str) -> tuple[int, int]:
 
 def finish(job: subprocess.Popen) -> tuple[str, str]:
     """The job's steps left run unpaced, to its end."""
-    (Path(job.args[1]).parent / "paced").unlink(missing_ok=True)
     (Path(job.args[1]).parent / "hold_at_end").unlink(missing_ok=True)
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
