@@ -166,3 +166,58 @@ def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
     assert result["agent_has_fix"] is True
     [record] = [r for r in tool_records(tmp_path / "calls") if r["pid"] == result["pid"]]
     assert record["command"][0] == sys.executable
+
+
+WHERE_THE_PLAN_GOES = textwrap.dedent(
+    """
+    import json, os, sys
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Trainer:  # no pattern names it: a possible controller
+        def facts(self):
+            from nrlprof.process import state
+
+            job_env = ray.get_runtime_context().runtime_env.get("env_vars") or {}
+            return {"in_environment": "NRLPROF_JOB_PLAN" in os.environ, "in_runtime_env": "NRLPROF_JOB_PLAN" in job_env,
+                    "kind": state.session.kind if state.session else None}
+
+    if sys.argv[1] == "own":
+        ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    else:
+        ray.init(address=sys.argv[1], logging_level="ERROR")
+    facts = ray.get(Trainer.remote().facts.remote(), timeout=300)
+    facts["driver_keeps_it"] = "NRLPROF_JOB_PLAN" in os.environ
+    print("RESULT " + json.dumps(facts))
+    ray.shutdown()
+    """
+)
+
+
+def where_the_plan_goes(tmp_path, address: str) -> dict:
+    env = environment_without("NRL_", "NRLPROF_", "RAY_")
+    env.update(
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
+        NRL_TORCH_PROFILE_STEP_RANGE="2",
+        NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"),
+        RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "token"),
+    )
+    script = tmp_path / "driver.py"
+    script.write_text(WHERE_THE_PLAN_GOES)
+    done = subprocess.run([sys.executable, str(script), address], env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+@pytest.mark.fresh_cluster  # what a cluster's raylet inherits from the driver that starts it
+def test_a_driver_that_starts_its_cluster_hands_the_plan_down_its_environment_not_the_jobs_runtime_env(tmp_path):
+    """Ray starts every worker of a job with a runtime_env through `setup_worker.py` (Ray imported twice)."""
+    facts = where_the_plan_goes(tmp_path, "own")
+    assert facts == {"in_environment": True, "in_runtime_env": False, "kind": "controller", "driver_keeps_it": False}
+
+
+def test_a_driver_that_joins_a_cluster_sends_the_plan_in_the_jobs_runtime_env(ray_cluster, tmp_path):
+    facts = where_the_plan_goes(tmp_path, ray_cluster.get_runtime_context().gcs_address)
+    assert facts == {"in_environment": True, "in_runtime_env": True, "kind": "controller", "driver_keeps_it": False}

@@ -2,8 +2,11 @@
 
 A process that runs the training loop as a Ray actor (verl's TaskRunner, OpenRLHF's PPOTrainer) is a
 controller. On a `ray start` cluster its raylet was started without the driver's variables, so `ray.init`
-carries them in the job's runtime_env (the user's own env_vars win). Ray ends actors without running their
-exit hooks, so when the driver exits, the actors it created that became controllers close their windows.
+carries them in the job's runtime_env (the user's own env_vars win). A `ray.init` that starts its own cluster
+puts them in the environment its raylet inherits instead: Ray starts every worker of a job with a runtime_env
+through `setup_worker.py`, which imports Ray once more before it execs the worker (twice a worker's start-up CPU).
+Ray ends actors without running their exit hooks, so when the driver exits, the actors it created that became
+controllers close their windows.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import atexit
 import contextlib
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
@@ -39,6 +42,36 @@ def with_variables(runtime_env: Any, variables: Mapping[str, str]) -> Any:
     return merged
 
 
+def starts_own_cluster(args: tuple, kwargs: Mapping[str, Any]) -> bool:
+    """Whether this `ray.init(*args, **kwargs)` starts a local cluster (its raylet inherits this environment).
+
+    Asks Ray's own reading of the address (the argument, RAY_ADDRESS, a cluster started here by `ray start`);
+    anything it cannot read, or a Ray Client address, counts as a cluster of someone else's.
+    """
+    address = kwargs.get("address", args[0] if args else None)
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(address, kwargs.get("_temp_dir")) is None
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def inherited(variables: Mapping[str, str]) -> Iterator[None]:
+    """The variables in this process's environment while the cluster's processes start, as they were after."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def install(session: Any) -> None:
     import ray
 
@@ -46,8 +79,12 @@ def install(session: Any) -> None:
         def init(*args, **kwargs):
             anatomy = session.anatomy
             variables = forwarded_variables(session.plan.to_json(), anatomy.settings.directory if anatomy else None)
-            kwargs["runtime_env"] = with_variables(kwargs.get("runtime_env"), variables)
-            context = original_init(*args, **kwargs)
+            if starts_own_cluster(args, kwargs):
+                with inherited(variables):
+                    context = original_init(*args, **kwargs)
+            else:
+                kwargs["runtime_env"] = with_variables(kwargs.get("runtime_env"), variables)
+                context = original_init(*args, **kwargs)
             # Registered after Ray's own exit hook, so it runs first.
             atexit.register(finish_controllers, session)
             return context

@@ -279,7 +279,9 @@ class MultiNode:
 
     def add_node(self, **resources: float):
         """A node of the caller's own (to kill), with its own temp dir; returns the `ray` node."""
-        with _environment(self.node_env):
+        from nrlprof.runtime.job_env import inherited
+
+        with inherited(self.node_env):
             node = self.cluster.add_node(num_cpus=1, resources=resources, temp_dir=str(short_temp_dir("nrlx")))
         self.cluster.wait_for_nodes()
         self.temp_dirs[node.node_id] = real_temp_dir(node)
@@ -308,20 +310,6 @@ def real_temp_dir(node) -> Path:
     return Path(os.path.realpath(node.get_temp_dir_path()))
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def start_multi_node(node_env: dict[str, str]) -> MultiNode:
     """The shared multi-node cluster; its raylets (and the nodes added later) run with `node_env` on top."""
     base = short_temp_dir("nrlm")  # short: raylet socket paths are length-limited
@@ -330,6 +318,8 @@ def start_multi_node(node_env: dict[str, str]) -> MultiNode:
         {"num_cpus": 1, "resources": {"other": 8}, "temp_dir": f"{base}/w1"},
         {"num_cpus": 1, "temp_dir": f"{base}/w2"},
     )
-    with _environment(node_env):
+    from nrlprof.runtime.job_env import inherited
+
+    with inherited(node_env):
         cluster = start_cluster("multi-node shared", head, nodes)
     return MultiNode(cluster, base, node_env)
