@@ -240,12 +240,18 @@ class WorkerChannel:
         )
 
     def _collect(self, refs: list, pending: dict | None = None) -> list[dict]:
+        """The records of answers already in (`ray.wait` said so): one `ray.get` for all, one each if any failed."""
         import ray
         from ray.exceptions import RayActorError
 
+        owners = [(ref, (pending if pending is not None and ref in pending else self.unanswered).pop(ref))
+                  for ref in refs]  # fmt: skip
+        try:
+            return [record for answer in ray.get(refs) for record in answer]
+        except Exception:
+            pass
         records: list[dict] = []
-        for ref in refs:
-            actor = (pending if pending is not None and ref in pending else self.unanswered).pop(ref)
+        for ref, actor in owners:
             try:
                 records += ray.get(ref)
             except RayActorError as err:
