@@ -12,12 +12,14 @@ seconds (the merge's processes together) are printed too: on a shared machine wa
 the neighbours than about the merge.
 Also timed, in one process: the merge, and the same merge with nothing rewritten (read, split, parse, serialise,
 write; the rewriter only counts), the least this design pays whatever the rewriter does.
-Targets: >= 3x the naive merge, >= 300 MB/s on 2 cores, peak RSS < 2x the largest input.
+Targets: >= 3x the naive merge, >= 300 MB/s on 2 cores, peak RSS < 2x the largest input, and an output that is byte
+for byte the same whether one process or several wrote it, run after run.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -290,10 +292,13 @@ def main() -> None:
         if args.gz:
             kinds.insert(1, ("merge", "merged.json.gz"))
         results = {}
+        digests: set[str] = set()  # of every plain-JSON output of merge_traces, whatever its processes
         for kind, name in kinds:
             runs = []
             for _ in range(args.repeat):
                 runs.append(measure(kind, source, Path(tmp) / name))
+                if kind in ("merge", "merge1") and name == "merged.json":
+                    digests.add(hashlib.sha256((Path(tmp) / name).read_bytes()).hexdigest())
                 (Path(tmp) / name).unlink()
             best = min(runs, key=lambda r: r["seconds"])
             for key in ("cpu_seconds", "tree_cpu_seconds"):
@@ -325,7 +330,10 @@ def main() -> None:
               f"parse, serialise, write) {total_mb / floor['seconds']:.0f} MB/s: at most {ceiling:.0f} MB/s in "
               f"{fast['jobs']} processes without a faster parser; merge / that: {mbps / ceiling:.2f}")  # fmt: skip
         print(f"peak RSS / largest input: {rss_ratio:.2f}, all processes {tree_ratio:.2f} (target < 2)")
-        ok = ratio >= 3 and mbps >= TARGET_MB_S and max(rss_ratio, tree_ratio) < 2
+        same = len(digests) == 1
+        print(f"output: {'byte for byte the same' if same else 'NOT the same'} in {fast['jobs']} processes and in one, "
+              f"on every run ({2 * args.repeat} outputs, {len(digests)} distinct sha256)")  # fmt: skip
+        ok = ratio >= 3 and mbps >= TARGET_MB_S and max(rss_ratio, tree_ratio) < 2 and same
         print("targets met" if ok else "targets NOT met")
 
 

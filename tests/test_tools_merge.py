@@ -82,6 +82,15 @@ def test_merge_keeps_every_event(cpu_run, tmp_path, jobs):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_the_merged_file_is_byte_for_byte_the_same_whatever_the_processes_that_wrote_it(cpu_run, tmp_path):
+    output = tmp_path / "timeline.json"  # one path: the file names itself
+    written = []
+    for jobs in (1, 3, 1):
+        assert merge_traces([cpu_run], output, jobs=jobs, force=True).jobs == jobs
+        written.append(output.read_bytes())
+    assert written[0] == written[1] == written[2]
+
+
 def test_merge_names_processes(cpu_run, tmp_path):
     result = merge_traces([cpu_run], tmp_path / "timeline.json")
     names = {
