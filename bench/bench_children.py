@@ -124,8 +124,10 @@ def case(backend: str, children: int, windows: int, products: int, directory: st
 def run_case(backend: str, children: int, windows: int, products: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NRL", "RAY_"))}
     with tempfile.TemporaryDirectory() as directory:
-        command = [sys.executable, __file__, "--case", backend, str(children), str(windows), str(products), directory]
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+        case = ["--case", backend, str(children), str(windows), str(products), directory]
+        command = [sys.executable, os.path.abspath(__file__), *case]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False,
+                                cwd=directory)  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(f"case {backend} with {children} children failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -120,6 +120,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(f"in a shuffled order: NRLPROF_TEST_SHUFFLE={seed}")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_working_directory(tmp_path_factory):
+    """A module's fixtures run in an empty directory of the module's own, not where pytest was started: what a
+    fixture's job writes by default lands there, and what a tool reads by default (`step_anatomy/` here) is never
+    another module's or a file left in the checkout."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("module-cwd"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def own_working_directory(tmp_path_factory, monkeypatch):
     """Every test, and every process it starts, runs in an empty directory of its own: default output

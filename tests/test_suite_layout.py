@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 TESTS_DIR = Path(__file__).parent
 
 
@@ -106,3 +108,19 @@ def test_the_shared_clusters_workers_run_at_the_niceness_of_the_rest_of_the_run(
         return os.nice(0)
 
     assert ray_cluster.get(niceness.remote(), timeout=300) == os.nice(0)  # Ray would put them 15 below
+
+
+@pytest.fixture(scope="module")
+def fixture_directory() -> tuple[Path, bool]:
+    """Where a module's fixture runs, and whether it was empty then."""
+    here = Path.cwd()
+    return here, not any(here.iterdir())
+
+
+def test_a_modules_fixtures_run_in_an_empty_directory_of_their_own_not_where_pytest_started(fixture_directory, request):
+    """A fixture's tool that reads a default directory (`summary` on the nodes reads `step_anatomy/` where it runs)
+    finds nothing another module, or a benchmark run in the checkout, left there."""
+    directory, was_empty = fixture_directory
+    started = Path(request.config.invocation_params.dir).resolve()
+    assert was_empty and directory.resolve() != started and started not in directory.resolve().parents
+    assert Path.cwd() != directory, "and each test runs in a directory of its own within the run"
