@@ -9,9 +9,11 @@ and, at the stop, calls `stop()` and `export_chrome_trace()`, the driver waiting
 matched by `NRL_TORCH_PROFILE_WORKER_PATTERNS` and windows of the same length set by `NRL_TORCH_PROFILE_STEP_RANGE`,
 the stop being the `nrlprof.step()` call that closes the window (the controller's own trace included, as in a real
 job). Windows alternate between the two groups; printed: the median stop of each (ms) and their ratio (target 1.1x).
-nrlprof's stop is also split into the worker's own part (profiler stop, export and trace check: from the records), the
-controller's own trace (its profiler stop, export and check in the driver, beside the workers'; the by-hand stop has no
-such trace) and the rest (Ray calls).
+nrlprof's stop is also split into the worker's own part in the step (profiler stop and export: from the records), the
+controller's own trace (its profiler stop in the step; the by-hand stop has no such trace) and the rest (Ray calls).
+What nrlprof does beside the next step (the trace's check, the driver's export, the records: `finish_ms` of the
+records) is paid for in the work that follows the stop, whose call returns once the files are final: that work's
+time is printed for both groups, and a plain step's for reference.
 
 Ray runs its workers 15 niceness levels below the driver: on one machine of 2 cores, the driver's own work at the stop
 (the controller's trace) then takes the cores from the workers' stops instead of sharing them, which a job whose
@@ -79,14 +81,17 @@ class HandWorker:
         return time.perf_counter() - began
 
 
-def by_hand(workers: list, steps: int, label: str) -> tuple[float, float, float]:
-    """(the driver's wait for every actor's stop, the slowest actor's own stop, the driver's CPU), seconds."""
+def by_hand(workers: list, steps: int, label: str) -> tuple[float, float, float, float]:
+    """(the driver's wait for every actor's stop, the slowest actor's own stop, the driver's CPU, the work after the
+    stop), seconds."""
     ray.get([w.start.remote() for w in workers])
     for step in range(steps):
         ray.get([w.work.remote(step) for w in workers])
     began, cpu = time.perf_counter(), time.process_time()
     own = ray.get([w.stop.remote(label) for w in workers])
-    return time.perf_counter() - began, max(own), time.process_time() - cpu
+    stopped, cpu = time.perf_counter(), time.process_time() - cpu
+    ray.get([w.work.remote(steps) for w in workers])
+    return stopped - began, max(own), cpu, time.perf_counter() - stopped
 
 
 def main() -> int:
@@ -116,6 +121,15 @@ def main() -> int:
             f"  {row['hand_driver_cpu_ms']:>12.1f} / {row['nrlprof_driver_cpu_ms']:<13.1f}"
             f"  {row['controller_own_ms']:>14.1f}ms  1.1x"
         )
+    print("the work after the stop (ms; nrlprof's returns once the files are final) and what was done beside it")
+    print(f"{'workers':>8} {'plain step':>11} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  "
+          f"{'finish beside: workers / controller (slowest, ms)':>50}")  # fmt: skip
+    for row in rows:
+        print(
+            f"{row['workers']:>8} {row['plain_work_ms']:>9.1f}ms {row['hand_after_ms']:>8.1f}ms"
+            f" {row['nrlprof_after_ms']:>8.1f}ms {row['nrlprof_after_ms'] / row['hand_after_ms']:>6.2f}x"
+            f"  {row['nrlprof_finish_ms']:>27.1f} / {row['controller_finish_ms']:<10.1f}"
+        )
     return 0
 
 
@@ -138,23 +152,31 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         hand = [HandWorker.remote(str(directory)) for _ in range(count)]
         ray.get([w.work.remote(0) for w in matched] + [w.work.remote(0) for w in hand])
         by_hand(hand, 1, "warm")  # the profiler's once-per-process start-up, off the figures
-        hand_stops, hand_own, hand_cpu, stops, stop_cpu = [], [], [], [], []
+        hand_stops, hand_own, hand_cpu, hand_after, stops, stop_cpu, after, plain = [], [], [], [], [], [], [], []
         for first in starts:
             for step in range(first - 2, first + steps + 1):
                 began, cpu = time.perf_counter(), time.process_time()
                 nrlprof.step(step)
+                stepped = time.perf_counter()
                 if step == first + steps:
-                    stops.append(time.perf_counter() - began)
+                    stops.append(stepped - began)
                     stop_cpu.append(time.process_time() - cpu)
                 ray.get([w.work.remote(step) for w in matched])
-            waited, own, cpu = by_hand(hand, steps, str(first))
+                if step == first + steps:
+                    after.append(time.perf_counter() - stepped)
+                elif step == first - 2:
+                    plain.append(time.perf_counter() - stepped)
+            waited, own, cpu, work_after = by_hand(hand, steps, str(first))
             hand_stops.append(waited)
             hand_own.append(own)
             hand_cpu.append(cpu)
+            hand_after.append(work_after)
         nrlprof.finish()
         session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
         own_stops = _own_stops_ms(session_dir, WORKER_NAME)
         controller_stops = _own_stops_ms(session_dir, CONTROLLER)
+        own_finishes = _own_stops_ms(session_dir, WORKER_NAME, "finish_ms")
+        controller_finishes = _own_stops_ms(session_dir, CONTROLLER, "finish_ms")
     finally:
         ray.shutdown()
         shutil.rmtree(directory, ignore_errors=True)
@@ -170,18 +192,24 @@ def run_count(count: int, windows: int, steps: int) -> dict:
         "controller_own_ms": statistics.median(controller_stops) if controller_stops else float("nan"),
         "hand_driver_cpu_ms": statistics.median(hand_cpu) * 1000,
         "nrlprof_driver_cpu_ms": statistics.median(stop_cpu) * 1000,
+        "plain_work_ms": statistics.median(plain) * 1000,
+        "hand_after_ms": statistics.median(hand_after) * 1000,
+        "nrlprof_after_ms": statistics.median(after) * 1000,
+        "nrlprof_finish_ms": statistics.median(own_finishes) if own_finishes else float("nan"),
+        "controller_finish_ms": statistics.median(controller_finishes) if controller_finishes else float("nan"),
     }
 
 
-def _own_stops_ms(session_dir: Path, worker: str) -> list[float]:
+def _own_stops_ms(session_dir: Path, worker: str, figure: str = "stop_ms") -> list[float]:
     """Per window, the slowest stop of `worker`'s processes inside its own process (`stop_ms` of their manifest
-    records): the matched actors, or the controller (the driver, `layout.CONTROLLER`)."""
+    records, or another of their figures: `finish_ms`): the matched actors, or the controller (the driver,
+    `layout.CONTROLLER`)."""
     slowest: dict[str, float] = {}
     for manifest in (session_dir / "logs" / "nrlprof").glob("manifest-*.jsonl"):
         for line in manifest.read_text().splitlines():
             record = json.loads(line)
             if record.get("worker") == worker and record.get("event") == "window":
-                slowest[record["window"]] = max(slowest.get(record["window"], 0.0), record["stop_ms"])
+                slowest[record["window"]] = max(slowest.get(record["window"], 0.0), record.get(figure, 0.0))
     return list(slowest.values())
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,15 +188,15 @@ def window_label(first: int, last: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
 
-def unused_path(path: Path) -> Path:
+def unused_path(path: Path, taken: Callable[[Path], bool] = Path.exists) -> Path:
     """The path itself, or with `.1`, `.2`... before the suffixes: a later window never overwrites."""
-    if not path.exists():
+    if not taken(path):
         return path
     stem, dot, suffixes = path.name.partition(".pt.trace")
     counter = 1
     while True:
         candidate = path.with_name(f"{stem}.{counter}{dot}{suffixes}")
-        if not candidate.exists():
+        if not taken(candidate):
             return candidate
         counter += 1
 

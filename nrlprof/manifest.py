@@ -27,7 +27,9 @@ class WindowRecord:
     worker found dead during the window: written by the process that drives it, with Ray's death cause); `truncated`
     (a torch window stopped early past its host budget, NRL_PROFILE_MAX_HOST_MB: its trace holds the steps before);
     `error`.
-    start_ms / stop_ms: how long starting and stopping the profiler took in this process.
+    start_ms / stop_ms: how long starting and stopping the profiler took in this process, on the step's path.
+    finish_ms: how long finishing its files took beside the next step (a torch trace checked, compressed, and the
+    controller's exported), once the stop had returned.
     asked: the request id of a window asked for while the job ran; empty for a planned window.
     """
 
@@ -46,6 +48,7 @@ class WindowRecord:
     stopped_at: float = field(default_factory=time.time)
     start_ms: float = 0.0
     stop_ms: float = 0.0
+    finish_ms: float = 0.0
     event: str = "window"
     # The request of a window asked for while the job ran (`nrlprof capture`); empty for a planned window.
     asked: str = ""

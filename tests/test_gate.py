@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 from nrlprof.config.env import plan_from_env
+from nrlprof.process.finishing import Finisher
 from nrlprof.runtime.windows.dispatch import WorkerChannel
 from nrlprof.runtime.windows.gate import Gate
 from nrlprof.runtime.windows.profiler import Action
@@ -21,6 +22,7 @@ class ActionLog:
 
     def __init__(self) -> None:
         self.actions: list[tuple] = []
+        self.finisher = Finisher()
 
     def apply(self, actions: tuple[Action, ...]) -> list[dict]:
         self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
@@ -219,7 +221,7 @@ def test_the_steps_that_cost_more_than_a_bisect_are_the_window_steps_and_warm_up
     assert [s for s in range(0, 10) if nsys_only._relevant(s)] == [1, 4, 5, 7]
 
 
-def test_finish_after_a_window_closed_on_its_own_sends_nothing():
+def test_finish_after_a_window_closed_on_its_own_only_waits_for_its_files_once():
     gate, log = gate_for(**torch("2:4"))
     per_step(gate, log, [1, 2, 3, 4])
     assert log.actions == [
@@ -229,7 +231,16 @@ def test_finish_after_a_window_closed_on_its_own_sends_nothing():
         ("torch", "stop", 0, 0),
     ]
     gate.finish()
-    assert len(log.actions) == 4
+    assert log.actions[4:] == [("torch", "settle", 0, 0)], "the trace finished beside the next step is waited for"
+    gate.finish()
+    assert len(log.actions) == 5
+
+
+def test_finish_after_an_nsys_window_closed_on_its_own_sends_nothing():
+    gate, log = gate_for(**nsys("2:4"))
+    per_step(gate, log, [1, 2, 3, 4])
+    gate.finish()
+    assert log.actions == [("nsys", "start", 2, 3), ("nsys", "step", 0, 0), ("nsys", "stop", 0, 0)]
 
 
 def test_the_step_anatomy_marks_every_step_when_it_records():

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.finished import stop_and_finish
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.torch_profiler import TorchBackend
@@ -61,7 +62,7 @@ def test_a_window_past_its_budget_stops_early_keeps_its_trace_and_says_truncated
             if step == 3:
                 kept.append(bytearray(96 << 20))  # the process grows past its 64 MB in step 3
                 kept[-1][::4096] = b"x" * len(kept[-1][::4096])
-        record = backend.stop_window()
+        record = stop_and_finish(backend)
     finally:
         logging.getLogger("nrlprof").removeHandler(handler)
     assert record.status == "truncated" and record.steps == [2, 3]

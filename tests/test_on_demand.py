@@ -137,6 +137,9 @@ def test_capture_in_a_running_job_profiles_exactly_the_steps_it_printed(ray_clus
         assert torch_run.returncode == 0, torch_run.stdout + torch_run.stderr
         first, last = opened_steps(torch_run.stdout)
         assert last == first + 2 and "in 2 worker(s)" in torch_run.stdout
+        for rank in (0, 1):  # final when `--wait` returns, while the job still runs
+            (trace,) = traces_under(traces / "dtensor_policy_worker" / str(rank))
+            assert marker_steps(load_trace(trace), "policy.train.") == set(range(first, last + 1))
         memory_run = capture(env, "--address", address, "--workers", "*policy*", "--ranks", "1", "--backend",
                              "memory", "--steps", "2", "--wait")  # fmt: skip
         assert memory_run.returncode == 0, memory_run.stdout + memory_run.stderr

@@ -14,6 +14,7 @@ from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
 from nrlprof.config.variables import may_activate
 from nrlprof.errors import ConfigError
+from nrlprof.process.finishing import Finisher
 from nrlprof.rayfix.fix import nsight_command
 from nrlprof.rayfix.worker_prefix import worker_prefix
 from nrlprof.runtime.windows.asked import AskedWindow
@@ -104,6 +105,7 @@ class ControllerLog:
     def __init__(self) -> None:
         self.actions: list[tuple] = []
         self.added: list[str] = []
+        self.finisher = Finisher()
 
     def apply(self, actions: tuple[Action, ...]) -> list[dict]:
         self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
@@ -137,7 +139,7 @@ def test_a_window_asked_for_opens_at_the_next_step_and_covers_the_steps_asked():
         if step == 4:
             assert window.state == OPENED and (window.window.first, window.window.last) == (4, 6)
     assert log.actions == [("torch", "start", 4, 6), ("torch", "step", 0, 0), ("torch", "step", 0, 0),
-                           ("torch", "stop", 0, 0)]  # fmt: skip
+                           ("torch", "stop", 0, 0), ("torch", "settle", 0, 0)]  # fmt: skip
     assert window.state == CLOSED and log.added == [TORCH]
     assert gate._relevant(5) and not gate._relevant(8), "the gate is back on its fast path after the window"
 

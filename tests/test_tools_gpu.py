@@ -165,7 +165,7 @@ def test_the_rank_of_an_nsys_capture_comes_from_its_manifest(nsys_export):
     assert data["workers"][0]["rank"] == 2
     assert data["profiler_overhead"] == [{"worker": "vllm_generation_worker", "rank": 2, "window": "3-5",
                                           "backend": "nsys", "host": "h", "pid": 4242, "status": "ok",
-                                          "start_ms": 150.0, "stop_ms": 3012.5}]  # fmt: skip
+                                          "start_ms": 150.0, "stop_ms": 3012.5, "finish_ms": 0.0}]  # fmt: skip
 
 
 FAKE_EXPORT = """#!{python}

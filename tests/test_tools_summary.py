@@ -383,3 +383,23 @@ def test_windows_asked_for_are_marked_in_the_profiler_overhead(tmp_path):
     render_summary(summary, console)
     text = console.file.getvalue()
     assert "7-8 (asked for)" in text and "3-4 (asked for)" not in text
+
+
+def test_the_time_a_window_finished_its_files_beside_the_next_step_is_in_the_profiler_overhead(tmp_path):
+    write_json(tmp_path / "policy" / "0" / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_trace())
+    record = {"backend": "torch", "worker": "policy", "rank": 0, "status": "ok", "host": "h", "pid": 1000,
+              "window": "3-4", "start_ms": 2.5, "stop_ms": 30.0, "finish_ms": 41.5,
+              "files": ["/remote/policy/0/policy.rank0.steps3-4.1000.pt.trace.json"]}  # fmt: skip
+    older = {**record, "window": "7-8", "finish_ms": None}  # a record from before finish_ms, or a broken one
+    manifest = tmp_path / ".nrlprof" / "manifest-h-1.jsonl"
+    manifest.parent.mkdir()
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in (record, older)))
+    summary = summarize(tmp_path, nsys="")
+    rows = {row["window"]: row for row in summary.to_json()["profiler_overhead"]}
+    assert (rows["3-4"]["stop_ms"], rows["3-4"]["finish_ms"], rows["7-8"]["finish_ms"]) == (30.0, 41.5, 0.0)
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=200)
+    render_summary(summary, console)
+    text = console.file.getvalue()
+    assert "finish ms" in text and "41.5" in text

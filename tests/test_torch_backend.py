@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 from helpers.environment import environment_without
+from helpers.finished import stop_and_finish
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.torch_profiler import TorchBackend
@@ -29,7 +30,7 @@ def test_worker_names_with_quotes_backslashes_and_non_ascii_keep_the_trace_valid
     backend.start_window(Window(2, 3), 2)
     torch.ones(8) + 1
     backend.mark_step(3)
-    record = backend.stop_window()
+    record = stop_and_finish(backend)
     (path,) = record.files
     trace = json.loads(Path(path).read_text())
     assert trace["nrlprof"]["worker"] == "pol_icy_w_rker_x"
@@ -52,7 +53,7 @@ def test_a_window_records_ops_of_other_threads_and_only_its_steps(tmp_path):
         worker.start()
         worker.join()
     backend.mark_step(3)
-    (path,) = backend.stop_window().files
+    (path,) = stop_and_finish(backend).files
     names = {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}
     assert {"ProfilerStep#2", "ProfilerStep#3", "step two work", "other thread"} <= names
     assert "warm-up work" not in names, "the warm-up step before the window is not recorded"
@@ -129,6 +130,7 @@ def test_torch_builds_no_python_events_at_stop_unless_stacks_need_them(monkeypat
 STARTED_UP_AHEAD = """
 import json, sys, torch
 from nrlprof.backends import torch_profiler
+from nrlprof.process.finishing import FINISHER
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.torch_profiler import TorchBackend
 from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
@@ -152,6 +154,7 @@ with torch.profiler.record_function("in the window"):
     torch.ones(8) + 1
 backend.mark_step(5)
 (path,) = backend.stop_window().files
+FINISHER.settle()
 print(json.dumps({"left_alone": left_alone, "started_up": started_up, "trace": path}))
 """
 
@@ -210,7 +213,7 @@ def test_the_warm_up_runs_beside_the_step_before_the_window_and_the_window_takes
     with torch.profiler.record_function("step two work"):
         torch.ones(8) + 1
     backend.mark_step(3)
-    (path,) = backend.stop_window().files
+    (path,) = stop_and_finish(backend).files
     assert returned_while_warming_up and backend.warm_up is None
     assert built_on and built_on[0] != threading.get_ident(), "the session is prepared on a thread of its own"
     assert len(built_on) == 1, "the window took the session warmed up for it"
@@ -253,7 +256,7 @@ def test_a_profiler_started_by_the_job_during_the_warm_up_ends_it_and_the_window
     backend.start_window(Window(2, 3), 2)
     torch.ones(8) + 1
     backend.mark_step(3)
-    record = backend.stop_window()
+    record = stop_and_finish(backend)
     theirs.stop()
     patches.uninstall(PATCH_NAME)
     assert record.status == "skipped" and "another torch profiler" in record.message

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.finished import stop_and_finish
 from helpers.traces import run_dir
 
 from nrlprof.backends.base import ProcessRole
@@ -43,7 +44,7 @@ def one_window(backend: TorchBackend, work) -> tuple[dict, object]:
     backend.start_window(Window(2, 3), 2)
     work()
     backend.mark_step(3)
-    record = backend.stop_window()
+    record = stop_and_finish(backend)
     (path,) = record.files
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as handle:
@@ -157,6 +158,7 @@ from types import SimpleNamespace
 sys.path.insert(0, {tests!r})
 from test_torch_trace_names import backend_for
 import nrlprof
+from nrlprof.process.finishing import FINISHER
 from nrlprof.config.steps import Window
 from nrlprof.process import state
 from nrlprof.process.state import OpenWindows
@@ -173,6 +175,7 @@ windows.opened("torch", 2)
 rollout()  # nrlprof's annotate range in a torch window, as its method ranges open them
 backend.mark_step(3)
 (path,) = backend.stop_window().files
+FINISHER.settle()
 names = [e.get("name", "") for e in json.loads(Path(path).read_text())["traceEvents"]]
 print(json.dumps({{"nvtx_imported": "nvtx" in sys.modules, "nvtx_frames": [n for n in names if n.startswith("nvtx/")],
                   "ranges": [n for n in names if n.startswith("rollout")]}}))

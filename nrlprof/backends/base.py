@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nrlprof.config.plan import BackendPlan, Plan, Target
@@ -44,6 +45,8 @@ class Backend:
     warms_up = False
     # False where the record is completed and written by the worker this process belongs to (nsys in its children).
     writes_own_record = True
+    # True where the files of a window are finished beside the next step (`completion`), to be settled.
+    finishes_beside = False
 
     def __init__(self, backend_plan: BackendPlan, role: ProcessRole, target: Target | None = None) -> None:
         self.backend_plan = backend_plan
@@ -81,6 +84,11 @@ class Backend:
 
     def stop_window(self) -> WindowRecord:
         raise NotImplementedError
+
+    def completion(self) -> Callable[[WindowRecord], WindowRecord] | None:
+        """Right after `stop_window`: what completes its record once the window's files are finished beside the next
+        step (run after them on nrlprof.process.finishing's thread); None where the record is complete."""
+        return None
 
     def complete_child_record(self, record: dict) -> dict:
         """In a worker: the record of one of its child processes that the child left to it (`writes_own_record`)."""

@@ -5,6 +5,10 @@ run the work off the thread that starts the window) where torch supports it.  It
 before its window (`prepare_window`), on a thread of its own beside that step's work: torch's trace
 preparation (CUPTI on a GPU, seconds) then lands outside the window and off the step's path, and the window
 starts with one cheap `step()` of torch's schedule, which is also where recording begins on the gate's thread.
+Its stop is the profiler's stop and, in a worker, Kineto's export; the check of Kineto's text, its compression and
+the window's record follow beside the next step (nrlprof.process.finishing), and so does the driver's own export:
+it spends its next step waiting on its workers. A controller that is an actor (verl's TaskRunner) finishes its
+trace in the step: nothing sees its end (Ray ends it with its driver) to wait for the file there.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import importlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from nrlprof import layout
@@ -32,7 +39,9 @@ from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
+from nrlprof.process.finishing import FINISHER
 from nrlprof.process.import_hooks import imported
+from nrlprof.process.kind import is_ray_worker
 
 STEP_MARKER = "ProfilerStep#{}"
 TRUNCATED = "truncated"
@@ -112,8 +121,9 @@ def _repair_note(repairs: int) -> str:
     )
 
 
-# The stop compresses in the worker's step: on a torch trace (bench/bench_trace_gzip.py), level 3 compresses ~8x faster
-# than gzip's default 9 to a file ~1.4x larger (still ~1/12 of the text).
+# Compression runs on the finisher's thread beside the next step (zlib lets the GIL go): on a torch trace
+# (bench/bench_trace_gzip.py), level 3 compresses ~8x faster than gzip's default 9 to a file ~1.4x larger (still
+# ~1/12 of the text).
 TRACE_GZIP_LEVEL = 3
 
 
@@ -135,6 +145,64 @@ def _write_valid(exported: Path, target: Path, compress: bool) -> int:
             os.unlink(exported)
     os.replace(partial, target)
     return repairs
+
+
+@dataclass
+class Finished:
+    """What finishing a window's trace files found, filled in on the finisher's thread."""
+
+    repairs: int = 0
+    failures: list[str] = field(default_factory=list)
+    # A file that could not be finished: where what torch wrote was kept (None: nothing was).
+    kept: dict[str, str | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _finish_file(profiler, exported: Path, target: Path, compress: bool, finished: Finished, who: str) -> None:
+    """Export (the controller's trace, `profiler` given) and move Kineto's file into place, checked."""
+    began = time.perf_counter()
+    try:
+        if profiler is not None:
+            profiler.export_chrome_trace(str(exported))
+        repairs = _write_valid(exported, target, compress)
+    except Exception as err:
+        kept = _keep_as_written(exported, target)
+        finished.kept[str(target.resolve())] = kept
+        where = f"what torch wrote is kept as {kept}" if kept else "nothing torch wrote is left"
+        finished.failures.append(f"{target.name} could not be written ({err}): {where}")
+        logger.error("%s: the torch trace %s could not be written (%s): %s", who, target, err, where)
+    else:
+        finished.repairs += repairs
+        if repairs:
+            logger.warning("%s: %s (%s)", who, _repair_note(repairs), target)
+        logger.debug("torch trace for %s: %s", who, target)
+    finally:
+        finished.seconds += time.perf_counter() - began
+        FINISHER.written(target)
+
+
+def _keep_as_written(exported: Path, target: Path) -> str | None:
+    """After a failed check or compression: Kineto's own file under the trace's name, uncompressed."""
+    if not exported.exists():
+        return None
+    kept = layout.unused_path(target.with_name(target.name.removesuffix(".gz")))
+    try:
+        os.replace(exported, kept)
+    except OSError:
+        return str(exported.resolve())
+    return str(kept.resolve())
+
+
+def _completed(finished: Finished, record: WindowRecord, beside: bool = True) -> WindowRecord:
+    """A window's record once its files are finished: repaired names said, a file that failed an error; the time
+    that took beside the next step (else it is part of `stop_ms`)."""
+    record.files = [kept for f in record.files if (kept := finished.kept.get(f, f)) is not None]
+    if finished.failures:
+        record.status = "error"
+    notes = [record.message, _repair_note(finished.repairs) if finished.repairs else "", *finished.failures]
+    record.message = "; ".join(filter(None, notes))
+    record.finish_ms = finished.seconds * 1000 if beside else 0.0
+    return record
 
 
 def start_up_profiler(who: str, guard: OtherProfilerGuard | None = None) -> None:
@@ -171,6 +239,7 @@ def profiler_activities() -> list:
 class TorchBackend(Backend):
     kind = TORCH
     warms_up = True
+    finishes_beside = True
 
     def __init__(self, backend_plan, role, target=None) -> None:
         super().__init__(backend_plan, role, target)
@@ -181,12 +250,13 @@ class TorchBackend(Backend):
         self.files: list[str] = []
         self.call_label = ""
         self.skipped = ""
-        self.repaired_names = 0
+        self.finished = Finished()
         self.guard = OtherProfilerGuard(self)
         # Said at INFO once per worker kind (the controller, or rank 0 of each worker), else at DEBUG.
         avoid_clash(role.worker_name, say=role.rank in (None, 0))
         self.budget = HostBudget(role.plan.max_host_mb)
         self.truncated = ""  # why the window stopped early (its host budget), if it did
+        self.finishes_in_step = role.is_controller and is_ray_worker(sys.argv)
 
     def _metadata(self, window: Window) -> dict[str, str]:
         rank = self.role.rank if self.role.rank is not None else 0
@@ -297,7 +367,7 @@ class TorchBackend(Backend):
         self.window, self.steps_seen, self.started_at, self.files = window, [], time.time(), []
         self.skipped = ""
         self.truncated = ""
-        self.repaired_names = 0
+        self.finished = Finished()
         if self.discrete:
             self.mark_step(step)
             return
@@ -372,22 +442,27 @@ class TorchBackend(Backend):
         directory = layout.trace_directory(settings.directory, identity.file_name if identity else None, self.role.rank)
         directory.mkdir(parents=True, exist_ok=True)
         name = layout.trace_file_name(worker_file, self.role.rank, label, os.getpid(), settings.gzip)
-        target = layout.unused_path(directory / name)
+        target = FINISHER.unused_path(directory / name)
         exported = target.with_name(f".{target.name}.partial")
         # A path without `.gz`: torch then writes the file itself, and nrlprof compresses it while repairing.
-        profiler.export_chrome_trace(str(exported))
-        repairs = _write_valid(exported, target, settings.gzip)
-        if repairs:
-            self.repaired_names += repairs
-            logger.warning("%s: %s (%s)", self.role.worker_name, _repair_note(repairs), target)
-        logger.debug("torch trace for %s %s: %s", self.role.worker_name, label, target)
+        exports_beside = self.role.is_controller and not self.finishes_in_step
+        if not exports_beside:
+            profiler.export_chrome_trace(str(exported))
+        job = partial(_finish_file, profiler if exports_beside else None, exported, target, settings.gzip,
+                      self.finished, f"{self.role.worker_name} {label}")  # fmt: skip
+        if self.finishes_in_step:
+            job()
+        else:  # a worker's: once its next call begins, off the answer to the stop and the other workers' stops
+            FINISHER.run(job, wait_for_next_call=not self.role.is_controller)
         return str(target.resolve())
 
     def stop_window(self) -> WindowRecord:
         if self.profiler is not None and not self.discrete:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
         status = "skipped" if self.skipped and not self.files else TRUNCATED if self.truncated else "ok"
-        notes = [self.truncated, self.skipped, _repair_note(self.repaired_names) if self.repaired_names else ""]
-        record = self.record(list(self.files), status, "; ".join(filter(None, notes)))
+        record = self.record(list(self.files), status, "; ".join(filter(None, [self.truncated, self.skipped])))
         self.window = None
-        return record
+        return _completed(self.finished, record, beside=False) if self.finishes_in_step else record
+
+    def completion(self):
+        return None if self.finishes_in_step else partial(_completed, self.finished)

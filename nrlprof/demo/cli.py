@@ -191,7 +191,8 @@ def _print_windows(summary: Summary) -> None:
     print(f"profiled windows, from the manifests ({len(summary.overhead)}):")
     for item in summary.overhead:
         print(f"  {item.label}: {item.backend} window {item.window} {item.status}, profiler start "
-              f"{item.start_ms:,.1f} ms, stop {item.stop_ms:,.1f} ms (pid {item.pid})")  # fmt: skip
+              f"{item.start_ms:,.1f} ms, stop {item.stop_ms:,.1f} ms, files finished beside the next step in "
+              f"{item.finish_ms:,.1f} ms (pid {item.pid})")  # fmt: skip
     for note in summary.notes:
         print(f"  note: {note}")
 

@@ -2,15 +2,19 @@
 range `<worker>.<method>`, with no decorator.
 
 Ray builds one executor per actor method when the actor class loads in the worker; the
-patch wraps each executor.  Outside a window the wrapper costs one global read.
+patch wraps each executor.  Outside a window the wrapper costs two global reads.  The files of a window stopped
+before (nrlprof.process.finishing) are finished beside the next call, which returns once they are final: the
+worker's files of a window are whole when its next call is done, whatever ends the job after.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from nrlprof.process import patches, state
+from nrlprof.process.finishing import FINISHER
 
 PATCH_NAME = "ray.FunctionActorManager._make_actor_method_executor"
 
@@ -20,12 +24,16 @@ def _traced(executor: Callable, label: str | None, method_name: str) -> Callable
     from nrlprof.ranges.annotate import _Ranges
 
     def traced(__ray_actor: Any, *args: Any, **kwargs: Any) -> Any:
+        if FINISHER.pending:
+            FINISHER.begin()
         session = state.session
         if session is None or not session.windows.any_open:
-            return executor(__ray_actor, *args, **kwargs)
+            result = executor(__ray_actor, *args, **kwargs)
+            return _settled(result) if FINISHER.pending else result
         name = label if label is not None else _asked_label(method_name)
         if name is None:
-            return executor(__ray_actor, *args, **kwargs)
+            result = executor(__ray_actor, *args, **kwargs)
+            return _settled(result) if FINISHER.pending else result
         ranges = _Ranges(name, None, True, method_name)
         try:
             result = executor(__ray_actor, *args, **kwargs)
@@ -35,7 +43,7 @@ def _traced(executor: Callable, label: str | None, method_name: str) -> Callable
         if hasattr(result, "__await__"):
             return _closing_after(result, ranges)
         ranges.close()
-        return result
+        return _settled(result) if FINISHER.pending else result
 
     traced.name = executor.name
     traced.method = executor.method
@@ -52,6 +60,23 @@ async def _closing_after(awaitable: Any, ranges: Any) -> Any:
         return await awaitable
     finally:
         ranges.close()
+        if FINISHER.pending:
+            await asyncio.get_running_loop().run_in_executor(None, FINISHER.settle)
+
+
+def _settled(result: Any) -> Any:
+    """The call's result once the files being finished are final (an async call's: awaited on a thread)."""
+    if hasattr(result, "__await__"):
+        return _settled_after(result)
+    FINISHER.settle()
+    return result
+
+
+async def _settled_after(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, FINISHER.settle)
 
 
 def install(worker_name: str | None) -> None:

@@ -17,7 +17,7 @@ from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import DRIVER
 from nrlprof.runtime.ray_link import ray_connected
-from nrlprof.runtime.windows.profiler import STOP, Action
+from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
 KILL_PATCH = "ray.kill (the actor's windows closed first)"
@@ -76,4 +76,7 @@ def _release(session: Any, tracked: Any) -> None:
     """In a worker or its child: an actor it created follows its windows, those open in this process."""
     backends = session.process.backends if session.has_process else {}
     kinds = [kind for kind, backend in backends.items() if backend.window is not None and kind in tracked.kinds]
-    session.channel.release(tracked, tuple(Action(kind, STOP) for kind in kinds))
+    # Its files of windows stopped before are finished first too (nrlprof.process.finishing).
+    settles = [Action(kind, SETTLE) for kind, backend in backends.items() if kind in tracked.kinds
+               and backend.finishes_beside]  # fmt: skip
+    session.channel.release(tracked, (*(Action(kind, STOP) for kind in kinds), *settles))

@@ -40,7 +40,7 @@ from nrlprof.runtime.children.protocol import (
     peer_ids,
     socket_address,
 )
-from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action
+from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, Action
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session
@@ -68,6 +68,8 @@ class ChildProcess:
     late: bool = False
     reader: LineReader = field(default_factory=LineReader)
     windows: dict[str, OpenWindow] = field(default_factory=dict)
+    # Backends stopped since the child last settled: their files may still be being finished.
+    stopped: set[str] = field(default_factory=set)
     dead: bool = False
 
 
@@ -206,6 +208,9 @@ class ChildChannel:
                 child.windows[action.kind].steps.append(action.step)
             elif action.op == STOP:
                 child.windows.pop(action.kind, None)
+                child.stopped.add(action.kind)
+            elif action.op == SETTLE:
+                child.stopped.discard(action.kind)
 
     def collect(self, posting: Posting) -> list[dict]:
         """The records the children answered with, waiting for each one sent to until the deadline."""
@@ -320,13 +325,16 @@ class ChildChannel:
         return child.name or f"{self.worker_name}.pid{child.pid}"
 
     def release(self, pid: int) -> list[dict]:
-        """The worker is about to end the child of this pid: its open windows close first (their files written)."""
+        """The worker is about to end the child of this pid: its open windows close first, and its files are
+        finished (nrlprof.process.finishing) before it goes."""
         with self.acting:
-            child = next((c for c in self.children() if c.pid == pid and c.windows and not c.dead), None)
+            child = next((c for c in self.children()
+                          if c.pid == pid and (c.windows or c.stopped) and not c.dead), None)  # fmt: skip
             if child is None:
                 return []
-            posting = self.post(tuple(Action(kind, STOP) for kind in child.windows), only=(child,))
-            return self.collect(posting)
+            stops = [Action(kind, STOP) for kind in child.windows]
+            settles = [Action(kind, SETTLE) for kind in sorted({*child.windows, *child.stopped})]
+            return self.collect(self.post((*stops, *settles), only=(child,)))
 
     # --- closing ----------------------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from nrlprof.config.plan import TORCH
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.runtime.children.engine_profilers import OwnProfiler, own_profiler, profile_prefix, stale_variable
-from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action
+from nrlprof.runtime.windows.profiler import PREPARE, SETTLE, START, STEP, STOP, Action
 from nrlprof.workers.identity import snake_case
 
 SEARCH_DEPTH = 2
@@ -94,7 +94,7 @@ class EngineSwitches:
         records: list[dict] = []
         for_children: list[Action] = []
         for action in actions:
-            if action.kind != TORCH:
+            if action.kind != TORCH or action.op == SETTLE:
                 for_children.append(action)
                 continue
             if action.op == PREPARE:

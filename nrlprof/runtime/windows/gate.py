@@ -5,7 +5,8 @@ other open window first) or marks the step in the open one.  A step outside whil
 closes it.  A repeated step is ignored.  A step that goes back closes the open window; a window
 already closed is never opened again, so a file is never written twice.  The step before a window
 of a backend that warms up (the torch profiler) prepares it, so its start-up cost lands outside
-the window.
+the window. A backend whose files are finished beside the next step (nrlprof.process.finishing) is settled
+wherever the job needs them: its end, a worker it ends, a window asked for that closes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
 from nrlprof.runtime.windows.dispatch import WorkerChannel
-from nrlprof.runtime.windows.profiler import PREPARE, START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import PREPARE, SETTLE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
@@ -44,6 +45,8 @@ class Gate:
         self.channel = channel
         self.gated = tuple(b for b in plan.backends if b.steps is not None)
         self.warms_up = {b.kind for b in self.gated if backend_class(b.kind).warms_up}
+        # Backends stopped since their files were last settled (those finished beside the next step).
+        self.unsettled: set[str] = set()
         self._starts, self._ends = _relevant_intervals(self.gated, self.warms_up)
         self.open: dict[str, Window] = {}
         self.prepared: dict[str, Window] = {}
@@ -93,8 +96,10 @@ class Gate:
         actions = []
         if current is not None and (target != current or going_back):
             actions.append(Action(kind, STOP))
-            if (kind, current) in self.asked:
+            self._stopped(kind)
+            if (kind, current) in self.asked:  # what `nrlprof capture --wait` waits for is the files
                 self._closing.append(self.asked.pop((kind, current)))
+                actions.append(Action(kind, SETTLE))
             self.done[kind].add(current)
             del self.open[kind]
             current = None
@@ -112,6 +117,10 @@ class Gate:
         else:
             actions.append(Action(kind, STEP, step=step))
         return actions
+
+    def _stopped(self, kind: str) -> None:
+        if backend_class(kind).finishes_beside:
+            self.unsettled.add(kind)
 
     def _prepare_next(self, backend: BackendPlan, step: int) -> list[Action]:
         """The step before a window of a backend that warms up: start that warm-up now."""
@@ -132,10 +141,13 @@ class Gate:
         self.asked_waiting.clear()
         for kind, window in list(self.open.items()):
             actions.append(Action(kind, STOP))
+            self._stopped(kind)
             self.done[kind].add(window)
             if (kind, window) in self.asked:
                 self._closing.append(self.asked.pop((kind, window)))
         actions += [Action(kind, STOP) for kind in self.prepared if kind not in self.open]
+        actions += [Action(kind, SETTLE) for kind in sorted(self.unsettled)]
+        self.unsettled.clear()
         self.open.clear()
         self.prepared.clear()
         if actions:
@@ -152,12 +164,14 @@ class Gate:
         began, began_ns = time.perf_counter(), time.time_ns()
         if self.before_actions is not None:
             self.before_actions()
-        # The workers' actions go out first: their stops (profiler stop, export) run beside the controller's own.
-        posted = self.channel.post(actions) if len(self.tracker) else None
-        if len(self.tracker) and posted is None:
-            self._say_ray_is_gone(actions)
-        records = self.controller.apply(actions)
-        records += self.channel.collect(posted)
+        # The workers' actions go out first: their stops (profiler stop, export) run beside the controller's own,
+        # whose export waits for their answers.
+        with self.controller.finisher.holding():
+            posted = self.channel.post(actions) if len(self.tracker) else None
+            if len(self.tracker) and posted is None:
+                self._say_ray_is_gone(actions)
+            records = self.controller.apply(actions)
+            records += self.channel.collect(posted)
         answered = self.channel.answered if posted is not None else 0
         elapsed_ms = (time.perf_counter() - began) * 1000
         if self.marks is not None:
@@ -241,7 +255,9 @@ class Gate:
         if actor is None:
             return
         kinds = [kind for kind in (*self.open, *self.prepared) if kind in actor.kinds]
-        records = self.channel.release(actor, tuple(Action(kind, STOP) for kind in dict.fromkeys(kinds)))
+        stops = [Action(kind, STOP) for kind in dict.fromkeys(kinds)]
+        settles = [Action(kind, SETTLE) for kind in sorted({*self.unsettled, *self.open}) if kind in actor.kinds]
+        records = self.channel.release(actor, (*stops, *settles))
         if records:
             logger.info(
                 "worker '%s' rank %s: its window closed before the job ended it (ray.kill); files on %s",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nrlprof import layout
 from nrlprof.backends import backend_class
@@ -14,16 +14,20 @@ from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord, append_record, record_dict
+from nrlprof.process.finishing import FINISHER, Finisher
 from nrlprof.process.state import OpenWindows
 
 PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
+# Wait for the files of the windows stopped so far to be finished (nrlprof.process.finishing).
+SETTLE = "settle"
 # Marks a record a child process returns for its worker to complete and write (nsys: the worker's report).
 UNWRITTEN = "unwritten"
 
 
 @dataclass(frozen=True)
 class Action:
-    """One thing to do for one backend: warm up for a window, start it at a step, mark a step, or stop.
+    """One thing to do for one backend: warm up for a window, start it at a step, mark a step, stop, or wait for
+    the files of the windows stopped so far (settle).
 
     `late`: the driver stopped waiting for this worker earlier in the window (it was busy).
     """
@@ -46,6 +50,8 @@ class ProcessProfiler:
     def __init__(self, role: ProcessRole, targets: Mapping[str, Target | None], windows: OpenWindows) -> None:
         self.role = role
         self.windows = windows
+        # The process's one finisher: the backends' files are finished on it, and the records after them.
+        self.finisher: Finisher = FINISHER
         self.backends: dict[str, Backend] = {}
         for kind, target in targets.items():
             backend_plan = role.plan.backend(kind)
@@ -98,6 +104,9 @@ class ProcessProfiler:
         """Run the actions meant for this process's backends; the records of windows closed."""
         records = []
         for action in actions:
+            if action.op == SETTLE:
+                self.finisher.settle()
+                continue
             backend = self.backends.get(action.kind)
             if backend is None:
                 continue
@@ -111,8 +120,8 @@ class ProcessProfiler:
                 continue
             self._late_if_past_deadline(record)
             if backend.writes_own_record:
-                self.write_manifest(record)
                 records.append(record_dict(record))
+                self._write_when_finished(backend, record)
             else:
                 records.append({**record_dict(record), UNWRITTEN: True})
         return records
@@ -129,9 +138,8 @@ class ProcessProfiler:
             if backend.window is None:
                 backend.prepare_window(action.window)
         elif action.op == START:
-            record = self._stop(backend) if backend.window is not None else None
-            if record is not None:
-                self.write_manifest(record)
+            if backend.window is not None:
+                self._write_when_finished(backend, self._stop(backend))
             began = time.perf_counter()
             backend.start_window(action.window, action.step)
             backend.start_ms = (time.perf_counter() - began) * 1000
@@ -157,6 +165,15 @@ class ProcessProfiler:
         record.start_ms = backend.start_ms
         return record
 
+    def _write_when_finished(self, backend: Backend, record: WindowRecord) -> None:
+        """The record in the manifest, at once, or after the window's files where they are finished beside the step."""
+        completion = backend.completion()
+        if completion is None:
+            self.write_manifest(record)
+            return
+        final = replace(record, steps=list(record.steps), files=list(record.files))
+        self.finisher.run(lambda: self.write_manifest(completion(final)))
+
     def _discard(self, backend: Backend) -> None:
         if backend.window is not None:
             backend.window = None
@@ -168,6 +185,7 @@ class ProcessProfiler:
         records = self.apply(actions)
         for backend in self.backends.values():
             self._discard(backend)  # a warm-up still running for a window that will not come
+        self.finisher.settle()
         return records
 
     def write_manifest(self, record: WindowRecord) -> None:

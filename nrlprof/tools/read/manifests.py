@@ -11,7 +11,8 @@ from nrlprof.tools.read.inputs import Inputs
 
 @dataclass
 class Overhead:
-    """How long one process took to start and stop its profiler for one window (the manifest's figures)."""
+    """How long one process took to start and stop its profiler for one window (the manifest's figures), and to
+    finish its files beside the next step."""
 
     worker: str
     rank: int | None
@@ -25,6 +26,7 @@ class Overhead:
     stopped_at: float = 0.0
     status: str = "ok"  # the window's, as the manifest records it
     asked: str = ""  # the request id of a window asked for while the job ran (`nrlprof capture`)
+    finish_ms: float = 0.0
 
     @property
     def label(self) -> str:
@@ -33,7 +35,7 @@ class Overhead:
     def to_json(self) -> dict[str, Any]:
         row = {"worker": self.worker, "rank": self.rank, "window": self.window, "backend": self.backend,
                "host": self.host, "pid": self.pid, "status": self.status, "start_ms": round(self.start_ms, 3),
-               "stop_ms": round(self.stop_ms, 3)}  # fmt: skip
+               "stop_ms": round(self.stop_ms, 3), "finish_ms": round(self.finish_ms, 3)}  # fmt: skip
         return {**row, "asked": self.asked} if self.asked else row
 
 
@@ -137,8 +139,10 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
     status = str(record.get("status", "ok"))
     asked = record.get("asked") if isinstance(record.get("asked"), str) else ""
+    finish = record.get("finish_ms")
+    finish_ms = float(finish) if isinstance(finish, (int, float)) and not isinstance(finish, bool) else 0.0
     return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times, status,
-                    asked)  # fmt: skip
+                    asked, finish_ms if 0 <= finish_ms < 1e12 else 0.0)  # fmt: skip
 
 
 def _is_int(value: object) -> bool:

@@ -157,11 +157,13 @@ def _top_tables(summary: Summary, console: Console) -> None:
 
 
 def _overhead_table(summary: Summary, console: Console) -> None:
-    table = _table("Profiler overhead (starting / stopping the profiler, not the workload)",
+    table = _table("Profiler overhead (starting / stopping the profiler, not the workload; finishing its files "
+                   "beside the next step)",
                    [("worker", "left"), ("window", "left"), ("backend", "left"), ("status", "left"), ("host", "left"),
-                    ("pid", "right"), ("start ms", "right"), ("stop ms", "right")])  # fmt: skip
+                    ("pid", "right"), ("start ms", "right"), ("stop ms", "right"), ("finish ms", "right")])  # fmt: skip
     rows = [[name(o.label, console), plain(o.window + (" (asked for)" if o.asked else "")), plain(o.backend),
-             plain(o.status), name(o.host, console), str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)]
+             plain(o.status), name(o.host, console), str(o.pid), _ms(o.start_ms), _ms(o.stop_ms),
+             _ms(o.finish_ms)]
             for o in summary.overhead]  # fmt: skip
     _print(table, rows, console)
 

@@ -304,10 +304,14 @@ def _tables(summary: Summary) -> list[str]:
 def _overhead_tables(summary: Summary) -> list[str]:
     if not summary.overhead:
         return []
-    head = ["worker", "window", "backend", "status", "host", "pid", "start ms", "stop ms"]
-    rows = [[o.label, o.window, o.backend, o.status, o.host, str(o.pid), _ms(o.start_ms), _ms(o.stop_ms)]
+    head = ["worker", "window", "backend", "status", "host", "pid", "start ms", "stop ms", "finish ms"]
+    rows = [[o.label, o.window, o.backend, o.status, o.host, str(o.pid), _ms(o.start_ms), _ms(o.stop_ms),
+             _ms(o.finish_ms)]
             for o in summary.overhead]  # fmt: skip
-    title = "Profiler overhead (time to start and stop the profiler in each process, not the workload)"
+    title = (
+        "Profiler overhead (time to start and stop the profiler in each process, not the workload; finish: its "
+        "files finished beside the next step)"
+    )
     return [f"<h2>{title}</h2>", _table(head, rows, text_columns=5)]
 
 
