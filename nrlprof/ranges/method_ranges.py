@@ -27,10 +27,9 @@ def _traced(executor: Callable, label: str | None, method_name: str) -> Callable
         if FINISHER.pending:
             FINISHER.begin()
         session = state.session
-        if session is None or not session.windows.any_open:
-            result = executor(__ray_actor, *args, **kwargs)
-            return _settled(result) if FINISHER.pending else result
-        name = label if label is not None else _asked_label(method_name)
+        name = None
+        if session is not None and session.windows.any_open:
+            name = label if label is not None else _asked_label(method_name)
         if name is None:
             result = executor(__ray_actor, *args, **kwargs)
             return _settled(result) if FINISHER.pending else result
@@ -61,7 +60,7 @@ async def _closing_after(awaitable: Any, ranges: Any) -> Any:
     finally:
         ranges.close()
         if FINISHER.pending:
-            await asyncio.get_running_loop().run_in_executor(None, FINISHER.settle)
+            await _settled_on_a_thread()
 
 
 def _settled(result: Any) -> Any:
@@ -76,7 +75,12 @@ async def _settled_after(awaitable: Any) -> Any:
     try:
         return await awaitable
     finally:
-        await asyncio.get_running_loop().run_in_executor(None, FINISHER.settle)
+        await _settled_on_a_thread()
+
+
+async def _settled_on_a_thread() -> None:
+    """Wait for the files being finished without holding up the event loop."""
+    await asyncio.get_running_loop().run_in_executor(None, FINISHER.settle)
 
 
 def install(worker_name: str | None) -> None:

@@ -129,20 +129,24 @@ def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> Manifes
 
 def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     values = [record.get(k) for k in ("start_ms", "stop_ms", "started_at", "stopped_at")]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12 for v in values[:2]):
+    if not all(_is_number(v) and 0 <= v < 1e12 for v in values[:2]):
         return None
     if not values[0] and not values[1]:
         return None
-    times = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0 for v in values[2:]]
+    times = [float(v) if _is_number(v) else 0.0 for v in values[2:]]
     pid = record.get("pid") if _is_int(record.get("pid")) else None
     worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
     status = str(record.get("status", "ok"))
     asked = record.get("asked") if isinstance(record.get("asked"), str) else ""
     finish = record.get("finish_ms")
-    finish_ms = float(finish) if isinstance(finish, (int, float)) and not isinstance(finish, bool) else 0.0
+    finish_ms = float(finish) if _is_number(finish) and 0 <= finish < 1e12 else 0.0
     return Overhead(worker, rank, window, backend, host, pid, float(values[0]), float(values[1]), *times, status,
-                    asked, finish_ms if 0 <= finish_ms < 1e12 else 0.0)  # fmt: skip
+                    asked, finish_ms)  # fmt: skip
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_int(value: object) -> bool:
