@@ -2,6 +2,7 @@
 
     python bench/bench_stop.py                      # 8 and 32 workers
     python bench/bench_stop.py --workers 8 --windows 5
+    python bench/bench_stop.py --wait-ms 20          # steps that also wait, as a GPU step does
 
 One local Ray instance (2 CPUs, no dashboard). For each N, two groups of N actors doing the same torch work per step
 (a few matrix products under `record_function`): by hand, each actor starts `torch.profiler.profile` (CPU) itself
@@ -9,11 +10,13 @@ and, at the stop, calls `stop()` and `export_chrome_trace()`, the driver waiting
 matched by `NRL_TORCH_PROFILE_WORKER_PATTERNS` and windows of the same length set by `NRL_TORCH_PROFILE_STEP_RANGE`,
 the stop being the `nrlprof.step()` call that closes the window (the controller's own trace included, as in a real
 job). Windows alternate between the two groups; printed: the median stop of each (ms) and their ratio (target 1.1x).
-nrlprof's stop is also split into the worker's own part in the step (profiler stop and export: from the records), the
+nrlprof's stop is also split into the worker's own part in the step (the profiler's stop: from the records), the
 controller's own trace (its profiler stop in the step; the by-hand stop has no such trace) and the rest (Ray calls).
-What nrlprof does beside the next step (the trace's check, the driver's export, the records: `finish_ms` of the
-records) is paid for in the work that follows the stop, whose call returns once the files are final: that work's
-time is printed for both groups, and a plain step's for reference.
+What nrlprof does beside the next step (torch's export, the trace's check, the records: `finish_ms` of the records)
+is paid for in the work that follows the stop, whose call returns once the files are final: that work's time is
+printed for both groups, and a plain step's for reference. The export lets the GIL go, so it costs that work a core,
+not its Python: with all-CPU steps on 2 cores (the default) the cost moves into that work; with steps that also wait
+(`--wait-ms`, as a GPU step waits on its kernels) it runs inside the wait.
 
 Ray runs its workers 15 niceness levels below the driver: on one machine of 2 cores, the driver's own work at the stop
 (the controller's trace) then takes the cores from the workers' stops instead of sharing them, which a job whose
@@ -38,6 +41,10 @@ import ray
 
 WORKER_NAME = "bench_stop_worker"
 WORKER_NICENESS = "RAY_worker_niceness"  # Ray's setting, read by the raylet
+# Seconds each step's work waits, the GIL free, after its torch work (--wait-ms): set in the driver, read by the
+# actors through the environment.
+WAIT_VARIABLE = "NRLPROF_BENCH_STOP_WAIT_MS"
+WAIT_S = float(os.environ.get(WAIT_VARIABLE, "0")) / 1000
 
 
 def torch_work(step: int) -> int:
@@ -47,6 +54,8 @@ def torch_work(step: int) -> int:
         x = torch.ones(64, 64)
         for _ in range(20):
             x = (x @ x).clamp_(max=1.0)
+    if WAIT_S:  # what a GPU step spends waiting on its kernels, the GIL free
+        time.sleep(WAIT_S)
     return step
 
 
@@ -99,19 +108,24 @@ def main() -> int:
     parser.add_argument("--workers", type=int, action="append", help="N (default: 8 and 32)")
     parser.add_argument("--windows", type=int, default=5, help="windows per group")
     parser.add_argument("--steps", type=int, default=3, help="steps per window")
+    parser.add_argument("--wait-ms", type=float, default=0.0,
+                        help="each step's work also waits this long with the GIL free, as a GPU step waits on its "
+                             "kernels (default 0: all CPU)")  # fmt: skip
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child interpreter: one N
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(run_count(args.one, args.windows, args.steps)))
         return 0
+    os.environ[WAIT_VARIABLE] = str(args.wait_ms)
     rows = []
     for count in args.workers or [8, 32]:
         command = [sys.executable, __file__, "--one", str(count), "--windows", str(args.windows)]
         result = subprocess.run([*command, "--steps", str(args.steps)], capture_output=True, text=True, check=True)
         rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
     niceness = os.environ.get(WORKER_NICENESS, "15 (Ray's default)")
+    waits = f"; each step's work waits {args.wait_ms:g} ms, the GIL free" if args.wait_ms else ""
     print(f"torch window stop across N workers ({args.windows} windows of {args.steps} steps each; 2 cores; "
-          f"workers' niceness {niceness})")  # fmt: skip
+          f"workers' niceness {niceness}{waits})")  # fmt: skip
     print(f"{'workers':>8} {'by hand':>10} {'nrlprof':>10} {'ratio':>7}  {'in the actor: hand / nrlprof':>30}"
           f"  {'driver CPU: hand / nrlprof':>28}  {'controller trace':>16}  target")  # fmt: skip
     for row in rows:

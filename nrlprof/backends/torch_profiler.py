@@ -5,10 +5,10 @@ run the work off the thread that starts the window) where torch supports it.  It
 before its window (`prepare_window`), on a thread of its own beside that step's work: torch's trace
 preparation (CUPTI on a GPU, seconds) then lands outside the window and off the step's path, and the window
 starts with one cheap `step()` of torch's schedule, which is also where recording begins on the gate's thread.
-Its stop is the profiler's stop and, in a worker, Kineto's export; the check of Kineto's text, its compression and
-the window's record follow beside the next step (nrlprof.process.finishing), and so does the driver's own export:
-it spends its next step waiting on its workers. A controller that is an actor (verl's TaskRunner) finishes its
-trace in the step: nothing sees its end (Ray ends it with its driver) to wait for the file there.
+Its stop in the step is the profiler's stop. Kineto's export (which lets the GIL go: the next step's Python runs
+beside it), the check of Kineto's text, its compression and the window's record follow beside the next step
+(nrlprof.process.finishing). A controller that is an actor (verl's TaskRunner) finishes its trace in the step:
+nothing sees its end (Ray ends it with its driver) to wait for the file there.
 """
 
 from __future__ import annotations
@@ -158,16 +158,22 @@ class Finished:
     seconds: float = 0.0
 
 
+def _export(profiler, exported: Path) -> None:
+    """Kineto's export, into a directory made first: Kineto only logs that it cannot open a file, writes nothing,
+    and saves a session once."""
+    exported.parent.mkdir(parents=True, exist_ok=True)
+    profiler.export_chrome_trace(str(exported))
+
+
 def _finish_file(profiler, exported: Path, target: Path, compress: bool, finished: Finished, who: str) -> None:
-    """Export (the controller's trace, `profiler` given) and move Kineto's file into place, checked."""
+    """Export the stopped session's trace and move Kineto's file into place, checked."""
     began = time.perf_counter()
     try:
-        if profiler is not None:
-            profiler.export_chrome_trace(str(exported))
+        _export(profiler, exported)
         repairs = _write_valid(exported, target, compress)
     except Exception as err:
         kept = _keep_as_written(exported, target)
-        finished.kept[str(target.resolve())] = kept
+        finished.kept[str(target)] = kept
         where = f"what torch wrote is kept as {kept}" if kept else "nothing torch wrote is left"
         finished.failures.append(f"{target.name} could not be written ({err}): {where}")
         logger.error("%s: the torch trace %s could not be written (%s): %s", who, target, err, where)
@@ -257,6 +263,7 @@ class TorchBackend(Backend):
         self.budget = HostBudget(role.plan.max_host_mb)
         self.truncated = ""  # why the window stopped early (its host budget), if it did
         self.finishes_in_step = role.is_controller and is_ray_worker(sys.argv)
+        self._directory: Path | None = None
 
     def _metadata(self, window: Window) -> dict[str, str]:
         rank = self.role.rank if self.role.rank is not None else 0
@@ -334,6 +341,7 @@ class TorchBackend(Backend):
             with contextlib.suppress(ImportError):  # the last: torch >= 2.12, imported by the profiler's start
                 importlib.import_module(module)
         self.guard.install()
+        self._trace_directory()
         self.prepared_for = window
         self.warm_up = WarmUp(lambda: self._new_session(window, scheduled=True), "nrlprof-torch-warm-up")
 
@@ -432,6 +440,15 @@ class TorchBackend(Backend):
         if self.profiler is not None:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
 
+    def _trace_directory(self) -> Path:
+        """This process's trace directory, resolved once (its window's warm-up does it, off the stop)."""
+        if self._directory is None:
+            identity = self.role.identity
+            directory = layout.trace_directory(self.role.plan.torch.directory,
+                                               identity.file_name if identity else None, self.role.rank)  # fmt: skip
+            self._directory = directory.resolve()
+        return self._directory
+
     def _finish_session(self, label: str) -> str:
         profiler, self.profiler = self.profiler, None
         with self.guard.own_start():
@@ -439,22 +456,17 @@ class TorchBackend(Backend):
         settings = self.role.plan.torch
         identity = self.role.identity
         worker_file = identity.file_name if identity else layout.CONTROLLER
-        directory = layout.trace_directory(settings.directory, identity.file_name if identity else None, self.role.rank)
-        directory.mkdir(parents=True, exist_ok=True)
         name = layout.trace_file_name(worker_file, self.role.rank, label, os.getpid(), settings.gzip)
-        target = FINISHER.unused_path(directory / name)
-        exported = target.with_name(f".{target.name}.partial")
+        target = FINISHER.unused_path(self._trace_directory() / name)
         # A path without `.gz`: torch then writes the file itself, and nrlprof compresses it while repairing.
-        exports_beside = self.role.is_controller and not self.finishes_in_step
-        if not exports_beside:
-            profiler.export_chrome_trace(str(exported))
-        job = partial(_finish_file, profiler if exports_beside else None, exported, target, settings.gzip,
-                      self.finished, f"{self.role.worker_name} {label}")  # fmt: skip
+        exported = target.with_name(f".{target.name}.partial")
+        job = partial(_finish_file, profiler, exported, target, settings.gzip, self.finished,
+                      f"{self.role.worker_name} {label}")  # fmt: skip
         if self.finishes_in_step:
             job()
         else:  # a worker's: once its next call begins, off the answer to the stop and the other workers' stops
             FINISHER.run(job, wait_for_next_call=not self.role.is_controller)
-        return str(target.resolve())
+        return str(target)
 
     def stop_window(self) -> WindowRecord:
         if self.profiler is not None and not self.discrete:
