@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -83,6 +84,27 @@ def test_ray_kill_right_after_a_stop_waits_for_the_killed_workers_trace(ray_clus
     (record,) = [r for r in manifest_records(ray_cluster, pid) if r["backend"] == "torch"]
     assert record["status"] == "ok" and record["files"] == [str(trace)]
     nrlprof.finish()
+
+
+def test_a_worker_killed_before_its_trace_is_final_is_recorded_as_died_after_the_window(
+    ray_cluster, activate, tmp_path
+):
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(**torch_window(torch_dir))
+    worker = SlowFinishingPolicyWorker.remote(FINISH_S)
+    pid = ray_cluster.get(worker.pid.remote())
+    for step in (1, 2):
+        nrlprof.step(step)
+        ray_cluster.get(worker.train.remote(step))
+    nrlprof.step(3)
+    os.kill(pid, signal.SIGKILL)  # the OOM killer's way: no hook of nrlprof's runs, the trace is not written yet
+    nrlprof.finish()
+
+    assert not traces_under(torch_dir / WORKER)
+    (died,) = [r for r in manifest_records(ray_cluster, os.getpid()) if r["status"] == "died"]
+    assert (died["worker"], died["window"], died["backend"], died["pid"]) == (WORKER, "2", "torch", pid)
+    assert "died after window 2 stopped (found dead when the job ended)" in died["message"]
+    assert "if it died before, they were not written" in died["message"]
 
 
 SHUTDOWN_RIGHT_AFTER_A_STOP = textwrap.dedent(

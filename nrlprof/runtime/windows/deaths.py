@@ -1,4 +1,5 @@
-"""A tracked worker found dead during a window: the record that says which window and how it died.
+"""A tracked worker found dead during a window, or before a window's files it was finishing were known to be final:
+the record that says which window and how it died.
 
 The worker cannot say it (SIGKILL, the OOM killer); the process that tracks it writes the record, in its own
 manifest, with what Ray says of the death (`ActorDiedError`: the pid, the node, the exit detail).
@@ -52,11 +53,27 @@ class OpenWindow:
 
 
 def died_record(
-    kind: str, worker: str, rank: int | None, window: OpenWindow, death: DeathCause, found_at: int | None, node_ip: str
+    kind: str,
+    worker: str,
+    rank: int | None,
+    window: OpenWindow,
+    death: DeathCause,
+    found_at: int | None,
+    node_ip: str,
+    stopped: bool = False,
 ) -> WindowRecord:
-    where = "when the window closed" if found_at is None else f"at step {found_at}"
-    last = f"; its last step sent was {window.steps[-1]}" if window.steps else ""
-    message = f"the worker died during window {window.window} (found dead {where}{last}): {death.cause}"
+    """`stopped`: the window had stopped, and its files were being finished beside the worker's next call."""
+    if stopped:
+        where = "when the job ended" if found_at is None else f"at step {found_at}"
+        message = (
+            f"the worker died after window {window.window} stopped (found dead {where}): its files are final once "
+            "its first call after the stop returns; if it died before, they were not written (a record of its own "
+            f"says if they were): {death.cause}"
+        )
+    else:
+        where = "when the window closed" if found_at is None else f"at step {found_at}"
+        last = f"; its last step sent was {window.steps[-1]}" if window.steps else ""
+        message = f"the worker died during window {window.window} (found dead {where}{last}): {death.cause}"
     record = WindowRecord(
         backend=kind,
         worker=worker,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
+from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
@@ -24,7 +25,7 @@ from nrlprof.process import state
 from nrlprof.process.kind import WORKER
 from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
-from nrlprof.runtime.windows.profiler import START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
@@ -117,6 +118,9 @@ class WorkerChannel:
         # The windows the actions sent so far opened, per backend: what a worker found dead was in.
         self.windows: dict[str, OpenWindow] = {}
         self.starting: dict[str, OpenWindow] = {}
+        # Windows stopped whose files each worker finishes beside its next call, until a settle or the backend's
+        # next window: a worker found dead before then may not have written them.
+        self.finishing: dict[str, OpenWindow] = {}
         self.found_at: int | None = None
 
     def send(self, actions: tuple[Action, ...]) -> list[dict]:
@@ -175,8 +179,13 @@ class WorkerChannel:
         """Once they were applied: the windows they closed and opened, the steps they marked."""
         for action in actions:
             if action.op == STOP:
-                self.windows.pop(action.kind, None)
+                stopped = self.windows.pop(action.kind, None)
+                if stopped is not None and backend_class(action.kind).finishes_beside:
+                    self.finishing[action.kind] = stopped
+            elif action.op == SETTLE:
+                self.finishing.pop(action.kind, None)
             elif action.op == START and action.kind in self.starting:
+                self.finishing.pop(action.kind, None)
                 self.windows[action.kind] = self.starting.pop(action.kind)
             if action.op in (START, STEP) and action.kind in self.windows:
                 self.windows[action.kind].steps.append(action.step)
@@ -268,15 +277,17 @@ class WorkerChannel:
         self.late.discard(actor)
         death = death_cause(error)
         records = []
+        identity = actor.identity
         for kind in actor.kinds:
-            window = self.windows.get(kind) or self.starting.get(kind)
-            if window is None:
-                continue
-            identity = actor.identity
-            record = died_record(kind, identity.name, identity.rank, window, death, self.found_at, self.node_ip)
-            if self.write is not None:
-                self.write(record)
-            records.append(asdict(record))
+            for window, stopped in ((self.windows.get(kind) or self.starting.get(kind), False),
+                                    (self.finishing.get(kind), True)):  # fmt: skip
+                if window is None:
+                    continue
+                record = died_record(kind, identity.name, identity.rank, window, death, self.found_at, self.node_ip,
+                                     stopped)  # fmt: skip
+                if self.write is not None:
+                    self.write(record)
+                records.append(asdict(record))
         logger.warning(
             "worker '%s' rank %s%s is dead%s; it is no longer profiled: %s",
             actor.identity.name,
