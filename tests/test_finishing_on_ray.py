@@ -34,6 +34,16 @@ def torch_window(torch_dir: Path) -> dict[str, str]:
     }
 
 
+def window_stopped(ray_module, nrlprof, worker) -> int:
+    """Steps 1 and 2 of the worker's work, then step 3, the window's stop; the worker's pid."""
+    pid = ray_module.get(worker.pid.remote())
+    for step in (1, 2):
+        nrlprof.step(step)
+        ray_module.get(worker.train.remote(step))
+    nrlprof.step(3)
+    return pid
+
+
 SHAPES = {
     "plain": (SlowFinishingPolicyWorker, {}, WORKER),
     "threaded": (SlowFinishingPolicyWorker, {"max_concurrency": 4}, WORKER),
@@ -49,11 +59,7 @@ def test_the_stop_answers_first_and_the_workers_next_call_returns_with_the_trace
     torch_dir = tmp_path / "traces"
     nrlprof = activate(**torch_window(torch_dir))
     worker = actor_class.options(**options).remote(FINISH_S)
-    pid = ray_cluster.get(worker.pid.remote())
-    for step in (1, 2):
-        nrlprof.step(step)
-        ray_cluster.get(worker.train.remote(step))
-    nrlprof.step(3)  # the window's stop
+    pid = window_stopped(ray_cluster, nrlprof, worker)
 
     assert ray_cluster.get(worker.__ray_call__.remote(finishing_pending)), "the stop answered before the finishing"
     assert not traces_under(torch_dir / name), "the trace is not in place yet"
@@ -72,11 +78,7 @@ def test_ray_kill_right_after_a_stop_waits_for_the_killed_workers_trace(ray_clus
     torch_dir = tmp_path / "traces"
     nrlprof = activate(**torch_window(torch_dir))
     worker = SlowFinishingPolicyWorker.remote(FINISH_S)
-    pid = ray_cluster.get(worker.pid.remote())
-    for step in (1, 2):
-        nrlprof.step(step)
-        ray_cluster.get(worker.train.remote(step))
-    nrlprof.step(3)
+    pid = window_stopped(ray_cluster, nrlprof, worker)
     ray_cluster.kill(worker)  # no call of the worker in between: only the kill's own settle waits for the file
 
     (trace,) = traces_under(torch_dir / WORKER)
@@ -92,11 +94,7 @@ def test_a_worker_killed_before_its_trace_is_final_is_recorded_as_died_after_the
     torch_dir = tmp_path / "traces"
     nrlprof = activate(**torch_window(torch_dir))
     worker = SlowFinishingPolicyWorker.remote(FINISH_S)
-    pid = ray_cluster.get(worker.pid.remote())
-    for step in (1, 2):
-        nrlprof.step(step)
-        ray_cluster.get(worker.train.remote(step))
-    nrlprof.step(3)
+    pid = window_stopped(ray_cluster, nrlprof, worker)
     os.kill(pid, signal.SIGKILL)  # the OOM killer's way: no hook of nrlprof's runs, the trace is not written yet
     nrlprof.finish()
 
