@@ -89,7 +89,7 @@ def test_ray_kill_right_after_a_stop_waits_for_the_killed_workers_trace(ray_clus
 
 
 def test_a_worker_killed_before_its_trace_is_final_is_recorded_as_died_after_the_window(
-    ray_cluster, activate, tmp_path
+    ray_cluster, activate, tmp_path, caplog
 ):
     torch_dir = tmp_path / "traces"
     nrlprof = activate(**torch_window(torch_dir))
@@ -99,10 +99,12 @@ def test_a_worker_killed_before_its_trace_is_final_is_recorded_as_died_after_the
     nrlprof.finish()
 
     assert not traces_under(torch_dir / WORKER)
-    (died,) = [r for r in manifest_records(ray_cluster, os.getpid()) if r["status"] == "died"]
+    # The driver's manifest: this test's record is the one for its worker's pid (earlier tests may have written others).
+    (died,) = [r for r in manifest_records(ray_cluster, os.getpid()) if r["status"] == "died" and r["pid"] == pid]
     assert (died["worker"], died["window"], died["backend"], died["pid"]) == (WORKER, "2", "torch", pid)
     assert "died after window 2 stopped (found dead when the job ended)" in died["message"]
     assert "if it died before, they were not written" in died["message"]
+    assert f"(pid {pid}) is dead after window 2 stopped, before its files were known to be final" in caplog.text
 
 
 SHUTDOWN_RIGHT_AFTER_A_STOP = textwrap.dedent(

@@ -277,6 +277,7 @@ class WorkerChannel:
         self.late.discard(actor)
         death = death_cause(error)
         records = []
+        windows: dict[bool, set[str]] = {False: set(), True: set()}  # during them, and stopped but not known final
         identity = actor.identity
         for kind in actor.kinds:
             for window, stopped in ((self.windows.get(kind) or self.starting.get(kind), False),
@@ -288,12 +289,17 @@ class WorkerChannel:
                 if self.write is not None:
                     self.write(record)
                 records.append(asdict(record))
+                windows[stopped].add(window.window)
+        during = " during window " + ", ".join(sorted(windows[False])) if windows[False] else ""
+        after = (f" after window {', '.join(sorted(windows[True]))} stopped, before its files were known to be final"
+                 if windows[True] else "")  # fmt: skip
         logger.warning(
-            "worker '%s' rank %s%s is dead%s; it is no longer profiled: %s",
+            "worker '%s' rank %s%s is dead%s%s; it is no longer profiled: %s",
             actor.identity.name,
             actor.identity.rank,
             f" (pid {death.pid})" if death.pid is not None else "",
-            " during window " + ", ".join(sorted({r["window"] for r in records})) if records else "",
+            during,
+            after,
             death.cause,
         )
         return records
