@@ -62,6 +62,29 @@ def test_nccl_kernels_count_as_communication_and_as_kernels():
     assert (result[1]["comm_ms"], result[1]["gpu_kernel_ms"], result[1]["gpu_kernels"]) == (0.03, 0.035, 3)
 
 
+def test_exposed_collective_time_is_the_union_of_collectives_no_compute_kernel_overlaps():
+    result = figures(
+        [
+            (110.0, 20.0, KERNEL, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", None),  # 110-130
+            (120.0, 20.0, KERNEL, "ncclDevKernel_AllGather_RING_LL", None),  # 120-140: overlaps the first
+            (100.0, 15.0, KERNEL, "sm90_xmma_gemm", None),  # 100-115: hides 110-115
+            (135.0, 10.0, KERNEL, "elementwise", None),  # 135-145: hides 135-140
+        ]
+    )
+    # Collectives summed: 40 us; their union 110-140: 30 us; exposed: 30 - 5 - 5 = 20 us.
+    assert (result[1]["comm_ms"], result[1]["comm_union_ms"], result[1]["exposed_comm_ms"]) == (0.04, 0.03, 0.02)
+
+
+def test_a_collective_hidden_under_compute_is_not_exposed():
+    result = figures(
+        [
+            (100.0, 50.0, KERNEL, "sm90_xmma_gemm", None),
+            (110.0, 20.0, KERNEL, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", None),
+        ]
+    )
+    assert (result[1]["comm_union_ms"], result[1]["exposed_comm_ms"]) == (0.02, 0.0)
+
+
 def test_a_step_that_appears_twice_adds_up():
     attribution = StepAttribution([(0.0, 10.0, 5), (20.0, 30.0, 5)])
     attribution.add_all([(2.0, 4.0, KERNEL, "k", None), (22.0, 6.0, KERNEL, "k", None)], {})
@@ -77,6 +100,8 @@ def test_figures_of_an_empty_step_are_zero_not_an_error():
         "comm_ms": 0.0,
         "memcpy_ms": 0.0,
         "gpu_kernels": 0,
+        "comm_union_ms": 0.0,
+        "exposed_comm_ms": 0.0,
     }
     assert StepGpu(wall_us=0.5, busy_us=0.25).to_json()["gpu_busy_pct"] == 50.0
 
@@ -90,6 +115,8 @@ def test_figures_are_milliseconds_to_the_microsecond():
         "comm_ms": 0.877,
         "memcpy_ms": 1.501,
         "gpu_kernels": 0,
+        "comm_union_ms": 0.0,
+        "exposed_comm_ms": 0.0,
     }
 
 

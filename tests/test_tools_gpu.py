@@ -17,7 +17,9 @@ from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
 
-GPU_KEYS = ("gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels")
+GPU_KEYS = (
+    "gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels", "comm_union_ms", "exposed_comm_ms",
+)  # fmt: skip
 
 
 def without_correlation(trace: dict) -> dict:
@@ -38,14 +40,14 @@ def test_kernels_belong_to_the_step_that_launched_them(tmp_path):
     write_json(tmp_path / "policy.rank0.steps3-4.1000.pt.trace.json", gpu_step_trace())
     data = summarize(tmp_path, nsys="").to_json()
     # step 3: kernels 200 + 300 + 100 (NCCL) + 50 (launched in step 3, run in step 4's window) us;
-    # busy inside 1000-2000: 1100-1500, 1600-1700, 1700-1750, 1750-1760 = 560 us
+    # busy inside 1000-2000: 1100-1500, 1600-1700, 1700-1750, 1750-1760 = 560 us; NCCL 1600-1700 under no kernel
     assert step_figures(data, "policy", 0, 3) == {
         "wall_ms": 1.0, "gpu_kernel_ms": 0.65, "gpu_busy_pct": 56.0, "gpu_idle_ms": 0.44, "comm_ms": 0.1,
-        "memcpy_ms": 0.06, "gpu_kernels": 4,
+        "memcpy_ms": 0.06, "gpu_kernels": 4, "comm_union_ms": 0.1, "exposed_comm_ms": 0.1,
     }  # fmt: skip
     assert step_figures(data, "policy", 0, 4) == {
         "wall_ms": 1.0, "gpu_kernel_ms": 0.1, "gpu_busy_pct": 10.0, "gpu_idle_ms": 0.9, "comm_ms": 0.0,
-        "memcpy_ms": 0.0, "gpu_kernels": 1,
+        "memcpy_ms": 0.0, "gpu_kernels": 1, "comm_union_ms": 0.0, "exposed_comm_ms": 0.0,
     }  # fmt: skip
 
 
@@ -56,7 +58,7 @@ def test_without_correlation_kernels_belong_to_the_step_they_start_in(tmp_path):
     # the kernel at 2120-2170 now counts in step 4: 50 + 100 us busy
     assert step_figures(data, "policy", 0, 4) == {
         "wall_ms": 1.0, "gpu_kernel_ms": 0.15, "gpu_busy_pct": 15.0, "gpu_idle_ms": 0.85, "comm_ms": 0.0,
-        "memcpy_ms": 0.0, "gpu_kernels": 2,
+        "memcpy_ms": 0.0, "gpu_kernels": 2, "comm_union_ms": 0.0, "exposed_comm_ms": 0.0,
     }  # fmt: skip
 
 
@@ -134,6 +136,8 @@ def nsys_expected(path: Path) -> dict:
         "comm_ms": 0.0,
         "memcpy_ms": round(copies_ns / 1e6, 3),
         "gpu_kernels": count,
+        "comm_union_ms": 0.0,  # no NCCL kernel in this capture
+        "exposed_comm_ms": 0.0,
     }
 
 

@@ -19,7 +19,6 @@ from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.figures.trace_pool import (
     PER_JOB_BYTES,
     READER_DIED,
-    _start_context,
     default_jobs,
     read_one,
     read_traces,
@@ -27,6 +26,7 @@ from nrlprof.tools.figures.trace_pool import (
 )
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read import traces
+from nrlprof.tools.read.pool import start_context
 from nrlprof.tools.read.traces import TraceHeader, find_traces
 
 
@@ -72,7 +72,7 @@ def test_readers_come_from_a_forkserver_when_this_process_has_another_thread(tmp
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert _start_context().get_start_method() == "forkserver"
+        assert start_context("nrlprof.tools.figures.trace_pool").get_start_method() == "forkserver"
         assert summarize(root, nsys="", jobs=2).to_json() == alone
     finally:
         stop.set()
@@ -84,8 +84,8 @@ def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
     script = (
         "import json, sys\n"
         "from nrlprof.tools.figures.summarize import summarize\n"
-        "from nrlprof.tools.figures.trace_pool import _start_context\n"
-        "method = _start_context().get_start_method()\n"
+        "from nrlprof.tools.read.pool import start_context\n"
+        "method = start_context('nrlprof.tools.figures.trace_pool').get_start_method()\n"
         "print(json.dumps([method, summarize(sys.argv[1], nsys='', jobs=3).to_json()]))\n"
     )
     run = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=300)

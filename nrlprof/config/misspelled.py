@@ -19,6 +19,7 @@ from nrlprof.config.variables import (
     MEMORY_STACKS_VARIABLE,
     NSYS_EXTRA_OPTIONS_VARIABLE,
     ON_DEMAND_VARIABLE,
+    PHASES_VARIABLE,
     ROCPROF_ARGS_VARIABLE,
     ROCPROF_ENV_VARIABLE,
     ROCPROF_OUTPUT_DIR_VARIABLE,
@@ -56,6 +57,7 @@ def known_variables() -> frozenset[str]:
         STEP_METHOD_VARIABLE,
         FRAMEWORK_CONFIG_VARIABLE,
         ON_DEMAND_VARIABLE,
+        PHASES_VARIABLE,
     }
     return frozenset(names)
 

@@ -37,6 +37,8 @@ FRAMEWORK_CONFIG_VARIABLE = "NRL_PROFILE_FRAMEWORK_CONFIG"
 ON_DEMAND_VARIABLE = "NRL_PROFILE_ON_DEMAND"
 # NRL_NSYS_PROFILE_STEP_RANGE's value that launches the nsys workers with no window until one is asked for.
 NSYS_ON_DEMAND = "on-demand"
+# Read by `nrlprof explain`, not by the job: the RL phase of each worker method (tools.advice.phases).
+PHASES_VARIABLE = "NRL_PHASES"
 
 TORCH_FLAG_VARIABLES = {
     "record_shapes": "NRL_TORCH_PROFILE_RECORD_SHAPES",

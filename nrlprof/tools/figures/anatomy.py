@@ -6,20 +6,12 @@ The calls come from tools.read.anatomy, on the driver's clock.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 
 from nrlprof.anatomy.files import latest_run
 from nrlprof.config.steps import StepSelection
-from nrlprof.tools.read.anatomy import (
-    NS_PER_MS,
-    RAY_INTERNAL_PREFIX,
-    ProfiledNames,
-    call_record,
-    clock_offsets,
-    load_run,
-    step_windows,
-    worker_names,
-)
+from nrlprof.tools.figures.anatomy_tables import AnatomyTables, PhaseRows, anatomy_tables
+from nrlprof.tools.read.anatomy import NS_PER_MS, ProfiledNames
+from nrlprof.tools.read.anatomy_calls import read_run_calls
 
 GROWTH_MIN_STEPS = 3  # steps a phase must run in for its growth to be judged
 
@@ -29,49 +21,57 @@ def anatomy_summary(directory: str | os.PathLike, profiled: ProfiledNames | None
 
     `profiled`: the names of the processes that wrote profiler files (read.anatomy.profiled_names), which the
     workers of those processes take here too."""
-    return build_model(load_run(latest_run(directory)), profiled)
+    return public_model(anatomy_tables(read_run_calls(latest_run(directory), profiled)))
 
 
-def build_model(run: dict, profiled: ProfiledNames | None = None) -> dict:
-    meta = run["meta"]
-    tasks = run["tasks"]
-    offsets, bounds = clock_offsets(tasks, meta.get("driver_node_id", ""), meta.get("job_id", ""))
-    names = worker_names(run["actors"], tasks, profiled)
-    calls = [call_record(t, names, offsets) for t in tasks if t.get("kind") == "call"]
-    calls = [c for c in calls if not c["method"].startswith(RAY_INTERNAL_PREFIX)]
-    calls.sort(key=lambda c: c["start"])
-    windows = step_windows(run["steps"], calls)
-    groups = sorted({name for name, _ in names.values()} | {c["worker"] for c in calls})
-    steps = {}
-    starts = [w[1] for w in windows]
-    by_step: dict[int, list[dict]] = defaultdict(list)
-    for call in calls:
-        index = _window_index(starts, call["start"])
-        if index is not None and call["start"] < windows[index][2]:
-            by_step[index].append(call)
-    carried: list[dict] = []
-    for index, (step, begin, end) in enumerate(windows):
-        step_calls = by_step.get(index, [])
-        phases = _phases(step_calls, begin)
-        overlapping = [c for c in carried if c["end"] > begin] + step_calls
-        carried = [c for c in overlapping if c["end"] > end]
+def public_model(tables: AnatomyTables) -> dict:
+    """The step anatomy as `summary --json` holds it (ARCHITECTURE.md, `anatomy`)."""
+    calls = tables.calls
+    phases = tables.phases
+    workers, methods = calls.workers, calls.methods
+    walls = tables.walls
+    busy = {g: tables.group_busy(index) for index, g in enumerate(workers)}
+    steps: dict[str, dict] = {}
+    for window, step in enumerate(tables.steps.tolist()):
+        begin, end = int(tables.begins[window]), int(tables.ends[window])
+        lo, hi = int(tables.phase_offsets[window]), int(tables.phase_offsets[window + 1])
+        rows = [_phase(phases, i, begin, workers, methods) for i in range(lo, hi)]
+        path = tables.critical_path(window)
         steps[str(step)] = {
             "wall_ms": (end - begin) / NS_PER_MS,
-            "phases": [_public(p) for p in phases],
-            "idle_ms": _idle_ms(overlapping, groups, begin, end),
-            "critical_path": [{"worker": p["worker"], "method": p["method"]} for p in critical_path(phases)],
+            "phases": rows,
+            "idle_ms": {g: (int(walls[window]) - int(busy[g][window])) / NS_PER_MS for g in workers},
+            "critical_path": [
+                {"worker": workers[phases.worker[i]], "method": methods[phases.method[i]]} for i, _ in path
+            ],
         }
-        own = profiler_time(run["steps"], begin, end)
+        own = profiler_time(calls.marks, begin, end)
         if own is not None:
             steps[str(step)]["profiler"] = own
+    windows = list(zip(tables.steps.tolist(), tables.begins.tolist(), tables.ends.tolist(), strict=True))
     return {
-        "run": run.get("run"),
+        "run": str(calls.run),
         "steps": steps,
-        "incomplete_steps": incomplete_steps(windows, run.get("gaps", [])),
-        "lost_calls": lost_calls(run.get("gaps", [])),
-        "workers": {g: sorted({r for n, r in names.values() if n == g}) for g in groups},
-        "clock_offsets_ms": {node: off / NS_PER_MS for node, off in sorted(offsets.items())},
-        "clock_offset_bounds_ms": {node: bound / NS_PER_MS for node, bound in sorted(bounds.items())},
+        "incomplete_steps": incomplete_steps(windows, calls.gaps),
+        "lost_calls": lost_calls(calls.gaps),
+        "workers": calls.group_ranks,
+        "clock_offsets_ms": {node: off / NS_PER_MS for node, off in sorted(calls.offsets.items())},
+        "clock_offset_bounds_ms": {node: bound / NS_PER_MS for node, bound in sorted(calls.bounds.items())},
+    }
+
+
+def _phase(phases: PhaseRows, i: int, step_begin: int, workers: list[str], methods: list[str]) -> dict:
+    first, last = int(phases.start[i]), int(phases.end[i])
+    lo, hi = int(phases.rank_offsets[i]), int(phases.rank_offsets[i + 1])
+    return {
+        "worker": workers[phases.worker[i]],
+        "method": methods[phases.method[i]],
+        "start_ms": (first - step_begin) / NS_PER_MS,
+        "dur_ms": (last - first) / NS_PER_MS,
+        "calls": int(phases.calls[i]),
+        "ranks": phases.rank_values[lo:hi].tolist(),
+        "slowest_rank": int(phases.slowest_rank[i]),
+        "spread_ms": int(phases.spread[i]) / NS_PER_MS,
     }
 
 
@@ -117,81 +117,6 @@ def profiler_time(marks: list[dict], begin: int, end: int) -> dict | None:
         "ms": sum(m["end_ns"] - m["start_ns"] for m in own) / NS_PER_MS,
         "actions": ", ".join(m["profiler"] for m in own),
     }
-
-
-def _window_index(starts: list[int], t: int) -> int | None:
-    import bisect
-
-    index = bisect.bisect_right(starts, t) - 1
-    return index if index >= 0 else None
-
-
-def _phases(calls: list[dict], step_start: int) -> list[dict]:
-    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for call in calls:
-        grouped[(call["worker"], call["method"])].append(call)
-    phases = []
-    for (worker, method), members in grouped.items():
-        first, last = min(c["start"] for c in members), max(c["end"] for c in members)
-        per_rank: dict[int, list[int]] = {}
-        for call in members:
-            span = per_rank.setdefault(call["rank"], [call["start"], call["end"]])
-            span[0], span[1] = min(span[0], call["start"]), max(span[1], call["end"])
-        durations = {rank: end - start for rank, (start, end) in per_rank.items()}
-        slowest = max(sorted(durations), key=lambda r: durations[r])
-        phases.append(
-            {
-                "worker": worker,
-                "method": method,
-                "start_ms": (first - step_start) / NS_PER_MS,
-                "dur_ms": (last - first) / NS_PER_MS,
-                "calls": len(members),
-                "ranks": sorted(per_rank),
-                "slowest_rank": slowest,
-                "spread_ms": (durations[slowest] - min(durations.values())) / NS_PER_MS,
-                "_start": first,
-                "_end": last,
-            }
-        )
-    phases.sort(key=lambda p: (p["_start"], p["worker"], p["method"]))
-    return phases
-
-
-def _public(phase: dict) -> dict:
-    return {k: v for k, v in phase.items() if not k.startswith("_")}
-
-
-def critical_path(phases: list[dict]) -> list[dict]:
-    """From the phase that ends last, back through the phase that ended last before each one started."""
-    if not phases:
-        return []
-    current = max(phases, key=lambda p: (p["_end"], -p["_start"]))
-    path = [current]
-    while True:
-        before = [p for p in phases if p["_end"] <= current["_start"]]
-        if not before:
-            break
-        current = max(before, key=lambda p: (p["_end"], -p["_start"]))
-        path.append(current)
-    return path[::-1]
-
-
-def _idle_ms(calls: list[dict], groups: list[str], begin: int, end: int) -> dict[str, float]:
-    """Per worker group, the step's time in which none of its actors ran a method."""
-    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for call in calls:
-        spans[call["worker"]].append((max(call["start"], begin), min(call["end"], end)))
-    idle = {}
-    for group in groups:
-        busy = 0
-        covered_to = begin
-        for start, stop in sorted(spans.get(group, ())):
-            if stop <= covered_to:
-                continue
-            busy += stop - max(start, covered_to)
-            covered_to = stop
-        idle[group] = (end - begin - busy) / NS_PER_MS
-    return idle
 
 
 def phase_growth(steps: dict) -> list[tuple[str, float, float, int]]:

@@ -37,6 +37,8 @@ class StepGpu:
     comm_us: float = 0.0
     memcpy_us: float = 0.0
     kernels: int = 0
+    comm_union_us: float = 0.0  # the union of the collective kernels' intervals
+    exposed_comm_us: float = 0.0  # the part of that union no compute kernel overlaps
 
     def add(self, other: StepGpu) -> None:
         self.wall_us += other.wall_us
@@ -45,6 +47,8 @@ class StepGpu:
         self.comm_us += other.comm_us
         self.memcpy_us += other.memcpy_us
         self.kernels += other.kernels
+        self.comm_union_us += other.comm_union_us
+        self.exposed_comm_us += other.exposed_comm_us
 
     def to_json(self) -> dict[str, Any]:
         busy_pct = 100.0 * self.busy_us / self.wall_us if self.wall_us > 0 else 0.0
@@ -55,6 +59,8 @@ class StepGpu:
             "comm_ms": round(self.comm_us / 1000, 3),
             "memcpy_ms": round(self.memcpy_us / 1000, 3),
             "gpu_kernels": self.kernels,
+            "comm_union_ms": round(self.comm_union_us / 1000, 3),
+            "exposed_comm_ms": round(self.exposed_comm_us / 1000, 3),
         }
 
 
@@ -70,6 +76,7 @@ class StepAttribution:
         self._compute: list[list[float]] = [[] for _ in range(count)]  # kernel durations per window
         self._comm: list[list[float]] = [[] for _ in range(count)]
         self._copies: list[list[float]] = [[] for _ in range(count)]
+        self._kernel_spans: list[list[tuple[float, float, bool]]] = [[] for _ in range(count)]  # (s, e, collective)
         self._by_step: dict[int, list[Activity]] = {step: [] for _, _, step in self.windows}
         self._spans = [self._by_step[step] for _, _, step in self.windows]  # a window's step's list
         self._is_comm: dict[str, bool] = {}
@@ -81,7 +88,9 @@ class StepAttribution:
         """
         starts = [start for start, _, _ in self.windows]
         ends = [end for _, end, _ in self.windows]
-        compute, comm, copies, spans = self._compute, self._comm, self._copies, self._spans
+        compute, comm, copies, spans, kernel_spans = (
+            self._compute, self._comm, self._copies, self._spans, self._kernel_spans,
+        )  # fmt: skip
         is_comm_cache = self._is_comm
         anchor_of, window_after = anchors.get, bisect.bisect_right
         for start, duration, kind, name, link in activities:
@@ -94,6 +103,7 @@ class StepAttribution:
                 if collective is None:
                     collective = is_comm_cache[name] = is_comm(name)
                 (comm if collective else compute)[i].append(duration)
+                kernel_spans[i].append((start, start + duration, collective))
             else:
                 copies[i].append(duration)
             spans[i].append((start, start + duration, name))
@@ -112,7 +122,23 @@ class StepAttribution:
             kernels = len(compute) + len(comm)
             result[step].add(StepGpu(end - start, sum(compute) + comm_us, 0.0, comm_us, sum(self._copies[i]), kernels))
             result[step].busy_us += union_length(self._by_step[step], start, end)
+            if comm:
+                union, exposed = exposed_collectives(self._kernel_spans[i], start, end)
+                result[step].comm_union_us += union
+                result[step].exposed_comm_us += exposed
         return result
+
+
+def exposed_collectives(spans: list[tuple[float, float, bool]], lo: float, hi: float) -> tuple[float, float]:
+    """(union of the collective spans, the part of it no other span overlaps) within [lo, hi].
+
+    `spans`: (start, end, collective). Interval unions, not sums: a collective hidden under compute is not exposed.
+    """
+    comm = [(s, e, "") for s, e, collective in spans if collective]
+    every = [(s, e, "") for s, e, _ in spans]
+    compute = [(s, e, "") for s, e, collective in spans if not collective]
+    union = union_length(comm, lo, hi)
+    return union, union_length(every, lo, hi) - union_length(compute, lo, hi)
 
 
 def union_length(spans: list[Activity], lo: float, hi: float) -> float:

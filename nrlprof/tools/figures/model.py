@@ -65,6 +65,7 @@ class WorkerSummary:
     step_gpu: dict[int, StepGpu] = field(default_factory=dict)
     gpu_spans: list[Span] = field(default_factory=list)
     source: str = "torch"
+    step_cpu_comm: dict[int, tuple[float, float]] = field(default_factory=dict)  # CPU collectives: union, exposed µs
 
     @property
     def label(self) -> str:
@@ -83,6 +84,7 @@ class WorkerSummary:
                 str(step): {
                     "wall_ms": round(ms, 3),
                     **(self.step_gpu[step].to_json() if step in self.step_gpu else {}),
+                    **(_cpu_comm_json(self.step_cpu_comm[step]) if step in self.step_cpu_comm else {}),
                     "ranges_ms": {
                         label: round(per_step[step], 3)
                         for label, per_step in self.ranges_ms.items()
@@ -98,6 +100,11 @@ class WorkerSummary:
             "top_operators": [op.to_json() for op in self.ops],
             "top_kernels": [k.to_json() for k in self.kernels],
         }
+
+
+def _cpu_comm_json(figures: tuple[float, float]) -> dict[str, float]:
+    union, exposed = figures
+    return {"cpu_collective_ms": round(union / 1000, 3), "cpu_exposed_collective_ms": round(exposed / 1000, 3)}
 
 
 @dataclass

@@ -17,7 +17,15 @@ from pathlib import Path
 
 from nrlprof.errors import ToolError
 from nrlprof.layout import NSYS_EXPORT_SUFFIX, NVTX_DOMAIN, NVTX_STEP_PREFIX, step_number
-from nrlprof.tools.figures.gpu_time import KERNEL, MAX_GPU_SPANS, MEMCPY, MEMSET, StepGpu, is_comm
+from nrlprof.tools.figures.gpu_time import (
+    KERNEL,
+    MAX_GPU_SPANS,
+    MEMCPY,
+    MEMSET,
+    StepGpu,
+    exposed_collectives,
+    is_comm,
+)
 from nrlprof.tools.read.nsys_export import capture_identity, export_sqlite, export_stem
 
 __all__ = [
@@ -34,6 +42,12 @@ _NVTX_RANGES = (59, 60)  # NvtxStartEndRange, NvtxPushPopRange
 _ACTIVITY_TABLES = (("CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", MEMSET))
 _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+# Each activity in the step window that holds its anchor (the launching call's start, or its own).
+_PLACED = """
+    SELECT w.step, w.lo, w.hi, a.s, a.e, a.kind, a.n FROM ({activities}) a
+    JOIN nrlprof_steps w
+      ON w.rowid = (SELECT rowid FROM nrlprof_steps WHERE lo <= a.anchor ORDER BY lo DESC LIMIT 1)
+    WHERE a.anchor <= w.hi"""
 
 
 @dataclass
@@ -177,12 +191,7 @@ def _step_figures(
     db.execute("CREATE INDEX IF NOT EXISTS temp.nrlprof_steps_lo ON nrlprof_steps (lo)")
     comm_ids = ", ".join(str(int(i)) for i in comm) or "NULL"
     query = f"""
-        WITH placed AS (
-            SELECT w.step, w.lo, w.hi, a.s, a.e, a.kind, a.n FROM ({_activities_sql(tables)}) a
-            JOIN nrlprof_steps w
-              ON w.rowid = (SELECT rowid FROM nrlprof_steps WHERE lo <= a.anchor ORDER BY lo DESC LIMIT 1)
-            WHERE a.anchor <= w.hi
-        ), reach AS (
+        WITH placed AS ({_PLACED.format(activities=_activities_sql(tables))}), reach AS (
             SELECT *, max(e) OVER (PARTITION BY step, lo ORDER BY s, e
                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM placed
         )
@@ -199,7 +208,24 @@ def _step_figures(
         item = figures[step]
         item.kernel_us, item.kernels = kernel / 1000, int(count)
         item.comm_us, item.memcpy_us, item.busy_us = comm_ns / 1000, copy_ns / 1000, busy / 1000
+    if comm:
+        _add_exposed_comm(db, tables, comm_ids, figures)
     return figures
+
+
+def _add_exposed_comm(db: sqlite3.Connection, tables: set[str], comm_ids: str, figures: dict[int, StepGpu]) -> None:
+    """Per step with collectives: their union and the part no compute kernel overlaps, from the kernels placed."""
+    query = f"""
+        WITH placed AS ({_PLACED.format(activities=_activities_sql(tables))})
+        SELECT step, lo, hi, s, e, n IN ({comm_ids}) FROM placed WHERE kind = {KERNEL}
+          AND step IN (SELECT DISTINCT step FROM placed WHERE kind = {KERNEL} AND n IN ({comm_ids}))"""
+    kernels: dict[tuple[int, float, float], list[tuple[float, float, bool]]] = {}
+    for step, lo, hi, start, end, collective in db.execute(query):
+        kernels.setdefault((step, lo, hi), []).append((start, end, bool(collective)))
+    for (step, lo, hi), spans in kernels.items():
+        union, exposed = exposed_collectives(spans, lo, hi)
+        figures[step].comm_union_us += union / 1000
+        figures[step].exposed_comm_us += exposed / 1000
 
 
 def _longest_query(tables: set[str], limit: int) -> str:

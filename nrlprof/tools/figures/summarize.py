@@ -186,6 +186,9 @@ def combine(stats: list[TraceStats]) -> list[WorkerSummary]:
         summary.gpu_spans.extend(item.gpu_spans)
         for step, figures in item.step_gpu.items():
             summary.step_gpu.setdefault(step, StepGpu()).add(figures)
+        for step, (union, exposed) in item.step_cpu_comm.items():
+            had = summary.step_cpu_comm.get(step, (0.0, 0.0))
+            summary.step_cpu_comm[step] = (had[0] + union, had[1] + exposed)
     for key, summary in groups.items():
         summary.ops = sorted(ops[key].values(), key=lambda s: -s.self_us)[:TOP]
         summary.kernels = sorted(kernels[key].values(), key=lambda s: -s.total_us)[:TOP]

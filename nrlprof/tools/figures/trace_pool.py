@@ -6,9 +6,6 @@ process has begun.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -19,6 +16,7 @@ from nrlprof.errors import ToolError
 from nrlprof.log import logger
 from nrlprof.tools.figures.trace_stats import read_trace_stats
 from nrlprof.tools.progress import ByteMeter
+from nrlprof.tools.read.pool import start_context, usable_cpus
 from nrlprof.tools.read.traces import ReadProgress, TraceHeader, gc_paused, unexpected_content
 
 PER_JOB_BYTES = 32 << 20  # below this much input per process, starting one costs more than it saves
@@ -31,10 +29,7 @@ Reader = Callable[[TraceHeader, ReadProgress | None], Any]
 
 def default_jobs(headers: list[TraceHeader]) -> int:
     """One process per usable CPU, per trace and per PER_JOB_BYTES of input, whichever is fewest."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     total = sum(h.path.stat().st_size for h in headers)
     return max(1, min(cpus, len(headers), 1 + total // PER_JOB_BYTES))
 
@@ -68,7 +63,7 @@ def read_traces(
         return
     own, pooled = split_work(sizes, jobs)
     outcomes: dict[int, Any] = {}
-    context = _start_context()
+    context = start_context(__name__)
     with ProcessPoolExecutor(jobs - 1, mp_context=context) as pool:
         futures: dict[int, Future] = {}
 
@@ -133,26 +128,3 @@ def _pooled_outcome(future: Future) -> Any:
         return future.result()
     except BrokenProcessPool:
         return READER_DIED
-
-
-def _start_context() -> multiprocessing.context.BaseContext:
-    """fork where it is safe (Linux, this process has one thread): the readers share what is imported.
-
-    Else a forkserver that imports the reader once for all readers; spawn where there is none.
-    """
-    methods = multiprocessing.get_all_start_methods()
-    if sys.platform == "linux" and "fork" in methods and _single_threaded():
-        return multiprocessing.get_context("fork")
-    if "forkserver" not in methods:
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
-
-
-def _single_threaded() -> bool:
-    """Whether this process has one thread, counting those Python did not start (Linux's /proc)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False

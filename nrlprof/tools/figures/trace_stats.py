@@ -22,7 +22,15 @@ from typing import Any
 
 from nrlprof import layout
 from nrlprof.errors import ToolError
-from nrlprof.tools.figures.gpu_time import KERNEL, MEMCPY, MEMSET, StepAttribution, StepGpu, longest_spans
+from nrlprof.tools.figures.gpu_time import (
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    StepAttribution,
+    StepGpu,
+    longest_spans,
+    union_length,
+)
 from nrlprof.tools.figures.model import OpStat, Span
 from nrlprof.tools.read.trace_events import Args, Event, decode_events
 from nrlprof.tools.read.traces import ReadProgress, TraceHeader, check_events, iter_event_batches
@@ -33,6 +41,28 @@ _TIME_LIMIT_US = 1e18  # timestamps and durations beyond this (or not finite) ar
 GPU_CATEGORIES = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 _NUMBERS = (int, float)
+CPU_COLLECTIVE_PREFIX = "gloo:"  # gloo's ranges on its own thread: the collective, waiting for the peers included
+_NOT_COMPUTE = ("c10d::", "record_param_comms", "gloo:")
+
+
+def cpu_collectives(
+    comm: list[tuple[float, float]], threads: dict[Any, list[tuple[float, float, str]]], steps: list[Span], base: float
+) -> dict[int, tuple[float, float]]:
+    """Per step (by its ProfilerStep span): the union of a CPU process's collective ranges, and the part of it
+    during which no operator ran on any thread (the collective was waited for, not hidden under work)."""
+    compute = [
+        (ts, ts + dur, "") for spans in threads.values() for ts, dur, name in spans if not name.startswith(_NOT_COMPUTE)
+    ]
+    collectives = [(start, end, "") for start, end in comm]
+    result = {}
+    for span in steps:
+        lo, hi = span.start_us - base, span.end_us - base
+        union = union_length(collectives, lo, hi)
+        if union > 0:
+            inside = [c for c in compute if c[0] < hi and c[1] > lo]
+            exposed = union_length(collectives + inside, lo, hi) - union_length(inside, lo, hi)
+            result[int(span.label)] = (union, exposed)
+    return result
 
 
 @dataclass
@@ -59,6 +89,9 @@ class TraceStats:
     step_gpu: dict[int, StepGpu] = field(default_factory=dict)
     gpu_spans: list[Span] = field(default_factory=list)
     cuda_launches: int = 0  # CUDA runtime and driver calls that launched GPU work (correlated or not)
+    # A CPU process's collectives (gloo's own ranges): per step, their union and the part no operator overlaps (µs)
+    step_cpu_comm: dict[int, tuple[float, float]] = field(default_factory=dict)
+    cpu_comm: list[tuple[float, float]] = field(default_factory=list)  # while reading: gloo ranges (ts, end)
 
 
 def read_trace_stats(header: TraceHeader, progress: ReadProgress | None = None) -> TraceStats:
@@ -86,6 +119,9 @@ def read_trace_stats(header: TraceHeader, progress: ReadProgress | None = None) 
     _steps_and_ranges(stats, annotations, base_us, header.path)
     stats.ops = _operator_stats(threads)
     _step_gpu(stats, base_us)
+    if stats.cpu_comm and not stats.gpu:
+        stats.step_cpu_comm = cpu_collectives(stats.cpu_comm, threads, stats.steps, base_us)
+    stats.cpu_comm = []
     stats.cuda_launches = len(stats.launches)
     stats.gpu, stats.launches, stats.names = [], {}, {}  # what was read: not sent back from a reader process
     stats.ranges_us = {label: dict(per_step) for label, per_step in stats.ranges_us.items()}  # picklable
@@ -175,6 +211,8 @@ def _read_events(
             gpu.append((ts, dur, GPU_CATEGORIES[cat], name, None if args is None else args.correlation))
         elif cat == "user_annotation":
             annotations.append((event.name, ts, dur))
+            if event.name.startswith(CPU_COLLECTIVE_PREFIX):
+                stats.cpu_comm.append((ts, ts + dur))
     bounds[:] = start, end
 
 

@@ -1,0 +1,323 @@
+"""A step-anatomy run's calls as columns: `tasks.jsonl` read in byte ranges, several at once, into numpy arrays.
+
+A long job's `tasks.jsonl` holds millions of calls (1,000 workers x 5,000 steps x 3 calls: 15 million lines, 7 GB).
+Each range is decoded by msgspec into the few fields read here and turned into columns at once (codes for the
+actor, method and node strings, ns times), so memory holds 24 bytes a call, not a dict. Ranges are read by this
+process and reader processes (`pool`), and their columns joined in file order. The clock offsets
+(read.anatomy.clock_offsets) are taken in the same pass, from the driver's calls. A line that cannot be read is
+counted and left out; a torn last line (a writer killed mid-line) is left out as `read_lines` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from nrlprof.anatomy.files import ACTORS_FILE, GAPS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, read_lines
+from nrlprof.tools.read.anatomy import RAY_INTERNAL_PREFIX, ProfiledNames, worker_names
+from nrlprof.tools.read.pool import start_context, usable_cpus
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_DTYPES = {"actor": "int32", "method": "int32", "node": "int32", "start": "int64", "end": "int64"}
+BLOCK_BYTES = 32 << 20  # decoded at once: a block's records live only while its columns are made
+RANGE_BYTES = 96 << 20  # one unit of work for a reader process
+
+
+class TaskLine(msgspec.Struct, gc=False):
+    actor_id: str = ""
+    method: str = ""
+    kind: str = "call"
+    class_name: str = msgspec.field(name="class", default="")
+    start_ns: int = 0
+    end_ns: int = 0
+    task_end_ns: int = 0
+    node_id: str = ""
+    pid: int | None = None
+    parent_task_id: str = ""
+    submitted_ns: int = 0
+    running_ns: int = 0
+    finished_ns: int = 0
+
+
+_DECODER = msgspec.json.Decoder(TaskLine)
+_ACTOR_ID, _METHOD, _NODE_ID, _PID = (attrgetter(name) for name in ("actor_id", "method", "node_id", "pid"))
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+_CLOCK_FIELDS = tuple(attrgetter(name) for name in ("submitted_ns", "running_ns", "finished_ns", "task_end_ns"))
+
+
+@dataclass
+class RangeColumns:
+    """One byte range's calls: codes into its own string tables, times in ns on each worker's node clock."""
+
+    actors: list[str] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    columns: dict[str, Any] = field(default_factory=dict)  # actor, method, node, start, end
+    creations: list[dict] = field(default_factory=list)
+    pids: dict[str, int] = field(default_factory=dict)
+    out_ns: dict[str, int] = field(default_factory=dict)  # per node: the least RUNNING - SUBMITTED
+    back_ns: dict[str, int] = field(default_factory=dict)  # per node: the least FINISHED - end of the task
+    bad_lines: int = 0
+
+
+@dataclass
+class RunCalls:
+    """Every actor call of a run, one row each, on the driver's clock; names as read.anatomy.worker_names."""
+
+    run: Path
+    meta: dict
+    marks: list[dict]
+    gaps: list[dict]
+    workers: list[str]  # worker group names, sorted
+    methods: list[str]
+    actor_worker: np.ndarray  # per actor code: index into workers
+    actor_rank: np.ndarray
+    actor: np.ndarray  # per call: actor code
+    method: np.ndarray
+    start: np.ndarray  # ns, driver's clock
+    end: np.ndarray
+    offsets: dict[str, int]
+    bounds: dict[str, int]
+    group_ranks: dict[str, list[int]]  # every rank of each group the run names, called or not
+    bad_lines: int = 0
+
+    @property
+    def worker(self) -> np.ndarray:
+        return self.actor_worker[self.actor]
+
+    @property
+    def rank(self) -> np.ndarray:
+        return self.actor_rank[self.actor]
+
+
+def read_range(path: str, begin: int, end: int, driver_task: str) -> RangeColumns:
+    """The calls in bytes [begin, end) of `tasks.jsonl` (both at line starts, or `end` at the file's end)."""
+    import numpy as np
+
+    found = RangeColumns()
+    codes: dict[str, dict[str, int]] = {"actor": {}, "method": {}, "node": {}}
+    parts: dict[str, list] = {"actor": [], "method": [], "node": [], "start": [], "end": []}
+    with open(path, "rb") as handle:
+        handle.seek(begin)
+        at = begin
+        while at < end:
+            block = handle.read(min(BLOCK_BYTES, end - at))
+            if not block:
+                break
+            if not block.endswith(b"\n"):
+                block += handle.readline()  # the block's last line, whole (a torn one at the file's end stays torn)
+            at += len(block)
+            whole = block if block.endswith(b"\n") else block[: block.rfind(b"\n") + 1]
+            if whole:
+                _add_block(_decode(whole, found), found, codes, parts, driver_task)
+    found.actors, found.methods, found.nodes = (list(codes[k]) for k in ("actor", "method", "node"))
+    found.columns = {k: np.concatenate(v) if v else np.zeros(0, _DTYPES[k]) for k, v in parts.items()}
+    return found
+
+
+def _decode(block: bytes, found: RangeColumns) -> list[TaskLine]:
+    try:
+        return _DECODER.decode_lines(block)
+    except (msgspec.DecodeError, ValueError):
+        records = []
+        for line in block.splitlines():
+            try:
+                records.append(_DECODER.decode(line))
+            except (msgspec.DecodeError, ValueError):
+                found.bad_lines += bool(line.strip())
+        return records
+
+
+def _add_block(records: list[TaskLine], found: RangeColumns, codes: dict, parts: dict, driver_task: str) -> None:
+    """Columns of the block's calls. Every call gives its actor a code in file order (as worker_names ranks
+    actors), also one of Ray's own methods, whose rows are then left out. Fields are taken with `map` and
+    `attrgetter`, not a Python loop: at millions of lines, the loop would cost three times the decoding."""
+    import numpy as np
+
+    calls = [r for r in records if r.kind == "call"]
+    found.creations += [_creation(r) for r in records if r.kind == "create"]
+    count = len(calls)
+    actor_ids = list(map(_ACTOR_ID, calls))
+    columns = {
+        "actor": _codes(actor_ids, codes["actor"]),
+        "method": _codes(list(map(_METHOD, calls)), codes["method"]),
+        "node": _codes(list(map(_NODE_ID, calls)), codes["node"]),
+        "start": np.fromiter(map(_START, calls), np.int64, count),
+        "end": np.fromiter(map(_END, calls), np.int64, count),
+    }
+    internal = [code for name, code in codes["method"].items() if name.startswith(RAY_INTERNAL_PREFIX)]
+    keep = ~np.isin(columns["method"], internal) if internal else slice(None)
+    for name, column in columns.items():
+        parts[name].append(column[keep])
+    first_pid = dict(zip(reversed(actor_ids), map(_PID, reversed(calls)), strict=True))
+    for actor, pid in first_pid.items():
+        if pid.__class__ is int:
+            found.pids.setdefault(actor, pid)
+    _time_nodes([r for r in records if r.parent_task_id == driver_task and r.node_id], found)
+
+
+def _codes(names: list[str], table: dict[str, int]):
+    """Each name's code in `table`, new names given the next codes in order of first appearance."""
+    import numpy as np
+
+    for name in dict.fromkeys(names):
+        if name not in table:
+            table[name] = len(table)
+    return np.fromiter(map(table.__getitem__, names), np.int32, len(names))
+
+
+def _time_nodes(driver_calls: list[TaskLine], found: RangeColumns) -> None:
+    """The least RUNNING - SUBMITTED and FINISHED - end of the task per node, over the driver's calls."""
+    import numpy as np
+
+    if not driver_calls:
+        return
+    count = len(driver_calls)
+    table: dict[str, int] = {}
+    nodes = _codes(list(map(_NODE_ID, driver_calls)), table)
+    submitted, running, finished, ended = (
+        np.fromiter(map(getter, driver_calls), np.int64, count) for getter in _CLOCK_FIELDS
+    )
+    for gaps, known, into in (
+        (running - submitted, (submitted != 0) & (running != 0), found.out_ns),
+        (finished - ended, (finished != 0) & (ended != 0), found.back_ns),
+    ):
+        least = np.full(len(table), np.iinfo(np.int64).max)
+        np.minimum.at(least, nodes[known], gaps[known])
+        for node, code in table.items():
+            if least[code] != np.iinfo(np.int64).max:
+                into[node] = min(into.get(node, int(least[code])), int(least[code]))
+
+
+def _creation(record: TaskLine) -> dict:
+    return {
+        "actor_id": record.actor_id,
+        "kind": "create",
+        "class": record.class_name,
+        "method": record.method,
+        "start_ns": record.start_ns,
+        "parent_task_id": record.parent_task_id,
+        "pid": record.pid,
+        "node_id": record.node_id,
+    }
+
+
+def byte_ranges(path: Path, size: int, target: int = RANGE_BYTES) -> list[tuple[int, int]]:
+    """[begin, end) ranges of about `target` bytes, each beginning at a line start."""
+    cuts = [0]
+    with path.open("rb") as handle:
+        while cuts[-1] + target < size:
+            handle.seek(cuts[-1] + target)
+            handle.readline()
+            where = handle.tell()
+            if where >= size:
+                break
+            cuts.append(where)
+    cuts.append(size)
+    return list(itertools.pairwise(cuts))
+
+
+def read_ranges(path: Path, driver_task: str, jobs: int | None = None) -> Iterator[RangeColumns]:
+    """Every range's columns, in file order: read here alone, or with up to `jobs` - 1 reader processes."""
+    size = path.stat().st_size if path.is_file() else 0
+    ranges = byte_ranges(path, size) if size else []
+    jobs = min(usable_cpus() if jobs is None else jobs, len(ranges))
+    if jobs <= 1:
+        for begin, end in ranges:
+            yield read_range(str(path), begin, end, driver_task)
+        return
+    with ProcessPoolExecutor(jobs, mp_context=start_context(__name__)) as pool:
+        futures = [pool.submit(read_range, str(path), begin, end, driver_task) for begin, end in ranges]
+        for future in futures:
+            yield future.result()
+
+
+def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int | None = None) -> RunCalls:
+    """The run's calls as columns, named as read.anatomy names them and moved onto the driver's clock."""
+    import numpy as np
+
+    meta = (read_lines(run / META_FILE) or [{}])[0]
+    driver_task = "ff" * 20 + str(meta.get("job_id", ""))
+    actor_code: dict[str, int] = {}
+    method_code: dict[str, int] = {}
+    node_code: dict[str, int] = {}
+    pieces: dict[str, list] = {"actor": [], "method": [], "node": [], "start": [], "end": []}
+    creations: list[dict] = []
+    pids: dict[str, int] = {}
+    out_ns: dict[str, int] = {}
+    back_ns: dict[str, int] = {}
+    bad = 0
+    for found in read_ranges(run / TASKS_FILE, driver_task, jobs):
+        for column, names, table in (("actor", found.actors, actor_code), ("method", found.methods, method_code),
+                                     ("node", found.nodes, node_code)):  # fmt: skip
+            recode = np.fromiter((table.setdefault(n, len(table)) for n in names), np.int32, len(names))
+            pieces[column].append(recode[found.columns[column]] if len(names) else found.columns[column])
+        pieces["start"].append(found.columns["start"])
+        pieces["end"].append(found.columns["end"])
+        creations += found.creations
+        for actor, pid in found.pids.items():
+            pids.setdefault(actor, pid)
+        for node, gap in found.out_ns.items():
+            out_ns[node] = min(out_ns.get(node, gap), gap)
+        for node, gap in found.back_ns.items():
+            back_ns[node] = min(back_ns.get(node, gap), gap)
+        bad += found.bad_lines
+    columns = {}
+    for name in ("actor", "method", "node", "start", "end"):
+        parts = pieces.pop(name)
+        columns[name] = np.concatenate(parts) if parts else np.zeros(0, _DTYPES[name])
+        del parts
+    offsets, bounds = _offsets(out_ns, back_ns, str(meta.get("driver_node_id", "")))
+    shift = np.fromiter((offsets.get(node, 0) for node in node_code), np.int64, len(node_code))
+    if len(shift) and shift.any():
+        node_shift = shift[columns["node"]]
+        columns["start"] -= node_shift
+        columns["end"] -= node_shift
+    del columns["node"]
+    # Every actor the calls name, in first-call order, so worker_names ranks them as it does from the tasks.
+    named = [{"actor_id": a, "kind": "call", "pid": pids.get(a)} for a in actor_code]
+    names = worker_names(read_lines(run / ACTORS_FILE), creations + named, profiled)
+    groups = sorted({name for name, _ in names.values()})
+    group_index = {g: i for i, g in enumerate(groups)}
+    actor_worker = np.fromiter((group_index[names[a][0]] for a in actor_code), np.int32, len(actor_code))
+    actor_rank = np.fromiter((names[a][1] for a in actor_code), np.int64, len(actor_code))
+    return RunCalls(
+        run=run,
+        meta=meta,
+        marks=read_lines(run / STEPS_FILE),
+        gaps=read_lines(run / GAPS_FILE),
+        workers=groups,
+        methods=list(method_code),
+        actor_worker=actor_worker,
+        actor_rank=actor_rank,
+        actor=columns["actor"],
+        method=columns["method"],
+        start=columns["start"],
+        end=columns["end"],
+        offsets=offsets,
+        bounds=bounds,
+        group_ranks={g: sorted({rank for name, rank in names.values() if name == g}) for g in groups},
+        bad_lines=bad,
+    )
+
+
+def _offsets(out_ns: dict[str, int], back_ns: dict[str, int], driver_node: str) -> tuple[dict, dict]:
+    """As read.anatomy.clock_offsets, from the least latencies each node's driver calls showed."""
+    offsets = {node: 0 for node in out_ns.keys() | back_ns.keys()}
+    bounds: dict[str, int] = {}
+    for node in out_ns.keys() & back_ns.keys():
+        if node != driver_node:
+            offsets[node] = (out_ns[node] - back_ns[node]) // 2
+            bounds[node] = (out_ns[node] + back_ns[node] + 1) // 2
+        else:
+            bounds[node] = 0
+    return offsets, bounds
