@@ -29,6 +29,10 @@ SUBCOMMANDS = {
         "one Chrome/Perfetto timeline of a run's traces, nsys captures and step anatomy",
     ),
     "summary": ("nrlprof.tools.commands.summary", "worker x step time, GPU, memory and step-anatomy figures"),
+    "explain": (
+        "nrlprof.tools.commands.explain",
+        "why the steps are slow: findings ranked by impact, with the evidence, where to look and what to try",
+    ),
     "diff": ("nrlprof.tools.commands.diff", "two runs' per-step time and GPU figures side by side, with the change"),
     "report": ("nrlprof.tools.commands.report", "one self-contained HTML report: timeline picture and tables"),
     "capture": (

@@ -30,7 +30,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "read": {"progress"},
     "figures": {"read", "progress"},
     "merge": {"read", "progress", "output"},
-    "render": {"figures", "read"},
+    "advice": {"figures", "read"},
+    "render": {"advice", "figures", "read"},
     "cluster": set(),
     "collect": {"cluster", "progress", "output"},
     "check": {"cluster"},
@@ -38,7 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "capture": {"cluster"},
     "remote": {"cluster", "collect", "figures", "read", "merge", "progress", "output"},
 }
-OFFLINE = ("progress", "output", "read", "figures", "merge", "render")
+OFFLINE = ("progress", "output", "read", "figures", "advice", "merge", "render")
 COMMANDS = "commands"
 SHARED_BY_COMMANDS = {f"{TOOLS}.{COMMANDS}", f"{TOOLS}.{COMMANDS}.options"}
 FRONT_ENDS = ("nrlprof.cli", "nrlprof.demo")

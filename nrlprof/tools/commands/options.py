@@ -124,19 +124,21 @@ def add_anatomy_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anatomy", type=Path, default=None, metavar="DIR", help=ANATOMY_HELP)
 
 
-def summarise(args: argparse.Namespace, command: str) -> Summary:
-    """The summary of DIR, or of the job on the cluster at --address (what reading it said, on stderr)."""
+def summarise(args: argparse.Namespace, command: str, anatomy_view: bool = True) -> Summary:
+    """The summary of DIR, or of the job on the cluster at --address (what reading it said, on stderr).
+
+    `anatomy_view`: False keeps the step anatomy as tables only (`explain`)."""
     from nrlprof.tools.progress import progress_bar
 
     if not one_source(args):
         from nrlprof.tools.figures.summarize import summarize
 
         with progress_bar("reading traces") as progress:
-            return summarize(args.directory, progress=progress, jobs=args.jobs)
+            return summarize(args.directory, progress=progress, jobs=args.jobs, anatomy_view=anatomy_view)
     from nrlprof.tools.remote.summary import summarize_cluster
 
     with progress_bar("reading on the nodes") as progress:
-        summary, reading = summarize_cluster(cluster_job(args), progress=progress)
+        summary, reading = summarize_cluster(cluster_job(args), progress=progress, anatomy_view=anatomy_view)
     for line in reading.lines():
         print(f"nrlprof {command}: {line}", file=sys.stderr)
     return summary

@@ -132,12 +132,29 @@ def _growth(values: list[float]) -> float | None:
     return None
 
 
-def memory_findings(model: dict[str, Any]) -> list[str]:
-    """`<worker> rank <r> grows ~N MB/step (steps a-b), <figure>` for each process growing at every step of a window."""
-    findings = []
+@dataclass(frozen=True)
+class Growth:
+    """A process whose memory grew at every step of a window."""
+
+    worker: str
+    rank: str  # as the model keys it: "0", or NO_RANK
+    steps: list[int]
+    figure: str
+    label: str
+    mb_per_step: float
+    first_mb: float
+    last_mb: float
+
+    def __str__(self) -> str:
+        who = self.worker if self.rank == NO_RANK else f"{self.worker} rank {self.rank}"
+        return f"{who} grows ~{self.mb_per_step:.0f} MB/step (steps {self.steps[0]}-{self.steps[-1]}), {self.label}"
+
+
+def memory_growth(model: dict[str, Any]) -> list[Growth]:
+    """Each process and figure growing at every step of a window, beyond noise."""
+    found = []
     for worker, ranks in model.get("workers", {}).items():
         for rank, entry in ranks.items():
-            who = worker if rank == NO_RANK else f"{worker} rank {rank}"
             for window in entry["windows"]:
                 steps = window["steps"]
                 figures = [entry["steps"][str(s)] for s in steps]
@@ -145,8 +162,13 @@ def memory_findings(model: dict[str, Any]) -> list[str]:
                     values = [f[name] for f in figures if name in f]
                     slope = _growth(values) if len(values) == len(figures) else None
                     if slope is not None:
-                        findings.append(f"{who} grows ~{slope:.0f} MB/step (steps {steps[0]}-{steps[-1]}), {label}")
-    return findings
+                        found.append(Growth(worker, rank, steps, name, label, slope, values[0], values[-1]))
+    return found
+
+
+def memory_findings(model: dict[str, Any]) -> list[str]:
+    """`<worker> rank <r> grows ~N MB/step (steps a-b), <figure>` for each process growing at every step of a window."""
+    return [str(growth) for growth in memory_growth(model)]
 
 
 def _step_rows(model: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:

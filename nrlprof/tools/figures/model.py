@@ -14,6 +14,7 @@ from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 
 if TYPE_CHECKING:  # only the types: `diff` reads the format without importing the readers
+    from nrlprof.tools.figures.anatomy_tables import AnatomyTables
     from nrlprof.tools.read.manifests import Overhead
     from nrlprof.tools.read.nsys_stats import NsysReport
 
@@ -139,6 +140,7 @@ class Summary:
     hta: list[dict[str, Any]] | None = None  # HolisticTraceAnalysis figures, when asked for
     sections: dict[str, Any] = field(default_factory=dict)  # "memory", "anatomy" where their files exist
     stragglers: dict[int, list[Straggler]] = field(default_factory=dict)  # per step, slowest kinds first
+    anatomy_tables: AnatomyTables | None = None  # the step anatomy as read (`explain` reasons from it); not in JSON
 
     @property
     def steps(self) -> list[int]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from nrlprof.tools.read.inputs import Inputs
 
 if TYPE_CHECKING:
+    from nrlprof.tools.figures.anatomy_tables import AnatomyTables
     from nrlprof.tools.figures.memory import MemoryReading
     from nrlprof.tools.read.anatomy import ProfiledNames
 
@@ -35,8 +36,18 @@ def anatomy_run(directory: Path, found: Inputs) -> Path | None:
     return runs[-1] if runs else None
 
 
-def anatomy_section(run: Path | None, profiled: ProfiledNames | None = None) -> dict[str, Any] | None:
-    """The step anatomy of `run`, its workers named as their profiler files name them (`profiled`)."""
-    from nrlprof.tools.figures.anatomy import anatomy_summary
+def anatomy_tables_of(run: Path | None, profiled: ProfiledNames | None = None) -> AnatomyTables | None:
+    """The step anatomy of `run` as tables, its workers named as their profiler files name them (`profiled`)."""
+    if run is None:
+        return None
+    from nrlprof.tools.figures.anatomy_tables import anatomy_tables
+    from nrlprof.tools.read.anatomy_calls import read_run_calls
 
-    return None if run is None else anatomy_summary(run, profiled)
+    return anatomy_tables(read_run_calls(run, profiled))
+
+
+def anatomy_section(tables: AnatomyTables | None) -> dict[str, Any] | None:
+    """The step anatomy as `summary --json` holds it."""
+    from nrlprof.tools.figures.anatomy import public_model
+
+    return None if tables is None else public_model(tables)

@@ -24,7 +24,7 @@ from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.memory import MemoryReading
 from nrlprof.tools.figures.model import TOP, OpStat, Span, Summary, WorkerSummary
 from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem
-from nrlprof.tools.figures.sections import anatomy_run, anatomy_section, memory_section
+from nrlprof.tools.figures.sections import anatomy_run, anatomy_section, anatomy_tables_of, memory_section
 from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.anatomy import ProfiledProcess
@@ -38,12 +38,15 @@ UNREAD_REPORT = (
 )
 
 
-def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None) -> Summary:
+def summarize(
+    directory: Path, nsys: str | None = None, progress: Any = None, jobs: int | None = None, anatomy_view: bool = True
+) -> Summary:
     """Summarise every torch trace and Nsight Systems report under `directory`.
 
     Unreadable traces are listed in `Summary.skipped` (every one may be); a missing directory, or one with
     nothing to summarise, readable or not, raises ToolError. `nsys` is the nsys executable (default: found on
-    PATH). `jobs`: processes reading traces at once (default: trace_pool.default_jobs).
+    PATH). `jobs`: processes reading traces at once (default: trace_pool.default_jobs). `anatomy_view`: False
+    keeps the step anatomy as tables only (`explain`), not in the summary's sections.
     """
     directory = Path(directory)
     found = find_inputs([directory])  # the one walk of the directory
@@ -51,7 +54,7 @@ def summarize(directory: Path, nsys: str | None = None, progress: Any = None, jo
     figures = read_file_set(found, nsys, progress, jobs)
     if not figures.inputs and anatomy is None:
         raise ToolError(NOTHING_FOUND, directory)
-    return assemble(directory, [figures], anatomy)
+    return assemble(directory, [figures], anatomy, anatomy_view=anatomy_view)
 
 
 def assemble(
@@ -59,6 +62,7 @@ def assemble(
     parts: list[FileSetFigures],
     anatomy: Path | None = None,
     order: Callable[[Path], Any] | None = None,
+    anatomy_view: bool = True,
 ) -> Summary:
     """One summary of the figures of several sets of files (or of one), as if all were read in one walk.
 
@@ -76,12 +80,18 @@ def assemble(
         ordered((s for p in parts for s in p.memory.skipped), lambda s: s[0]),
         ordered((e for p in parts for e in p.memory.snapshots), lambda e: e["path"]),
     )
-    sections = {"memory": memory_section(memory), "anatomy": anatomy_section(anatomy, profiled_processes(parts))}
+    tables = anatomy_tables_of(anatomy, profiled_processes(parts))
+    sections = {"memory": memory_section(memory), "anatomy": anatomy_section(tables) if anatomy_view else None}
     summary = Summary(
         directory,
         skipped=ordered((u for p in parts for u in p.unreadable), lambda u: u[0]),
         sections={name: section for name, section in sections.items() if section is not None},
+        anatomy_tables=tables,
     )
+    if tables is not None and tables.calls.bad_lines:
+        summary.notes.append(
+            f"step anatomy: {tables.calls.bad_lines} unreadable line(s) in {tables.calls.run} left out"
+        )
     memory_skipped = summary.sections.get("memory", {}).get("skipped", [])
     summary.skipped.extend((Path(s["path"]), s["reason"]) for s in memory_skipped)
     traces = ordered((t for p in parts for t in p.traces), lambda t: t[0].path)

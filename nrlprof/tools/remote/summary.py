@@ -63,11 +63,12 @@ def summarize_cluster(
     *,
     progress: ProgressCallback | None = None,
     after_listing: Callable[[list[NodeFiles]], None] | None = None,
+    anatomy_view: bool = True,
 ) -> tuple[Summary, ClusterReading]:
     """The summary of `job` (default: the job of the local cluster), read on its nodes; BadInput for no cluster,
     ToolError for no files.
 
-    `after_listing` runs between listing and reading (tests remove a node there).
+    `after_listing` runs between listing and reading (tests remove a node there). `anatomy_view`: as `summarize`'s.
     """
     job = job or ClusterJob()
     started = time.monotonic()
@@ -109,7 +110,7 @@ def summarize_cluster(
         parts.append(figures)
     if not any(part.inputs for part in parts) and anatomy is None and not lost:
         raise ToolError(NOTHING_FOUND, reading.where)
-    summary = assemble(reading.where, parts, anatomy, WalkOrder(listings))
+    summary = assemble(reading.where, parts, anatomy, WalkOrder(listings), anatomy_view)
     summary.skipped.extend(lost)
     reading.seconds = round(time.monotonic() - started, 3)
     return summary, reading
