@@ -165,6 +165,13 @@ def _print_summary(out: Path) -> None:
         from nrlprof.tools.render.anatomy_text import render_anatomy_text
 
         print(render_anatomy_text(anatomy), end="")
+    from nrlprof.tools.advice.explain import explain
+    from nrlprof.tools.advice.phases import phase_map
+    from nrlprof.tools.render.explain_text import top_lines
+
+    for line in top_lines(explain(summary, phase_map())):
+        print(line)
+    print(f"Why the steps are slow, with the evidence: nrlprof explain {out}")
     print(f"Everything together (traces, manifests and step anatomy): nrlprof summary {out}")
     print(f"One timeline:   nrlprof merge {out} -o {out / 'timeline.json.gz'}")
     print(f"One HTML page:  nrlprof report {out} -o {out / 'report.html'}")

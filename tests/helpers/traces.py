@@ -218,3 +218,50 @@ def kineto_text(trace: dict) -> str:
     lines = ["{"] + [f'  "{k}": {json.dumps(v)},' for k, v in head.items()] + ['  "traceEvents": [']
     body = ",".join("\n  {\n    " + json.dumps(e)[1:-1] + "\n  }" for e in trace["traceEvents"])
     return "\n".join(lines) + body + '\n],\n  "traceName": "x"\n}\n'
+
+
+def data_parallel_trace(
+    rank: int,
+    arrives_us: dict[int, float],
+    transfer_us: float = 200.0,
+    steps: tuple[int, ...] = (3, 4, 5),
+    step_us: float = 10_000.0,
+    hidden_under_compute: bool = False,
+    worker: str = "policy",
+) -> dict:
+    """One data-parallel rank's GPU trace: per step, compute kernels until `arrives_us[rank]`, then an NCCL
+    all-reduce that ends when the last rank has arrived plus `transfer_us` (a late rank makes its peers' kernels
+    long). `hidden_under_compute`: a compute kernel on another stream runs beside the whole collective."""
+    pid = 2000 + rank
+    events: list[dict] = []
+    last = max(arrives_us.values())
+    correlation = 0
+    for index, step in enumerate(steps):
+        begin = 1000.0 + index * step_us
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": pid,
+                       "ts": begin, "dur": step_us - 10, "args": {}})  # fmt: skip
+        arrive = begin + arrives_us[rank]
+        spans = [(SGEMM, begin + 100, arrive - begin - 100, 7)]
+        comm_start, comm_end = arrive, begin + last + transfer_us
+        spans.append((NCCL, comm_start, comm_end - comm_start, 9))
+        if hidden_under_compute:
+            spans.append((SGEMM, comm_start, comm_end - comm_start, 8))
+        for name, ts, dur, stream in spans:
+            correlation += 1
+            events.append(_launch("cudaLaunchKernel", begin + 10 + correlation, correlation, pid))
+            events.append(_gpu("kernel", name, ts, dur, correlation, stream=stream))
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": rank, "world_size": len(arrives_us), "backend": "nccl"},
+        "nrlprof": {
+            "worker": worker,
+            "rank": rank,
+            "steps": list(steps),
+            "window": f"{steps[0]}-{steps[-1]}",
+            "host": "gpu-node",
+            "pid": pid,
+            "backend": "torch",
+        },
+        "baseTimeNanoseconds": BASE_NS,
+        "traceEvents": events,
+    }

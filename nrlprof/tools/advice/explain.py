@@ -82,6 +82,13 @@ def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) 
             "no GPU activity or collectives in a torch or nsys window: exposed communication and stragglers in "
             "collectives need a window over the ranks of a group (NRL_TORCH_PROFILE_* or NRL_NSYS_*)"
         )
+    elif not any(g.comm_union_us for w in traced for g in w.step_gpu.values()) and not any(
+        w.step_cpu_comm for w in traced
+    ):
+        evidence.cannot_tell.append(
+            "no collective (NCCL or gloo) in the windows read: exposed communication and stragglers in collectives "
+            "have nothing to go on (a window over every rank of a data- or tensor-parallel group has them)"
+        )
     stragglers = collective_stragglers(evidence)
     findings += stragglers
     findings += exposed_comm_findings(evidence)

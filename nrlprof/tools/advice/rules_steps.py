@@ -186,7 +186,7 @@ def idle_findings(evidence: Evidence) -> list[Finding]:
     tables = facts.tables
     wall = facts.total_wall
     findings = []
-    phase_masks = {phase: facts.phase_mask(phase) for phase in facts.phase_busy}
+    phase_masks = {phase: facts.phase_mask(phase) for phase in (*PHASES, OTHER)}
     for group, name in enumerate(tables.calls.workers):
         own = tables.call_worker == group
         if not own.any() or wall <= 0:
@@ -200,6 +200,8 @@ def idle_findings(evidence: Evidence) -> list[Finding]:
             others = mask & ~own
             if others.any():
                 waits[phase] = sum(facts.busy(own | others)) - sum(busy)
+        if not waits:
+            continue
         phase = max(sorted(waits), key=lambda p: waits[p])
         on = f"{PHASE_LABELS[phase]} ({_main_label(facts, phase, exclude=name)})"
         saved = min(sum(busy), sum(waiting))

@@ -83,6 +83,12 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         console.print(f"[yellow]skipped[/] {plain(path)}: {plain(reason)}", soft_wrap=True)
     for note in summary.notes:
         console.print(f"[yellow]note:[/] {plain(note)}", soft_wrap=True)
+    from nrlprof.tools.advice.explain import explain
+    from nrlprof.tools.advice.phases import phase_map
+    from nrlprof.tools.render.explain_text import top_lines
+
+    for line in top_lines(explain(summary, phase_map())):
+        console.print(plain(line), soft_wrap=True)
 
 
 def _table(title: str, columns: list[tuple[str, str]]) -> Any:

@@ -17,10 +17,13 @@ import time
 from dataclasses import dataclass
 
 from nrlprof.layout import range_label
+from nrlprof.tools.advice.explain import Explanation, explain
+from nrlprof.tools.advice.phases import phase_map
 from nrlprof.tools.figures.gpu_time import is_comm
 from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
 from nrlprof.tools.read.manifests import Overhead
+from nrlprof.tools.render.explain_text import finding_lines
 from nrlprof.tools.render.text import step_lines
 
 WIDTH = 1160
@@ -59,7 +62,10 @@ svg text { font: 11px system-ui, sans-serif; }
 """
 
 
-def render_html(summary: Summary) -> str:
+def render_html(summary: Summary, explanation: Explanation | None = None) -> str:
+    """The page; it opens with `explain`'s findings (made here from the summary unless given)."""
+    if explanation is None:
+        explanation = explain(summary, phase_map())
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -69,6 +75,7 @@ def render_html(summary: Summary) -> str:
         f"steps {_e(', '.join(map(str, summary.steps)) or 'none')} &middot; "
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p>",
     ]
+    parts += _findings(explanation)
     for path, reason in summary.skipped:
         parts.append(f'<div class="note">skipped {_e(path)}: {_e(reason)}</div>')
     for note in summary.notes:
@@ -125,6 +132,26 @@ class _Axis:
         seg = self.segments[i]
         k = seg.width / (seg.end - seg.start)
         return seg.x + (start - seg.start) * k, seg.x + (min(end, seg.end) - seg.start) * k
+
+
+def _findings(explanation: Explanation) -> list[str]:
+    """What holds the steps back, most first (`nrlprof explain`), and what the data cannot tell."""
+    parts = ['<h2 id="findings">What holds the steps back</h2>']
+    shown = explanation.shown()
+    if not shown:
+        parts.append('<p class="meta">No finding above the thresholds: nothing stands out in what was read.</p>')
+    items = []
+    for finding in shown:
+        lines = finding_lines(finding, 0)
+        head = f"<b>{_e(finding.kind)}</b> ({finding.impact_pct:.0f}%): {_e(finding.summary)}"
+        rest = "".join(f"<br><small>{_e(line.strip())}</small>" for line in lines[1:])
+        items.append(f'<li class="finding">{head}{rest}</li>')
+    if items:
+        parts.append("<ol>" + "".join(items) + "</ol>")
+    if explanation.cannot_tell:
+        said = "".join(f"<li>{_e(sentence)}</li>" for sentence in explanation.cannot_tell)
+        parts.append(f'<p class="meta">What the data cannot tell:</p><ul class="meta">{said}</ul>')
+    return parts
 
 
 def range_colors(workers: list[WorkerSummary]) -> dict[str, str]:
