@@ -25,8 +25,8 @@ def job_env(**variables: str) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join([str(FRAMEWORKS), str(TESTS)]),
         RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "token"),
         NRL_STEP_ANATOMY="0",
-        **variables,
     )
+    env.update(variables)
     return env
 
 

@@ -69,6 +69,21 @@ class Prompts:
         return {}
 
 
+# `nrlprof explain`'s test: the policy's `fit` (DeepSpeed on a GPU) stood in by a planted sleep, and the trainer's
+# own ppo_train and broadcast_to_vllm run in each step.
+PLANTED_FIT_S = float(os.environ.get("PLANTED_FIT_S") or 0)
+if PLANTED_FIT_S:
+    class PolicyModelActor(PolicyModelActor.__ray_actor_class__):
+        def fit(self, kl_ctl=0):
+            time.sleep(PLANTED_FIT_S)
+            return {}
+
+        def broadcast_to_vllm(self):
+            time.sleep(0.02)
+
+    PolicyModelActor = ray.remote(num_gpus=1)(PolicyModelActor)
+
+
 class VllmEnginesStoodIn(SamplesGenerator):
     def _generate_vllm(self, dataloader_iter, num_prompts, dynamic_filtering, **generate_kwargs):
         batch = next(dataloader_iter, None)
@@ -86,7 +101,10 @@ class Trainer(PPOTrainer.__ray_actor_class__):
             rollout=Settings(batch_size=1, n_samples_per_prompt=1, vllm_generate_batch_size=None),
             vllm=Settings(enable_sleep=False),
             algo=Settings(dynamic_filtering_enable=True),
+            ds=Settings(enable_sleep=False),
+            critic=Settings(freezing_steps=0),
         )
+        self.kl_ctl = Settings(value=0.0)
         self.args = args
         self.prompts_dataloader, self.eval_dataloader, self.generate_kwargs = Prompts(PROMPT_BATCHES), None, {}
         self.samples_generator = VllmEnginesStoodIn(Settings(args=args), self.prompts_dataloader, None, None, [])
@@ -100,6 +118,10 @@ class Trainer(PPOTrainer.__ray_actor_class__):
             time.sleep(0.3)
         ray.get(self.reference_model_group.async_run_method(method_name="get_master_addr_port"))
         ray.get(self.actor_model_group.async_run_method(method_name="get_master_addr_port"))
+        if PLANTED_FIT_S:
+            self.ppo_train(global_step)  # OpenRLHF's own: the groups' fit
+            self.vllm_engines = []
+            self.broadcast_to_vllm()  # OpenRLHF's own: the policy's broadcast_to_vllm
         return {}, global_step + 1
 
 
@@ -168,6 +190,26 @@ def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp
     for rank in ("0", "1"):
         (trace,) = traces_under(traces / "reference_model_actor" / rank)
         assert range_steps(trace, "reference_model_actor.get_master_addr_port") == {3}
+
+
+def test_explain_names_the_policys_slow_fit_in_openrlhfs_own_trainer_as_training_bound(ray_cluster, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from helpers.framework_jobs import job_env as plain_env
+
+    run_openrlhf_job(ray_cluster, tmp_path, "policy", NRL_STEP_ANATOMY="1",
+                     NRL_STEP_ANATOMY_DIR=str(tmp_path / "step_anatomy"), PLANTED_FIT_S="0.4")  # fmt: skip
+    explained = subprocess.run([sys.executable, "-m", "nrlprof", "explain", str(tmp_path), "--json"],
+                               capture_output=True, text=True, timeout=300, env=plain_env())  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    found = json.loads(explained.stdout)
+    top = found["findings"][0]
+    assert top["kind"] == "training_bound", found["findings"]
+    assert top["evidence"]["figures"]["method"] == "policy_model_actor.fit"
+    assert found["phases"]["policy_model_actor.broadcast_to_vllm"] == "weight_sync"
+    assert top["impact_pct"] >= 50
 
 
 def test_an_armed_job_takes_a_window_asked_for_at_the_trainers_global_steps(ray_cluster, tmp_path):

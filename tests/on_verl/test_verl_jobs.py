@@ -28,7 +28,8 @@ import os, sys, ray
 sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
 from verl_workers import bare_trainer, train, worker_groups
 # A job on a running cluster gives its workers what they import and read in its own runtime_env.
-JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR") if k in os.environ}}}}
+JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR", "VERL_PLANTED_SECONDS")
+                         if k in os.environ}}}}
 """
 
 
@@ -224,6 +225,25 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(ray_
             ("worker_dict-critic", "critic_compute_values", [0]),
             ("worker_dict-actor_rollout", "actor_rollout_update_actor", [0, 1]),
         ], f"every phase of step {step}, named as nrlprof names the workers"
+
+
+def test_explain_names_verls_slow_update_actor_as_training_bound(ray_cluster, tmp_path):
+    anatomy = tmp_path / "step_anatomy"
+    env = verl_env(tmp_path, ray_cluster, NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(anatomy),
+                   VERL_PLANTED_SECONDS=json.dumps({"update_actor": 0.4}))  # fmt: skip
+    result = run_program(tmp_path, LOCAL_JOB.format(colocated=True, profile_steps=()), env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    explained = subprocess.run([sys.executable, "-m", "nrlprof", "explain", str(tmp_path), "--json"],
+                               capture_output=True, text=True, timeout=300, env=verl_env(tmp_path))  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    found = json.loads(explained.stdout)
+    top = found["findings"][0]
+    assert top["kind"] == "training_bound", found["findings"]
+    assert top["evidence"]["figures"]["method"] == f"{FUSED}.actor_rollout_update_actor"
+    assert top["impact_pct"] >= 50
+    assert found["phases"][f"{FUSED}.actor_rollout_generate_sequences"] == "rollout"
+    assert found["phases"][f"{FUSED}.critic_compute_values"] == "logprob"
+    assert sorted(found["steps"], key=int) == ["2", "3", "4", "5"]  # verl's global_steps; step 1 is its warm-up
 
 
 TASK_RUNNER_JOB = f"""

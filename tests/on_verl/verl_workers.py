@@ -16,11 +16,16 @@ from verl.utils.profiler import DistProfiler, DistProfilerExtension
 from verl.utils.profiler.config import ProfilerConfig, TorchProfilerToolConfig
 
 OWN_PROFILER_DIR = "VERL_OWN_PROFILER_DIR"
+PLANTED = "VERL_PLANTED_SECONDS"  # '{"update_actor": 0.4}': a method made that much slower, for `nrlprof explain`
 
 
-def matmuls(tag: str) -> None:
+def matmuls(tag: str, method: str = "") -> None:
+    import json
+    import time
+
     import torch
 
+    time.sleep(json.loads(os.environ.get(PLANTED) or "{}").get(method, 0.0))
     with torch.profiler.record_function(tag):
         x = torch.ones(48, 48)
         for _ in range(3):
@@ -43,12 +48,12 @@ class ActorRolloutRefWorker(Worker, DistProfilerExtension):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def generate_sequences(self, step: int) -> int:
-        matmuls(f"rollout.generate.{step}")
+        matmuls(f"rollout.generate.{step}", "generate_sequences")
         return os.getpid()
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def update_actor(self, step: int) -> int:
-        matmuls(f"actor.update.{step}")
+        matmuls(f"actor.update.{step}", "update_actor")
         return os.getpid()
 
 
@@ -59,7 +64,7 @@ class CriticWorker(Worker, DistProfilerExtension):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def compute_values(self, step: int) -> int:
-        matmuls(f"critic.values.{step}")
+        matmuls(f"critic.values.{step}", "compute_values")
         return os.getpid()
 
 

@@ -147,12 +147,18 @@ def _anatomy_names(actors: list[dict], tasks: list[dict]) -> dict[str, tuple[str
     for worker, rank in names.values():
         taken[worker].add(rank)
     by_id = {t["actor_id"]: t for t in creations}
+    # An actor whose creation the reads never saw (created before a controller actor's recorder began) is named
+    # by the class its calls carry.
+    classes: dict[str, str] = {}
+    for task in tasks:
+        if task.get("class"):
+            classes.setdefault(task["actor_id"], task["class"])
 
     def resolve(actor_id: str, depth: int = 0) -> tuple[str, int]:
         if actor_id in names:
             return names[actor_id]
         task = by_id.get(actor_id)
-        class_name = task["class"] if task else "unknown"
+        class_name = task["class"] if task else classes.get(actor_id, "unknown")
         parent_actor = (task or {}).get("parent_task_id", "")[-32:]
         if task and depth < 16 and parent_actor in by_id.keys() | names.keys():
             # As nrlprof names a profiled worker's children: under the parent, ranked within that parent.

@@ -49,7 +49,9 @@ class TaskLine(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(TaskLine)
-_ACTOR_ID, _METHOD, _NODE_ID, _PID = (attrgetter(name) for name in ("actor_id", "method", "node_id", "pid"))
+_ACTOR_ID, _METHOD, _NODE_ID, _PID, _CLASS = (
+    attrgetter(name) for name in ("actor_id", "method", "node_id", "pid", "class_name")
+)
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 _CLOCK_FIELDS = tuple(attrgetter(name) for name in ("submitted_ns", "running_ns", "finished_ns", "task_end_ns"))
 
@@ -64,6 +66,7 @@ class RangeColumns:
     columns: dict[str, Any] = field(default_factory=dict)  # actor, method, node, start, end
     creations: list[dict] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)
+    classes: dict[str, str] = field(default_factory=dict)  # actor id -> the class its first call carries
     out_ns: dict[str, int] = field(default_factory=dict)  # per node: the least RUNNING - SUBMITTED
     back_ns: dict[str, int] = field(default_factory=dict)  # per node: the least FINISHED - end of the task
     bad_lines: int = 0
@@ -162,6 +165,9 @@ def _add_block(records: list[TaskLine], found: RangeColumns, codes: dict, parts:
     for actor, pid in first_pid.items():
         if pid.__class__ is int:
             found.pids.setdefault(actor, pid)
+    for actor, class_name in dict(zip(reversed(actor_ids), map(_CLASS, reversed(calls)), strict=True)).items():
+        if class_name:
+            found.classes.setdefault(actor, class_name)
     _time_nodes([r for r in records if r.parent_task_id == driver_task and r.node_id], found)
 
 
@@ -253,6 +259,7 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
     pieces: dict[str, list] = {"actor": [], "method": [], "node": [], "start": [], "end": []}
     creations: list[dict] = []
     pids: dict[str, int] = {}
+    classes: dict[str, str] = {}
     out_ns: dict[str, int] = {}
     back_ns: dict[str, int] = {}
     bad = 0
@@ -266,6 +273,8 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         creations += found.creations
         for actor, pid in found.pids.items():
             pids.setdefault(actor, pid)
+        for actor, class_name in found.classes.items():
+            classes.setdefault(actor, class_name)
         for node, gap in found.out_ns.items():
             out_ns[node] = min(out_ns.get(node, gap), gap)
         for node, gap in found.back_ns.items():
@@ -284,7 +293,7 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         columns["end"] -= node_shift
     del columns["node"]
     # Every actor the calls name, in first-call order, so worker_names ranks them as it does from the tasks.
-    named = [{"actor_id": a, "kind": "call", "pid": pids.get(a)} for a in actor_code]
+    named = [{"actor_id": a, "kind": "call", "pid": pids.get(a), "class": classes.get(a, "")} for a in actor_code]
     names = worker_names(read_lines(run / ACTORS_FILE), creations + named, profiled)
     groups = sorted({name for name, _ in names.values()})
     group_index = {g: i for i, g in enumerate(groups)}
