@@ -10,7 +10,7 @@ import pytest
 import ray
 from helpers.trace_reading import load_trace, traces_under
 
-from nrlprof.anatomy.files import ACTORS_FILE, STEPS_FILE, TASKS_FILE, read_lines
+from nrlprof.anatomy.files import ACTORS_FILE, READER_FILE, STEPS_FILE, TASKS_FILE, read_lines
 from nrlprof.tools.figures.anatomy import anatomy_summary
 from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events
 from nrlprof.tools.render.anatomy_text import render_anatomy_text
@@ -144,6 +144,10 @@ def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_clust
     run_job(nrlprof)
     model = anatomy_summary(tmp_path / "anatomy")
     check_anatomy(model)
+    # A job far from filling a quarter of the GCS: its reader process waited, Ray unimported, and the driver read
+    # the calls at its end.
+    [reader] = read_lines(Path(model["run"]) / READER_FILE)
+    assert reader["reads"] == 0, reader
     text = render_anatomy_text(model)
     assert f"step {SLOW_STEP}:" in text
     assert "critical path: generator.generate -> ref_policy.logprobs -> trainer.train" in text

@@ -1,11 +1,15 @@
 """The driver's step-anatomy recorder: step marks and actor identities, with Ray's task events read beside it.
 
 The training loop only appends to lists (`marks` by the gate at each `nrlprof.step`, `actors` by the
-creation hook); a daemon thread writes them once a second.  Ray's task events are read as the job goes
-(a job longer than the GCS keeps, `RAY_task_events_max_num_task_in_gcs`, still has its early steps on
-disk) by a separate, low-priority process (`reader_process`): parsing them costs about 10 us per call,
-which in the driver's process would take the driver's GIL from the training loop.  Should that process
-not start or die, the driver's thread reads them itself (said in the log).
+creation hook); a daemon thread writes them once a second.  Ray's task events are read by a separate,
+low-priority process (`reader_process`): parsing them costs about 10 us per call, which in the driver's process
+would take the driver's GIL from the training loop.  So that the reading costs what the calls need and not what
+the clock says, that process waits, without importing Ray, until the GCS holds a quarter of the task events it
+keeps (the driver asks the GCS for the job's count now and then, each time when a quarter would have arrived at the
+rate seen); then it reads as the job goes, and a job longer than the GCS keeps still has its early steps on disk.
+A job that never gets there is read by the driver at its end, and a driver that ends without its end (SIGKILL)
+is read by the waiting process.  Should that process not start or die, the driver's thread reads them itself
+(said in the log).
 """
 
 from __future__ import annotations
@@ -30,7 +34,15 @@ from nrlprof.anatomy.files import (
     read_lines,
 )
 from nrlprof.anatomy.gcs_count import JobTaskCount, job_task_count
-from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventPump
+from nrlprof.anatomy.pump import (
+    CAPACITY_SHARE,
+    DEFAULT_GCS_CAPACITY,
+    FINAL_LIMIT_S,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    TaskEventPump,
+)
+from nrlprof.anatomy.reader_process import DONE, FINISH, READ
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
 from nrlprof.process.import_hooks import imported_already
@@ -61,7 +73,10 @@ class Recorder:
         self._capacity = DEFAULT_GCS_CAPACITY
         self._child: subprocess.Popen | None = None
         self._pump: TaskEventPump | None = None
-        self._task_count: JobTaskCount | None = None  # the GCS's count, asked here where no reader process runs
+        self._task_count: JobTaskCount | None = None  # the GCS's count of the job's tasks, asked from here
+        self._reading = False  # the reader process was told to read as the job goes
+        self._next_check = 0.0
+        self._checked: tuple[float, int] | None = None  # (when, count) of the last check
         self._next_read = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -108,6 +123,8 @@ class Recorder:
                 logger.warning("step anatomy: the task-event reader exited (%s); reading in the driver", code)
                 self._child = None
                 self._read_here()
+            if self._child is not None and not self._reading and time.monotonic() >= self._next_check:
+                self._check_count()
             if self._pump is not None and time.monotonic() >= self._next_read:
                 self._pump.read()
                 self._next_read = time.monotonic() + self._pump.interval_s
@@ -138,15 +155,51 @@ class Recorder:
         except Exception as err:
             logger.warning("step anatomy: no task-event reader process (%s); reading in the driver", err)
             self._read_here()
+        else:
+            self._task_count = job_task_count(context.gcs_address, bytes.fromhex(self._job_id))
+            if self._task_count is None:
+                self._tell_child(READ)  # no count to wait on: read as the job goes
+            self._next_check = time.monotonic() + MIN_INTERVAL_S
         # Registered after ray.init, so it runs before Ray's own shutdown hook.
         atexit.register(self.finish)
+
+    def _check_count(self) -> None:
+        """Tell the reader to read once the GCS holds a quarter of what it keeps; else check again when a quarter
+        would have arrived at the rate seen since the last check (1 s to 60 s)."""
+        now = time.monotonic()
+        try:
+            had = self._task_count()
+        except Exception:
+            had = None
+        if had is None or had >= CAPACITY_SHARE * self._capacity:
+            self._tell_child(READ)
+            return
+        interval = MIN_INTERVAL_S
+        if self._checked is not None:
+            then, before = self._checked
+            rate = (had - before) / max(now - then, 1e-3)
+            left = CAPACITY_SHARE * self._capacity - had
+            interval = left / rate if rate > 0 else 2 * (now - then)
+        self._checked = (now, had)
+        self._next_check = now + min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, interval))
+
+    def _tell_child(self, word: str) -> None:
+        if self._child is None:
+            return
+        try:
+            self._child.stdin.write(f"{word}\n")
+            self._child.stdin.flush()
+        except OSError:
+            pass
+        self._reading = self._reading or word == READ
 
     def _read_here(self) -> None:
         if self._pump is None:
             import ray
 
             job_id = bytes.fromhex(self._job_id)
-            self._task_count = job_task_count(ray.get_runtime_context().gcs_address, job_id)
+            if self._task_count is None:
+                self._task_count = job_task_count(ray.get_runtime_context().gcs_address, job_id)
             self._pump = TaskEventPump(job_id, self.run_dir, self._capacity, fetch_raw_task_events, self._task_count)
 
     def finish(self) -> None:
@@ -159,14 +212,16 @@ class Recorder:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
         if not self.marks:
-            self._end_child()
+            self._end_child(DONE)
             return
         try:
             with self._lock:
                 self._write_marks()
                 if not self._connected:
                     self._connect()
-                if self._child is not None and not self._end_child():
+                if self._child is not None and not self._reading:
+                    self._read_at_the_end()
+                elif self._child is not None and not self._end_child():
                     self._read_here()
                 if self._pump is not None:
                     self._pump.final_reads()
@@ -206,13 +261,28 @@ class Recorder:
                 self._capacity,
             )
 
-    def _end_child(self) -> bool:
-        """Ask the reader for its last reads and wait for it; True when it ended well."""
+    def _read_at_the_end(self) -> None:
+        """A job that never filled a quarter of the GCS: its calls read here, at its end; the waiting reader
+        released (or asked to read them, should this fail)."""
+        try:
+            self._read_here()
+            assert self._pump is not None
+            self._pump.final_reads()
+        except Exception as err:
+            logger.warning("step anatomy: reading the last task events here failed (%s); the reader reads them", err)
+            self._pump = None
+            if not self._end_child():
+                raise
+            return
+        self._end_child(DONE)
+
+    def _end_child(self, word: str = FINISH) -> bool:
+        """Ask the reader for its last reads (or, `done`, to end) and wait for it; True when it ended well."""
         child, self._child = self._child, None
         if child is None:
             return True
         try:
-            child.stdin.write("finish\n")
+            child.stdin.write(f"{word}\n")
             child.stdin.close()
         except OSError:
             pass
