@@ -286,3 +286,12 @@ def test_in_process_explain_keeps_the_anatomy_out_of_the_summary_sections(tmp_pa
     summary = summarize(tmp_path, nsys="", anatomy_view=False)
     assert "anatomy" not in summary.sections and summary.anatomy_tables is not None
     assert explain(summary, phase_map()).findings[0].kind == "rollout_bound"
+
+
+def test_the_readmes_table_of_kinds_is_the_rules_explain_applies():
+    from nrlprof.tools.advice.finding import RULES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("<!-- explain kinds:", 1)[1].split("<!-- end of explain kinds -->", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")]
+    assert {row[0].strip("|` "): (row[1], row[2].rstrip(" |")) for row in rows} == RULES

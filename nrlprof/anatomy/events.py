@@ -19,6 +19,7 @@ FINISHED = 11
 FAILED = 12
 TASK_ID_PREFIX = b"\x0a\x18"
 TASK_ID_BYTES = 24
+DRIVER_TASK_PREFIX = b"\xff" * 20  # a driver's own task id: this, then its job id
 # Seconds a call seen with only one process's half of its events is waited for (Ray sends every second).
 PROFILE_GRACE_S = 3.0
 
@@ -145,7 +146,6 @@ class TaskEventReader:
                 return None, True  # failed before any worker ran it: not a call that ran
         class_name, _, method = info.func_or_class_name.rpartition(".")
         record = {
-            "task_id": event.task_id.hex(),
             "actor_id": info.actor_id.hex(),
             "kind": "create" if info.type == ACTOR_CREATION_TASK else "call",
             "class": class_name or info.func_or_class_name,
@@ -156,12 +156,16 @@ class TaskEventReader:
             "task_end_ns": whole[1],
             "node_id": event.state_updates.node_id.hex(),
             "pid": event.state_updates.worker_pid,
-            "parent_task_id": info.parent_task_id.hex(),
             "submitted_ns": states.get(SUBMITTED_TO_WORKER, 0),
             "running_ns": states.get(RUNNING, 0),
             "finished_ns": states.get(FINISHED) or states.get(FAILED, 0),
-            "failed": FAILED in states,
         }
+        # Written only where they say something (a long job's tasks.jsonl holds millions of lines): the parent when
+        # it is not the driver's own task, a failure, a call timed by its caller.
+        if info.parent_task_id != DRIVER_TASK_PREFIX + self.job_id:
+            record["parent_task_id"] = info.parent_task_id.hex()
+        if FAILED in states:
+            record["failed"] = True
         if timed_by != "worker":
             record["timed_by"] = timed_by
         return record, True
@@ -178,7 +182,6 @@ def _from_profile_only(event) -> tuple[dict | None, bool]:
     class_name, _, method = qualified.rpartition(".")
     task_id = event.task_id.hex()
     record = {
-        "task_id": task_id,
         "actor_id": actor_id_of_task(task_id),
         "kind": "create" if task_id.startswith("ff" * 8) else "call",
         "class": class_name,
@@ -193,7 +196,6 @@ def _from_profile_only(event) -> tuple[dict | None, bool]:
         "submitted_ns": 0,
         "running_ns": 0,
         "finished_ns": 0,
-        "failed": False,
     }
     return record, True
 

@@ -7,12 +7,15 @@ summary's anatomy (figures.anatomy) and `explain` (tools.advice) both read these
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nrlprof.tools.figures.intervals import busy_in, covered
 from nrlprof.tools.read.anatomy_calls import RunCalls
+
+CHUNK = 1 << 21  # calls at a time in a union: its copies stay tens of MB, whatever the run's size
+WINDOWS_PER_BLOCK = 256  # steps whose phases are built at once
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,7 +43,6 @@ class PhaseRows:
     late: np.ndarray
     rank_values: np.ndarray  # the ranks of row i: rank_values[rank_offsets[i]:rank_offsets[i + 1]], ascending
     rank_offsets: np.ndarray
-    rank_end: np.ndarray  # per rank value above: when that rank ended in the phase
 
     def __len__(self) -> int:
         return len(self.window)
@@ -48,37 +50,48 @@ class PhaseRows:
 
 @dataclass
 class AnatomyTables:
+    """The calls in a step (`calls`, filtered to them and sorted by start), the steps, and their phases."""
+
     calls: RunCalls
     steps: np.ndarray  # the step number of each window
     begins: np.ndarray  # ns, the driver's clock
     ends: np.ndarray
     phases: PhaseRows
     phase_offsets: np.ndarray  # phases of window w: rows phase_offsets[w]:phase_offsets[w + 1]
-    in_step: np.ndarray  # the calls in a window, as indices into calls' columns, by start
 
     @property
     def walls(self) -> np.ndarray:
         return self.ends - self.begins
 
     def busy(self, mask: np.ndarray | None = None) -> np.ndarray:
-        """Per window, how long the calls of `mask` (over `in_step`; every one when None) kept it busy."""
-        starts, ends = self._sorted_spans
-        if mask is not None:
-            starts, ends = starts[mask], ends[mask]
-        return busy_in(covered(starts, ends), self.begins, self.ends)
+        """Per window, how long the calls of `mask` (every one when None) kept it busy.
 
-    @cached_property
-    def _sorted_spans(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.calls.start[self.in_step], self.calls.end[self.in_step]
+        In chunks of the calls (sorted by start), so that no copy of every call is made: each chunk's union, then
+        the union of those (a call of one chunk can reach into the next)."""
+        import numpy as np
+
+        starts, ends = self.calls.start, self.calls.end
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        for lo in range(0, len(starts), CHUNK):
+            hi = lo + CHUNK
+            if mask is None:
+                parts.append(covered(starts[lo:hi], ends[lo:hi]))
+            else:
+                chosen = mask[lo:hi]
+                parts.append(covered(starts[lo:hi][chosen], ends[lo:hi][chosen]))
+        if not parts:
+            return np.zeros(len(self.begins), np.int64)
+        union = covered(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        return busy_in(union, self.begins, self.ends)
 
     @cached_property
     def call_worker(self) -> np.ndarray:
-        """The worker group of each call of `in_step`."""
-        return self.calls.worker[self.in_step]
+        """The worker group of each call."""
+        return self.calls.worker
 
-    @cached_property
+    @property
     def call_method(self) -> np.ndarray:
-        return self.calls.method[self.in_step]
+        return self.calls.method
 
     def group_busy(self, group: int) -> np.ndarray:
         return self.busy(self.call_worker == group)
@@ -130,39 +143,56 @@ def step_windows(marks: list[dict], calls: RunCalls) -> tuple[list[int], list[in
 
 
 def anatomy_tables(calls: RunCalls) -> AnatomyTables:
+    """The tables of `calls`, which keeps only the calls that began in a step (read.anatomy_calls sorts them)."""
     import numpy as np
 
     steps, begins, ends = (np.asarray(v, np.int64) for v in step_windows(calls.marks, calls))
-    window = np.searchsorted(begins, calls.start, side="right") - 1
+    window = (np.searchsorted(begins, calls.start, side="right") - 1).astype(np.int32)
     inside = window >= 0
     inside[inside] = calls.start[inside] < ends[window[inside]]
-    in_step = np.flatnonzero(inside)
-    in_step = in_step[np.argsort(calls.start[in_step], kind="stable")]
-    phases, offsets = _phase_rows(calls, window, inside, len(steps))
-    return AnatomyTables(calls, steps, begins, ends, phases, offsets, in_step)
+    if not inside.all():
+        calls.keep(inside)
+        window = window[inside]
+    del inside
+    phases, offsets = _phase_rows(calls, window, len(steps))
+    return AnatomyTables(calls, steps, begins, ends, phases, offsets)
 
 
-def _phase_rows(calls: RunCalls, window: np.ndarray, inside: np.ndarray, windows: int) -> tuple[PhaseRows, np.ndarray]:
+def _phase_rows(calls: RunCalls, window: np.ndarray, windows: int) -> tuple[PhaseRows, np.ndarray]:
+    """Phase rows a block of windows at a time (the calls are sorted by start, so a block's calls are a slice)."""
     import numpy as np
 
-    chosen = np.flatnonzero(inside)
-    w, g = window[chosen], calls.worker[chosen]
-    m, r = calls.method[chosen], calls.rank[chosen]
-    order = np.lexsort((r, m, g, w))
-    chosen, w, g, m, r = chosen[order], w[order], g[order], m[order], r[order]
-    start, end = calls.start[chosen], calls.end[chosen]
-    if len(chosen) == 0:
+    blocks = []
+    bounds = np.searchsorted(window, np.arange(0, windows + WINDOWS_PER_BLOCK, WINDOWS_PER_BLOCK), side="left")
+    worker, rank = calls.worker, calls.rank
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if hi > lo:
+            blocks.append(_block_rows(window[lo:hi], worker[lo:hi], calls.method[lo:hi], rank[lo:hi],
+                                      calls.start[lo:hi], calls.end[lo:hi], calls.methods))  # fmt: skip
+    if not blocks:
         empty = np.zeros(0, np.int64)
-        rows = PhaseRows(*(empty,) * 11, empty, np.zeros(1, np.int64), empty)
-        return rows, np.zeros(windows + 1, np.int64)
+        return PhaseRows(*(empty,) * 12, np.zeros(1, np.int64)), np.zeros(windows + 1, np.int64)
+    names = [f.name for f in fields(PhaseRows) if f.name != "rank_offsets"]
+    joined = {name: np.concatenate([getattr(b, name) for b in blocks]) for name in names}
+    counts = np.concatenate([np.diff(b.rank_offsets) for b in blocks])
+    rows = PhaseRows(**joined, rank_offsets=np.concatenate(([0], np.cumsum(counts))))
+    return rows, np.searchsorted(rows.window, np.arange(windows + 1), side="left")
+
+
+def _block_rows(w, g, m, r, start, end, methods: list[str]) -> PhaseRows:
+    import numpy as np
+
+    order = np.lexsort((r, m, g, w))
+    w, g, m, r, start, end = w[order], g[order], m[order], r[order], start[order], end[order]
+    del order
+    count = len(w)
     same_phase = (w[1:] == w[:-1]) & (g[1:] == g[:-1]) & (m[1:] == m[:-1])
     rank_open = np.flatnonzero(np.concatenate(([True], ~(same_phase & (r[1:] == r[:-1])))))
     rank_first = np.minimum.reduceat(start, rank_open)
     rank_last = np.maximum.reduceat(end, rank_open)
-    rank_calls = np.diff(np.append(rank_open, len(chosen)))
+    rank_calls = np.diff(np.append(rank_open, count))
     rank_of = r[rank_open]
-    phase_open_calls = np.concatenate(([True], ~same_phase))
-    phase_open = np.flatnonzero(phase_open_calls[rank_open])  # rank rows at which a phase begins
+    phase_open = np.flatnonzero(np.concatenate(([True], ~same_phase))[rank_open])  # rank rows where a phase begins
     n_ranks = np.diff(np.append(phase_open, len(rank_open)))
     row_of_rank = np.repeat(np.arange(len(phase_open)), n_ranks)
     first = np.minimum.reduceat(rank_first, phase_open)
@@ -178,11 +208,12 @@ def _phase_rows(calls: RunCalls, window: np.ndarray, inside: np.ndarray, windows
     late = np.where(n_ranks > 1, waited // np.maximum(n_ranks - 1, 1), 0)
     opened = rank_open[phase_open]
     phase_window, phase_worker, phase_method = w[opened], g[opened], m[opened]
-    method_order = np.argsort(np.argsort(np.array(calls.methods, dtype=object)))  # a method's place by name
+    method_order = np.argsort(np.argsort(np.array(methods, dtype=object)))  # a method's place by name
     sort = np.lexsort((method_order[phase_method], phase_worker, first, phase_window))
-    rank_offsets = np.concatenate(([0], np.cumsum(n_ranks[sort])))
-    rank_rows = np.concatenate([np.arange(phase_open[i], phase_open[i] + n_ranks[i]) for i in sort])
-    rows = PhaseRows(
+    starts_of = phase_open[sort]
+    rank_rows = np.repeat(starts_of - np.concatenate(([0], np.cumsum(n_ranks[sort])[:-1])), n_ranks[sort])
+    rank_rows += np.arange(len(rank_rows))
+    return PhaseRows(
         window=phase_window[sort],
         worker=phase_worker[sort],
         method=phase_method[sort],
@@ -194,9 +225,6 @@ def _phase_rows(calls: RunCalls, window: np.ndarray, inside: np.ndarray, windows
         spread=(slowest - quickest)[sort],
         last_rank=rank_of[last_at][sort],
         late=late[sort],
-        rank_values=rank_of[rank_rows],
-        rank_offsets=rank_offsets,
-        rank_end=rank_last[rank_rows],
+        rank_values=rank_of[rank_rows].astype(np.int32),
+        rank_offsets=np.concatenate(([0], np.cumsum(n_ranks[sort]))),
     )
-    offsets = np.searchsorted(rows.window, np.arange(windows + 1), side="left")
-    return rows, offsets

@@ -69,7 +69,7 @@ def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> tuple[dic
     back: dict[str, int] = {}
     for task in tasks:
         node = task.get("node_id", "")
-        if task.get("parent_task_id") != driver_task or not node:
+        if task.get("parent_task_id", driver_task) != driver_task or not node:  # written only when not the driver
             continue  # not the driver's call, or its worker's node unknown (an actor's creation can lack it)
         submitted, running = task.get("submitted_ns") or 0, task.get("running_ns") or 0
         finished, ended = task.get("finished_ns") or 0, task.get("task_end_ns") or 0

@@ -27,7 +27,7 @@ from nrlprof.tools.read.pool import start_context, usable_cpus
 if TYPE_CHECKING:
     import numpy as np
 
-_DTYPES = {"actor": "int32", "method": "int32", "node": "int32", "start": "int64", "end": "int64"}
+_DTYPES = {"actor": "int32", "method": "int32", "start": "int64", "end": "int64"}
 BLOCK_BYTES = 32 << 20  # decoded at once: a block's records live only while its columns are made
 RANGE_BYTES = 96 << 20  # one unit of work for a reader process
 
@@ -42,16 +42,14 @@ class TaskLine(msgspec.Struct, gc=False):
     task_end_ns: int = 0
     node_id: str = ""
     pid: int | None = None
-    parent_task_id: str = ""
+    parent_task_id: str | None = None  # None: the driver's own task (a line leaves it out)
     submitted_ns: int = 0
     running_ns: int = 0
     finished_ns: int = 0
 
 
 _DECODER = msgspec.json.Decoder(TaskLine)
-_ACTOR_ID, _METHOD, _NODE_ID, _PID, _CLASS = (
-    attrgetter(name) for name in ("actor_id", "method", "node_id", "pid", "class_name")
-)
+_ACTOR_ID, _METHOD, _NODE_ID = (attrgetter(name) for name in ("actor_id", "method", "node_id"))
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 _CLOCK_FIELDS = tuple(attrgetter(name) for name in ("submitted_ns", "running_ns", "finished_ns", "task_end_ns"))
 
@@ -62,8 +60,8 @@ class RangeColumns:
 
     actors: list[str] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
-    columns: dict[str, Any] = field(default_factory=dict)  # actor, method, node, start, end
+    columns: dict[str, Any] = field(default_factory=dict)  # actor, method, start, end
+    actor_nodes: dict[str, str] = field(default_factory=dict)  # actor id -> its node (an actor lives on one)
     creations: list[dict] = field(default_factory=list)
     pids: dict[str, int] = field(default_factory=dict)
     classes: dict[str, str] = field(default_factory=dict)  # actor id -> the class its first call carries
@@ -74,7 +72,7 @@ class RangeColumns:
 
 @dataclass
 class RunCalls:
-    """Every actor call of a run, one row each, on the driver's clock; names as read.anatomy.worker_names."""
+    """Every actor call of a run, one row each, on the driver's clock, by start; names as read.anatomy.worker_names."""
 
     run: Path
     meta: dict
@@ -101,14 +99,19 @@ class RunCalls:
     def rank(self) -> np.ndarray:
         return self.actor_rank[self.actor]
 
+    def keep(self, chosen: np.ndarray) -> None:
+        """Only the calls `chosen` (a mask), one column at a time."""
+        self.actor, self.method = self.actor[chosen], self.method[chosen]
+        self.start, self.end = self.start[chosen], self.end[chosen]
 
-def read_range(path: str, begin: int, end: int, driver_task: str) -> RangeColumns:
+
+def read_range(path: str, begin: int, end: int, driver_task: str, driver_node: str = "") -> RangeColumns:
     """The calls in bytes [begin, end) of `tasks.jsonl` (both at line starts, or `end` at the file's end)."""
     import numpy as np
 
     found = RangeColumns()
-    codes: dict[str, dict[str, int]] = {"actor": {}, "method": {}, "node": {}}
-    parts: dict[str, list] = {"actor": [], "method": [], "node": [], "start": [], "end": []}
+    codes: dict[str, dict[str, int]] = {"actor": {}, "method": {}}
+    parts: dict[str, list] = {"actor": [], "method": [], "start": [], "end": []}
     with open(path, "rb") as handle:
         handle.seek(begin)
         at = begin
@@ -121,8 +124,8 @@ def read_range(path: str, begin: int, end: int, driver_task: str) -> RangeColumn
             at += len(block)
             whole = block if block.endswith(b"\n") else block[: block.rfind(b"\n") + 1]
             if whole:
-                _add_block(_decode(whole, found), found, codes, parts, driver_task)
-    found.actors, found.methods, found.nodes = (list(codes[k]) for k in ("actor", "method", "node"))
+                _add_block(_decode(whole, found), found, codes, parts, driver_task, driver_node)
+    found.actors, found.methods = list(codes["actor"]), list(codes["method"])
     found.columns = {k: np.concatenate(v) if v else np.zeros(0, _DTYPES[k]) for k, v in parts.items()}
     return found
 
@@ -140,7 +143,9 @@ def _decode(block: bytes, found: RangeColumns) -> list[TaskLine]:
         return records
 
 
-def _add_block(records: list[TaskLine], found: RangeColumns, codes: dict, parts: dict, driver_task: str) -> None:
+def _add_block(
+    records: list[TaskLine], found: RangeColumns, codes: dict, parts: dict, driver_task: str, driver_node: str
+) -> None:
     """Columns of the block's calls. Every call gives its actor a code in file order (as worker_names ranks
     actors), also one of Ray's own methods, whose rows are then left out. Fields are taken with `map` and
     `attrgetter`, not a Python loop: at millions of lines, the loop would cost three times the decoding."""
@@ -150,25 +155,30 @@ def _add_block(records: list[TaskLine], found: RangeColumns, codes: dict, parts:
     found.creations += [_creation(r) for r in records if r.kind == "create"]
     count = len(calls)
     actor_ids = list(map(_ACTOR_ID, calls))
+    known = len(codes["actor"])
     columns = {
         "actor": _codes(actor_ids, codes["actor"]),
         "method": _codes(list(map(_METHOD, calls)), codes["method"]),
-        "node": _codes(list(map(_NODE_ID, calls)), codes["node"]),
         "start": np.fromiter(map(_START, calls), np.int64, count),
         "end": np.fromiter(map(_END, calls), np.int64, count),
     }
+    if len(codes["actor"]) > known:  # actors first seen here: their node, pid and class, from their first call
+        fresh = list(codes["actor"])[known:]
+        codes_seen, first = np.unique(columns["actor"], return_index=True)
+        at = dict(zip(codes_seen.tolist(), first.tolist(), strict=True))
+        for actor in fresh:
+            call = calls[at[codes["actor"][actor]]]
+            found.actor_nodes[actor] = call.node_id
+            if call.pid.__class__ is int:
+                found.pids[actor] = call.pid
+            if call.class_name:
+                found.classes[actor] = call.class_name
     internal = [code for name, code in codes["method"].items() if name.startswith(RAY_INTERNAL_PREFIX)]
     keep = ~np.isin(columns["method"], internal) if internal else slice(None)
     for name, column in columns.items():
         parts[name].append(column[keep])
-    first_pid = dict(zip(reversed(actor_ids), map(_PID, reversed(calls)), strict=True))
-    for actor, pid in first_pid.items():
-        if pid.__class__ is int:
-            found.pids.setdefault(actor, pid)
-    for actor, class_name in dict(zip(reversed(actor_ids), map(_CLASS, reversed(calls)), strict=True)).items():
-        if class_name:
-            found.classes.setdefault(actor, class_name)
-    _time_nodes([r for r in records if r.parent_task_id == driver_task and r.node_id], found)
+    # The driver's calls to other nodes time their clocks (the driver's own node is the reference).
+    _time_nodes([r for r in records if r.node_id != driver_node and r.node_id and _by_driver(r, driver_task)], found)
 
 
 def _codes(names: list[str], table: dict[str, int]):
@@ -179,6 +189,10 @@ def _codes(names: list[str], table: dict[str, int]):
         if name not in table:
             table[name] = len(table)
     return np.fromiter(map(table.__getitem__, names), np.int32, len(names))
+
+
+def _by_driver(record: TaskLine, driver_task: str) -> bool:
+    return record.parent_task_id is None or record.parent_task_id == driver_task
 
 
 def _time_nodes(driver_calls: list[TaskLine], found: RangeColumns) -> None:
@@ -211,7 +225,7 @@ def _creation(record: TaskLine) -> dict:
         "class": record.class_name,
         "method": record.method,
         "start_ns": record.start_ns,
-        "parent_task_id": record.parent_task_id,
+        "parent_task_id": record.parent_task_id if record.parent_task_id is not None else "",
         "pid": record.pid,
         "node_id": record.node_id,
     }
@@ -232,73 +246,80 @@ def byte_ranges(path: Path, size: int, target: int = RANGE_BYTES) -> list[tuple[
     return list(itertools.pairwise(cuts))
 
 
-def read_ranges(path: Path, driver_task: str, jobs: int | None = None) -> Iterator[RangeColumns]:
+def read_ranges(path: Path, driver_task: str, driver_node: str, jobs: int | None = None) -> Iterator[RangeColumns]:
     """Every range's columns, in file order: read here alone, or with up to `jobs` - 1 reader processes."""
     size = path.stat().st_size if path.is_file() else 0
     ranges = byte_ranges(path, size) if size else []
     jobs = min(usable_cpus() if jobs is None else jobs, len(ranges))
     if jobs <= 1:
         for begin, end in ranges:
-            yield read_range(str(path), begin, end, driver_task)
+            yield read_range(str(path), begin, end, driver_task, driver_node)
         return
     with ProcessPoolExecutor(jobs, mp_context=start_context(__name__)) as pool:
-        futures = [pool.submit(read_range, str(path), begin, end, driver_task) for begin, end in ranges]
+        futures = [pool.submit(read_range, str(path), begin, end, driver_task, driver_node) for begin, end in ranges]
         for future in futures:
             yield future.result()
 
 
 def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int | None = None) -> RunCalls:
     """The run's calls as columns, named as read.anatomy names them and moved onto the driver's clock."""
-    import numpy as np
-
     meta = (read_lines(run / META_FILE) or [{}])[0]
     driver_task = "ff" * 20 + str(meta.get("job_id", ""))
+    driver_node = str(meta.get("driver_node_id", ""))
     actor_code: dict[str, int] = {}
     method_code: dict[str, int] = {}
-    node_code: dict[str, int] = {}
-    pieces: dict[str, list] = {"actor": [], "method": [], "node": [], "start": [], "end": []}
+    pieces: dict[str, list] = {"actor": [], "method": [], "start": [], "end": []}
     creations: list[dict] = []
     pids: dict[str, int] = {}
     classes: dict[str, str] = {}
+    nodes: dict[str, str] = {}
     out_ns: dict[str, int] = {}
     back_ns: dict[str, int] = {}
     bad = 0
-    for found in read_ranges(run / TASKS_FILE, driver_task, jobs):
-        for column, names, table in (("actor", found.actors, actor_code), ("method", found.methods, method_code),
-                                     ("node", found.nodes, node_code)):  # fmt: skip
+    for found in read_ranges(run / TASKS_FILE, driver_task, driver_node, jobs):
+        import numpy as np  # after the readers started: numpy's own threads would rule out forking them
+
+        for column, names, table in (("actor", found.actors, actor_code), ("method", found.methods, method_code)):
             recode = np.fromiter((table.setdefault(n, len(table)) for n in names), np.int32, len(names))
             pieces[column].append(recode[found.columns[column]] if len(names) else found.columns[column])
         pieces["start"].append(found.columns["start"])
         pieces["end"].append(found.columns["end"])
         creations += found.creations
-        for actor, pid in found.pids.items():
-            pids.setdefault(actor, pid)
-        for actor, class_name in found.classes.items():
-            classes.setdefault(actor, class_name)
+        for into, values in ((pids, found.pids), (classes, found.classes), (nodes, found.actor_nodes)):
+            for actor, value in values.items():
+                into.setdefault(actor, value)
         for node, gap in found.out_ns.items():
             out_ns[node] = min(out_ns.get(node, gap), gap)
         for node, gap in found.back_ns.items():
             back_ns[node] = min(back_ns.get(node, gap), gap)
         bad += found.bad_lines
+    import numpy as np
+
     columns = {}
-    for name in ("actor", "method", "node", "start", "end"):
+    for name in ("actor", "method", "start", "end"):
         parts = pieces.pop(name)
         columns[name] = np.concatenate(parts) if parts else np.zeros(0, _DTYPES[name])
         del parts
-    offsets, bounds = _offsets(out_ns, back_ns, str(meta.get("driver_node_id", "")))
-    shift = np.fromiter((offsets.get(node, 0) for node in node_code), np.int64, len(node_code))
+    offsets, bounds = _offsets(out_ns, back_ns, driver_node)
+    if driver_node in nodes.values():
+        offsets[driver_node], bounds[driver_node] = 0, 0
+    shift = np.fromiter((offsets.get(nodes.get(a, ""), 0) for a in actor_code), np.int64, len(actor_code))
     if len(shift) and shift.any():
-        node_shift = shift[columns["node"]]
-        columns["start"] -= node_shift
-        columns["end"] -= node_shift
-    del columns["node"]
+        call_shift = shift[columns["actor"]]
+        columns["start"] -= call_shift
+        columns["end"] -= call_shift
+        del call_shift
+    order = np.argsort(columns["start"], kind="stable")
+    for name in ("actor", "method", "start", "end"):
+        columns[name] = columns[name][order]
+    del order
     # Every actor the calls name, in first-call order, so worker_names ranks them as it does from the tasks.
     named = [{"actor_id": a, "kind": "call", "pid": pids.get(a), "class": classes.get(a, "")} for a in actor_code]
     names = worker_names(read_lines(run / ACTORS_FILE), creations + named, profiled)
     groups = sorted({name for name, _ in names.values()})
     group_index = {g: i for i, g in enumerate(groups)}
     actor_worker = np.fromiter((group_index[names[a][0]] for a in actor_code), np.int32, len(actor_code))
-    actor_rank = np.fromiter((names[a][1] for a in actor_code), np.int64, len(actor_code))
+    actor_rank = np.fromiter((names[a][1] for a in actor_code), np.int32, len(actor_code))
     return RunCalls(
         run=run,
         meta=meta,
@@ -312,8 +333,8 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         method=columns["method"],
         start=columns["start"],
         end=columns["end"],
-        offsets=offsets,
-        bounds=bounds,
+        offsets=dict(sorted(offsets.items())),
+        bounds=dict(sorted(bounds.items())),
         group_ranks={g: sorted({rank for name, rank in names.values() if name == g}) for g in groups},
         bad_lines=bad,
     )
