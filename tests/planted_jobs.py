@@ -166,6 +166,7 @@ def run_job(nrlprof, plan: Plan) -> None:
             for i, t in enumerate(trainers)
         ])  # fmt: skip
         ray.get([r.update_weights.remote(plan.seconds("sync", i, step)) for i, r in enumerate(rollout)])
+    ray.get(pending or [])
     nrlprof.finish()
     ray.get([t.close.remote() for t in trainers])
     for actor in [*rollout, *trainers, reward]:

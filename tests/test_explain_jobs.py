@@ -98,7 +98,9 @@ def test_a_rank_whose_calls_end_last_while_its_peers_wait_is_the_straggler(ray_c
     straggler = finding(result, "straggler")
     assert (straggler["worker"], straggler["rank"]) == ("policy_worker", 1)
     assert straggler["evidence"]["figures"]["source"] == "anatomy"
-    assert straggler["evidence"]["figures"]["late_ms"] >= 1000 * PLANTED_S - 20
+    assert (
+        straggler["evidence"]["figures"]["late_ms"] >= 0.6 * 1000 * PLANTED_S
+    )  # the others' ends vary on a busy machine
     assert "long_tail" not in kinds(result)
 
 
@@ -118,13 +120,28 @@ def test_a_rank_late_to_the_collectives_is_named_never_the_rank_that_waits(ray_c
     assert not any(f["kind"] == "straggler" and f["rank"] == 0 for f in result["findings"])
 
 
+def test_collectives_no_compute_hides_are_exposed_communication(ray_cluster, activate, tmp_path):
+    # Both ranks arrive together and all-reduce 64 MB with gloo after their work, nothing beside it.
+    plan = Plan(trainers=2, train_s=0.05, collective_mb=64)
+    directory = job(activate, tmp_path, plan, NRL_TORCH_PROFILE_WORKER_PATTERNS="policy_worker",
+                    NRL_TORCH_PROFILE_STEP_RANGE="3:6", NRL_TORCH_PROFILE_DIR=str(tmp_path / "torch"))  # fmt: skip
+    result = explained(directory)
+    exposed = finding(result, "exposed_comm")
+    figures = exposed["evidence"]["figures"]
+    assert exposed["worker"] == "policy_worker" and figures["device"] == "cpu"
+    assert figures["exposed_ms_per_step"] >= 10, figures
+    assert exposed["steps"] == [3, 4, 5]
+    assert "straggler" not in kinds(result)
+
+
 def test_a_step_slower_on_every_rank_is_a_slow_step_not_a_straggler(ray_cluster, activate, tmp_path):
-    plan = Plan(steps=7, extra={("train", None, 5): 0.4})
+    plan = Plan(steps=7, extra={("train", None, 5): 0.6})
     result = explained(job(activate, tmp_path, plan))
     slow = finding(result, "slow_steps")
-    assert slow["steps"] == [5]
-    (detail,) = slow["evidence"]["figures"]["slow"]
+    assert 5 in slow["steps"], slow  # (a busy machine may slow another step too: it is then named as well)
+    detail = next(d for d in slow["evidence"]["figures"]["slow"] if d["step"] == 5)
     assert detail["slowest"] == "policy_worker.update_actor" and detail["factor"] >= 1.5
+    assert detail["grew_ms"] >= 400
     assert "straggler" not in kinds(result)
     assert any("step 1, the job's first" in s for s in result["cannot_tell"])
 
@@ -140,16 +157,17 @@ def test_a_group_idle_while_another_phase_runs_names_what_it_waits_on(ray_cluste
 
 def test_async_rollout_overlapping_training_is_not_idle_and_its_waits_come_from_overlaps(ray_cluster, activate,
                                                                                          tmp_path):  # fmt: skip
-    plan = Plan(generate_s=PLANTED_S, train_s=PLANTED_S, async_rollout=True)
+    # The next batch is generated (0.3 s) beside this step's training (0.15 s): the trainer waits on rollout for
+    # the rest, rollout never waits on the trainer.
+    plan = Plan(generate_s=0.3, train_s=0.15, async_rollout=True)
     result = explained(job(activate, tmp_path, plan))
     total = result["overlap"]["total_ms"]
     steps = len(result["steps"])
-    assert total["overlap_ms"] >= steps * (1000 * PLANTED_S - 60), total
-    assert total["trainer_waits_on_rollout_ms"] <= steps * 80, total
-    # Generation runs beside training, so the replicas are not idle then; only in the last step, with no next
-    # step to generate for, do they wait for training.
+    assert total["overlap_ms"] >= steps * (150 - 40), total
+    assert steps * (150 - 40) <= total["trainer_waits_on_rollout_ms"] <= steps * (150 + 150), total
+    assert total["rollout_waits_on_trainer_ms"] <= steps * 40, total
     idle = [f for f in result["findings"] if f["kind"] == "idle" and f["worker"] == "rollout_worker"]
-    assert all(set(f["steps"]) <= {plan.steps} for f in idle), idle
+    assert all(f["evidence"]["figures"]["waits_on_pct"].get("training", 0) <= 25 for f in idle), idle
 
 
 def test_windows_that_slow_their_steps_are_said_to_overstate(ray_cluster, activate, tmp_path):

@@ -298,3 +298,27 @@ def test_a_node_removed_mid_summary_is_listed_and_the_rest_summarised(job):
     assert len(lost) == 4 and all(victim_label in reason for _, reason in lost)  # its trace, report, memory, manifest
     assert sorted(w.rank for w in summary.workers if w.source == "torch") == [0, 1, 2]
     assert sorted(w.rank for w in summary.workers if w.source == "nsys") == [0, 1, 2]
+
+
+def test_explain_from_a_cluster_address_reads_the_traces_on_the_nodes_and_the_anatomy_here(job, tmp_path, capsys):
+    from nrlprof.anatomy.files import ACTORS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, append_lines
+
+    run = tmp_path / "anatomy" / "run-20260101T000000Z-1"
+    run.mkdir(parents=True)
+    actor, t0 = "00" * 12 + "01000000", 1_700_000_000 * 10**9
+    append_lines(run / META_FILE, [{"job_id": "01000000", "driver_node_id": ""}])
+    append_lines(run / ACTORS_FILE, [{"actor_id": actor, "worker": "policy", "rank": 0, "class": "Policy"}])
+    append_lines(run / STEPS_FILE, [{"step": 3, "t_ns": t0}, {"finish": True, "t_ns": t0 + 10**9}])
+    call = {"actor_id": actor, "kind": "call", "class": "Policy", "method": "update_actor", "start_ns": t0 + 10**6,
+            "end_ns": t0 + 8 * 10**8, "node_id": "", "pid": 1}  # fmt: skip
+    append_lines(run / TASKS_FILE, [call])
+    from nrlprof.tools.commands import explain as explain_command
+
+    status = explain_command.run(cli_args(job, anatomy=tmp_path / "anatomy", steps=None, all=False, phases=None))
+    assert status == 1  # the bad trace on node 1: named, the rest explained
+    found = json.loads(capsys.readouterr().out)
+    kinds = {f["kind"]: f for f in found["findings"]}
+    assert kinds["training_bound"]["evidence"]["figures"]["method"] == "policy.update_actor"
+    # Each policy rank's NCCL kernel (read on its node) runs with no compute under it: 100 of 560 us busy.
+    assert kinds["exposed_comm"]["evidence"]["figures"]["exposed_pct_of_busy"] == pytest.approx(17.9, abs=0.2)
+    assert any(BAD_TRACE in note for note in found["notes"])

@@ -17,9 +17,8 @@ from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.render.console import render_summary
 
-GPU_KEYS = (
-    "gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels", "comm_union_ms", "exposed_comm_ms",
-)  # fmt: skip
+GPU_KEYS = ("gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms", "gpu_kernels",
+            "comm_union_ms", "exposed_comm_ms")  # fmt: skip
 
 
 def without_correlation(trace: dict) -> dict:
