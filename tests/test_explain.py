@@ -295,3 +295,18 @@ def test_the_readmes_table_of_kinds_is_the_rules_explain_applies():
     table = readme.split("<!-- explain kinds:", 1)[1].split("<!-- end of explain kinds -->", 1)[0]
     rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")]
     assert {row[0].strip("|` "): (row[1], row[2].rstrip(" |")) for row in rows} == RULES
+
+
+def test_summary_ends_with_the_top_findings_and_the_report_opens_with_them(tmp_path):
+    from nrlprof.cli import main
+
+    write_ranks(tmp_path / "run", {0: 4000.0, 1: 4000.0, 2: 7000.0})
+    summary = subprocess.run([sys.executable, "-m", "nrlprof", "summary", str(tmp_path / "run")],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    tail = summary.stdout.strip().splitlines()[-2:]
+    assert tail[0].startswith("Top findings (nrlprof explain for the evidence)")
+    assert "[straggler, " in tail[1] and "policy rank 2" in tail[1]
+    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert page.index('id="findings"') < page.index("<h2>Timeline</h2>")
+    assert "<b>straggler</b>" in page and "policy rank 2 is late to the collective kernels" in page
