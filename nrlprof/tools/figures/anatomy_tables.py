@@ -164,11 +164,12 @@ def _phase_rows(calls: RunCalls, window: np.ndarray, windows: int) -> tuple[Phas
 
     blocks = []
     bounds = np.searchsorted(window, np.arange(0, windows + WINDOWS_PER_BLOCK, WINDOWS_PER_BLOCK), side="left")
-    worker, rank = calls.worker, calls.rank
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         if hi > lo:
-            blocks.append(_block_rows(window[lo:hi], worker[lo:hi], calls.method[lo:hi], rank[lo:hi],
-                                      calls.start[lo:hi], calls.end[lo:hi], calls.methods))  # fmt: skip
+            actors = calls.actor[lo:hi]
+            blocks.append(_block_rows(window[lo:hi], calls.actor_worker[actors], calls.method[lo:hi],
+                                      calls.actor_rank[actors], calls.start[lo:hi], calls.end[lo:hi],
+                                      calls.methods))  # fmt: skip
     if not blocks:
         empty = np.zeros(0, np.int64)
         return PhaseRows(*(empty,) * 12, np.zeros(1, np.int64)), np.zeros(windows + 1, np.int64)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DTYPES = {"actor": "int32", "method": "int32", "start": "int64", "end": "int64"}
-BLOCK_BYTES = 32 << 20  # decoded at once: a block's records live only while its columns are made
+BLOCK_BYTES = 16 << 20  # decoded at once: a block's records live only while its columns are made
 RANGE_BYTES = 96 << 20  # one unit of work for a reader process
 
 
@@ -376,6 +376,8 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         columns["end"] -= call_shift
         del call_shift
     order = np.argsort(columns["start"], kind="stable")
+    if len(order) < 2**31:
+        order = order.astype(np.int32)  # half the memory while the columns are put in order, one at a time
     for name in ("actor", "method", "start", "end"):
         columns[name] = columns[name][order]
     del order
