@@ -173,10 +173,10 @@ def test_shared_options_are_spelled_and_checked_alike_in_every_command():
                 assert action.type is settings.get("type"), (command, action.dest)
                 seen[action.dest].add(command)
     assert seen == {
-        "json": {"summary", "merge", "diff", "collect", "doctor", "plan"},
+        "json": {"summary", "explain", "merge", "diff", "collect", "doctor", "plan"},
         "output": {"merge", "report"},
-        "address": {"capture", "collect", "doctor", "plan", "summary", "report", "merge"},
-        "jobs": {"summary", "merge", "report"},
+        "address": {"capture", "collect", "doctor", "plan", "summary", "explain", "report", "merge"},
+        "jobs": {"summary", "explain", "merge", "report"},
     }
     assert positive_int("3") == 3
 
