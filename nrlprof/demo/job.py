@@ -20,7 +20,7 @@ HIDDEN = 256
 BATCH = 64
 VOCAB = 64
 POLICY_MICRO_BATCHES = 4
-DECODE_TOKENS = 8
+DECODE_TOKENS = 256  # generation holds most of a step, as in RL jobs
 
 
 def _torch():
