@@ -280,8 +280,10 @@ class Gate:
         for action in actions:
             if action.op == START:
                 asked = self.asked.get((action.kind, action.window))
-                # The controller takes no part in an nsys window asked for (it was not launched under nsys for it).
-                in_controller = asked is None or action.kind != NSYS
+                # The controller takes no part in an nsys window asked for (it was not launched under nsys for it), nor
+                # in a backend that leaves it out (SkyRL's torch profiler profiles its policy workers only).
+                backend = next((b for b in self.gated if b.kind == action.kind), None)
+                in_controller = (asked is None or action.kind != NSYS) and (backend is None or backend.controller)
                 controller = f" and the controller ({socket.gethostname()} pid {os.getpid()})" if in_controller else ""
                 logger.info(
                     "step %d: %s window %s%s started in %d worker(s)%s in %.0f ms",
