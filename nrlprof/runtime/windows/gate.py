@@ -239,15 +239,17 @@ class Gate:
             self._leave_asked(asked)
 
     def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
-        """Once per backend, at the first window that starts in none of the workers this controller reaches."""
+        """Once per backend, at its first window: each of its patterns that selects no worker of the job."""
         for action in actions:
             if action.op != START or action.kind in self._checked_unmatched:
                 continue
             self._checked_unmatched.add(action.kind)
-            if not any(action.kind in actor.kinds for actor in self.tracker.actors()):
-                from nrlprof.runtime.windows.unmatched import tell_if_nothing_matched
+            backend = self.plan.backend(action.kind)
+            if backend is not None:
+                from nrlprof.runtime.windows.unmatched import tell_unmatched_patterns
 
-                tell_if_nothing_matched(self.plan.backend(action.kind))
+                tracked = (actor.identity for actor in self.tracker.actors() if action.kind in actor.kinds)
+                tell_unmatched_patterns(backend, tracked)
 
     def release(self, handle: object) -> None:
         """The job is about to end this tracked actor (`ray.kill`): its open windows close first."""
