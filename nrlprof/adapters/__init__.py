@@ -1,9 +1,10 @@
 """Framework adapters: small named patches, each applied when the framework's own module is imported.
 
 They take the steps from the framework's own loop (verl's trainer, NeMo RL's loops, RLinf's runners,
-OpenRLHF's PPO trainer), take over the framework's own profiling hooks so only one implementation acts, and
-read the framework's own profiling config. Each is undone by `nrlprof.disable()`. Nothing here imports a
-framework: a framework that is never imported costs one dict entry per module name.
+OpenRLHF's PPO trainer, SkyRL's trainers, AReaL's PPO trainer, slime's train loop), record the roles of workers whose
+class does not say them (SkyRL, AReaL, slime), take over the framework's own profiling hooks so only one
+implementation acts, and read the framework's own profiling config. Each is undone by `nrlprof.disable()`. Nothing
+here imports a framework: a framework that is never imported costs one dict entry per module name.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]
 
 
 def _adapters() -> tuple[Adapter, ...]:
-    from nrlprof.adapters import nemo_rl, openrlhf, rlinf, verl
+    from nrlprof.adapters import nemo_rl, openrlhf, rlinf, skyrl, verl
 
     controllers = (DRIVER, CONTROLLER)
     return (
@@ -40,6 +41,26 @@ def _adapters() -> tuple[Adapter, ...]:
         ("rlinf.runners.embodied_runner", "RLinf's embodied runner steps", controllers, rlinf.take_embodied_steps),
         ("rlinf.runners.reasoning_runner", "RLinf's reasoning runner steps", controllers, rlinf.take_reasoning_steps),
         ("openrlhf.trainer.ppo_trainer", "OpenRLHF's PPO trainer steps", controllers, openrlhf.take_trainer_steps),
+        ("skyrl.backends.skyrl_train.workers.worker", "SkyRL's worker roles", controllers, skyrl.record_roles),
+        ("skyrl.train.trainer", "SkyRL's trainer steps", controllers, skyrl.take_trainer_steps),
+        (
+            "skyrl.train.fully_async_trainer",
+            "SkyRL's fully async trainer's end",
+            controllers,
+            skyrl.take_async_trainer_end,
+        ),
+        (
+            "skyrl.backends.skyrl_train.utils.profiler",
+            "SkyRL's own profiler stands down",
+            (WORKER,),
+            skyrl.stand_down_profiler,
+        ),
+        (
+            "skyrl.backends.skyrl_train.workers.worker",
+            "SkyRL's memory snapshots stand down",
+            (WORKER,),
+            skyrl.stand_down_memory_snapshots,
+        ),
     )
 
 
@@ -55,6 +76,7 @@ LATE_LIMITS = {
     "nemo_rl": "NeMo RL worker classes defined before now keep the nsight runtime_env their decorator read at import",
     "rlinf": "an RLinf Cluster made before now keeps its own profiler command",
     "openrlhf": "",
+    "skyrl": "SkyRL workers created before now are matched by class only, not by role",
 }
 
 
