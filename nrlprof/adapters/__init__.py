@@ -21,7 +21,7 @@ Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]
 
 
 def _adapters() -> tuple[Adapter, ...]:
-    from nrlprof.adapters import nemo_rl, openrlhf, rlinf, skyrl, verl
+    from nrlprof.adapters import areal, nemo_rl, openrlhf, rlinf, skyrl, verl
 
     controllers = (DRIVER, CONTROLLER)
     return (
@@ -61,6 +61,33 @@ def _adapters() -> tuple[Adapter, ...]:
             (WORKER,),
             skyrl.stand_down_memory_snapshots,
         ),
+        ("areal.infra.scheduler.ray", "AReaL's Ray scheduler", controllers, areal.take_scheduler),
+        (
+            "areal.infra.scheduler.local",
+            "AReaL's local scheduler",
+            controllers,
+            areal.tell_unseen_scheduler("LocalScheduler", "local"),
+        ),
+        (
+            "areal.infra.scheduler.slurm",
+            "AReaL's Slurm scheduler",
+            controllers,
+            areal.tell_unseen_scheduler("SlurmScheduler", "slurm"),
+        ),
+        ("areal.utils.perf_tracer", "AReaL's trainer steps", controllers, areal.take_trainer_steps),
+        (
+            "areal.utils.perf_tracer",
+            "AReaL's perf tracer's profiler stands down",
+            (*controllers, WORKER),
+            areal.stand_down_perf_profiler,
+        ),
+        ("areal.trainer.rl_trainer", "AReaL's trainer's end", controllers, areal.finish_after_train),
+        (
+            "areal.infra.controller.train_controller",
+            "AReaL's memory profiler stands down",
+            controllers,
+            areal.stand_down_memory_profiler,
+        ),
     )
 
 
@@ -68,6 +95,10 @@ def install(session: Any) -> None:
     for module_name, description, kinds, apply in _adapters():
         if session.kind in kinds:
             import_hooks.when_imported(module_name, description, _bound(apply, session))
+    if session.kind == DRIVER:  # a launcher run as the program itself is never imported by its name
+        from nrlprof.adapters.areal import tell_if_ray_launcher
+
+        tell_if_ray_launcher(list(getattr(sys, "orig_argv", sys.argv)))
 
 
 # What an adapter cannot change once the framework has used the module, by framework.
@@ -77,6 +108,7 @@ LATE_LIMITS = {
     "rlinf": "an RLinf Cluster made before now keeps its own profiler command",
     "openrlhf": "",
     "skyrl": "SkyRL workers created before now are matched by class only, not by role",
+    "areal": "AReaL workers created before now are matched by their own role only, not by the roles colocated with it",
 }
 
 
