@@ -54,6 +54,9 @@ class Gate:
         self.last_step: int | None = None
         self._exit_hook_registered = False
         self._checked_unmatched: set[str] = set()
+        # False in a controller that steps only the workers it created for another (slime's RolloutManager and its
+        # engines): the job's controller tells which patterns select no worker, once.
+        self.tells_unmatched = True
         self.ray_gone_said = False
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
         # (step, start ns, end ns, what) for the time the gate spent on window actions.
@@ -240,6 +243,8 @@ class Gate:
 
     def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
         """Once per backend, at its first window: each of its patterns that selects no worker of the job."""
+        if not self.tells_unmatched:
+            return
         for action in actions:
             if action.op != START or action.kind in self._checked_unmatched:
                 continue

@@ -51,7 +51,9 @@ def tell_unmatched_patterns(backend: BackendPlan, tracked: Iterable[WorkerIdenti
 
 
 def job_workers() -> list[WorkerIdentity]:
-    """The job's live actors, each under the identity this process gave it where it created or called it."""
+    """The job's live actors, each under the identity this process gave it where it created or called it, else the one
+    its creator gave it where it is profiled (its descriptor: roles the cluster's actor table does not hold), else as
+    the cluster's actor table names it."""
     import ray
 
     from nrlprof.process import state
@@ -60,8 +62,20 @@ def job_workers() -> list[WorkerIdentity]:
     session = state.session
     known = dict(session.known_actors) if session is not None else {}
     job = ray.get_runtime_context().get_job_id()
-    live = {actor.actor_id: actor.identity for actor in live_actors(job)}
-    return [*{**live, **{k: v for k, v in known.items() if k in live}}.values()]
+    return [known.get(actor.actor_id) or _described(actor) for actor in live_actors(job)]
+
+
+def _described(actor) -> WorkerIdentity:
+    from nrlprof.config.variables import WORKER_VARIABLE
+    from nrlprof.launch.runtime_env import parse_worker_descriptor
+
+    text = actor.env_vars.get(WORKER_VARIABLE)
+    if text:
+        try:
+            return parse_worker_descriptor(text)[0]
+        except (ValueError, KeyError, TypeError):
+            pass
+    return actor.identity
 
 
 def _hint(pattern: str, workers: list[WorkerIdentity]) -> str:
