@@ -21,7 +21,7 @@ Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]
 
 
 def _adapters() -> tuple[Adapter, ...]:
-    from nrlprof.adapters import areal, nemo_rl, openrlhf, rlinf, skyrl, verl
+    from nrlprof.adapters import areal, nemo_rl, openrlhf, rlinf, skyrl, slime, verl
 
     controllers = (DRIVER, CONTROLLER)
     return (
@@ -88,6 +88,15 @@ def _adapters() -> tuple[Adapter, ...]:
             controllers,
             areal.stand_down_memory_profiler,
         ),
+        ("slime.ray.actor_group", "slime's train actor roles", controllers, slime.record_roles),
+        ("slime.ray.placement_group", "slime's train loop steps", (DRIVER,), slime.take_loop_steps),
+        ("slime.rollout.sample_hooks", "slime's rollout manager steps", (CONTROLLER,), slime.take_manager_steps),
+        (
+            "slime.observability.profile_utils",
+            "slime's own profilers stand down",
+            (WORKER,),
+            slime.stand_down_profilers,
+        ),
     )
 
 
@@ -109,6 +118,7 @@ LATE_LIMITS = {
     "openrlhf": "",
     "skyrl": "SkyRL workers created before now are matched by class only, not by role",
     "areal": "AReaL workers created before now are matched by their own role only, not by the roles colocated with it",
+    "slime": "slime train actors created before now are matched by class only, not by role",
 }
 
 
