@@ -88,3 +88,16 @@ def test_the_older_ray_launcher_is_said_to_run_tasks_nrlprof_does_not_see(caplog
     assert "launcher areal.infra.launcher.ray starts its workers as Ray tasks, which nrlprof does not see" in (
         record.getMessage()
     )
+
+
+def test_plan_says_in_one_line_which_areal_modes_make_no_ray_actors_where_areal_is_installed(monkeypatch):
+    import importlib.util
+
+    from nrlprof.config.plan import Plan
+    from nrlprof.tools.plan.overview import AREAL_UNSEEN, environment_warnings
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "areal" else real(name, *a))
+    assert environment_warnings(Plan(), {}) == [AREAL_UNSEEN]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "areal" else real(name, *a))
+    assert environment_warnings(Plan(), {}) == []
