@@ -59,6 +59,20 @@ def test_a_window_records_ops_of_other_threads_and_only_its_steps(tmp_path):
     assert "warm-up work" not in names, "the warm-up step before the window is not recorded"
 
 
+def test_a_window_at_step_0_records_step_0_as_frameworks_that_count_from_0_number_it(tmp_path):
+    """RLinf, AReaL and slime count steps from 0: a window there starts with no step before it to warm up in."""
+    backend = backend_for("actor", tmp_path)
+    backend.start_window(Window(0, 1), 0)
+    with torch.profiler.record_function("step zero work"):
+        torch.ones(8) + 1
+    backend.mark_step(1)
+    with torch.profiler.record_function("step one work"):
+        torch.ones(8) + 1
+    (path,) = stop_and_finish(backend).files
+    names = {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}
+    assert {"ProfilerStep#0", "ProfilerStep#1", "step zero work", "step one work"} <= names
+
+
 def test_each_lost_thread_warning_is_logged_once_and_neither_hides_the_other(monkeypatch):
     """Memory profiling turns profile_all_threads off; a torch without it cannot turn it on: two warnings."""
     import logging

@@ -92,14 +92,18 @@ def _warn_once(message: str) -> None:
         logger.warning(message)
 
 
-def _warm_up_then_record(step_num: int):
-    """torch's schedule, by step number: warm up from `start()` until the first `step()`, then record.
+class _WarmUpThenRecord:
+    """torch's schedule: warm up from `start()` until the window's first step, then record, whatever the step's number
+    (`mark_step` sets the step number to the driver's step, so no window length or repeat count applies; frameworks
+    that count from 0 have a step 0, whose number torch's warm-up had by its own count)."""
 
-    `mark_step` sets the step number to the driver's step, so no window length or repeat count applies.
-    """
-    from torch.profiler import ProfilerAction
+    def __init__(self) -> None:
+        self.recording = False
 
-    return ProfilerAction.WARMUP if step_num == 0 else ProfilerAction.RECORD
+    def __call__(self, step_num: int):
+        from torch.profiler import ProfilerAction
+
+        return ProfilerAction.RECORD if self.recording else ProfilerAction.WARMUP
 
 
 def _kineto_safe(value):
@@ -288,7 +292,7 @@ class TorchBackend(Backend):
         from torch.profiler import profile
 
         settings = self.role.plan.torch
-        options = {"schedule": _warm_up_then_record} if scheduled else {}
+        options = {"schedule": _WarmUpThenRecord()} if scheduled else {}
         profiler = profile(
             activities=profiler_activities(),
             record_shapes=settings.record_shapes,
@@ -418,6 +422,9 @@ class TorchBackend(Backend):
             return
         # torch's schedule opens `ProfilerStep#<step_num + 1>`: the driver's step number.
         self.profiler.step_num = step - 1
+        schedule = getattr(self.profiler, "schedule", None)
+        if isinstance(schedule, _WarmUpThenRecord):
+            schedule.recording = True
         self.profiler.step()
 
     def _stop_early(self, step: int, grown_mb: float) -> None:

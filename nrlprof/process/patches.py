@@ -73,7 +73,9 @@ def uninstall(name: str) -> None:
 
 
 def uninstall_all(keep: tuple[str, ...] = ()) -> None:
-    for name in list(_installed):
+    """Last installed first: a patch of an attribute another patch replaced puts back that patch's replacement, which
+    then puts back the original (slime's step hook and the step marker's both wrap `ActorMethod._remote`)."""
+    for name in reversed(list(_installed)):
         if name not in keep:
             uninstall(name)
 

@@ -83,13 +83,15 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
 
 
 def configure_quietly(config: object) -> Session | None:
-    """Activate from a verl/RLinf-style mapping; NRL_* variables override it. A framework adapter reading the
-    framework's own config calls this (it is late by design); `nrlprof.configure` also says what came late."""
+    """Activate from a verl/RLinf-style mapping, or a Plan a framework adapter built from the framework's own
+    settings (SkyRL's, AReaL's, slime's); NRL_* variables override it. A framework adapter reading the framework's
+    own config calls this (it is late by design); `nrlprof.configure` also says what came late."""
     from nrlprof.config.env import TORCH_DIR_VARIABLE, plan_from_env
     from nrlprof.config.yaml_config import plan_from_mapping
 
     source = TORCH_DIR_VARIABLE if TORCH_DIR_VARIABLE in os.environ else "profiling config (torch trace directory)"
-    return activate_driver(plan_from_env(os.environ, base=plan_from_mapping(config)), source)
+    base = config if isinstance(config, Plan) else plan_from_mapping(config)
+    return activate_driver(plan_from_env(os.environ, base=base), source)
 
 
 def configure_late(config: object) -> None:

@@ -118,6 +118,21 @@ def _without_own_nsight(runtime_env: object, identity: WorkerIdentity) -> object
     return {k: v for k, v in runtime_env.items() if k not in NSIGHT_KEYS}
 
 
+def _gets_existing(actor_options: dict) -> bool:
+    """`.options(name=..., get_if_exists=True)` of a named actor that exists (SkyRL's workers get its registry actors
+    so): a handle to that actor, which is neither created here nor a child of this process."""
+    name = actor_options.get("name")
+    if not actor_options.get("get_if_exists") or not name:
+        return False
+    import ray
+
+    try:
+        ray.get_actor(name, namespace=actor_options.get("namespace"))
+    except ValueError:
+        return False
+    return True
+
+
 class ActorCreationHook:
     def __init__(self, host: CreationHost) -> None:
         self.host = host
@@ -164,6 +179,8 @@ class ActorCreationHook:
         hook = self
 
         def _remote(actor_class, args=None, kwargs=None, **actor_options):
+            if _gets_existing(actor_options):  # no actor is created: the named one is returned as it is
+                return original_remote(actor_class, args, kwargs, **actor_options)
             try:
                 prepared = hook.prepare(actor_class, actor_options)
             except Exception as err:  # profiling must never make actor creation raise

@@ -216,7 +216,7 @@ class Session:
                 logger.error("this armed job cannot take windows asked for while it runs: %s", err)
         if self.kind == CONTROLLER:
             logger.info(
-                "step %d: this actor (%s) is the controller on %s pid %d: it opens and closes the windows of "
+                "step %d: this %s is the controller on %s pid %d: it opens and closes the windows of "
                 "the %d worker(s) it created",
                 step,
                 _actor_description(),
@@ -263,14 +263,17 @@ def _ray_session() -> tuple[str | None, str]:
 
 
 def _actor_description() -> str:
+    """`actor (<name or id>)`, or `Ray task (<name>)` where a task runs the loop (SkyRL's skyrl_entrypoint)."""
     try:
         import ray
 
         context = ray.get_runtime_context()
         actor = context.get_actor_name() or context.get_actor_id()
-        return f"{actor}"
+        if actor is None:
+            return f"Ray task ({context.get_task_name() or context.get_task_id()})"
+        return f"actor ({actor})"
     except Exception:
-        return "?"
+        return "actor (?)"
 
 
 def in_ray_worker_process() -> bool:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from nrlprof.layout import file_safe
-from nrlprof.workers.frameworks import NEMO_RL, OPENRLHF, RLINF, VERL
+from nrlprof.workers.frameworks import AREAL, NEMO_RL, OPENRLHF, RLINF, ROLE_NAMED, SKYRL, VERL
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -28,11 +28,20 @@ def rlinf_group(actor_name: str | None) -> str | None:
     return actor_name.split(":", 1)[0] or None
 
 
+def areal_role(actor_name: str | None) -> str | None:
+    """AReaL's RayScheduler names each worker `<role>/<index>` (`actor/0`, `rollout/1`)."""
+    if not actor_name or "/" not in actor_name:
+        return None
+    return actor_name.rsplit("/", 1)[0] or None
+
+
 @dataclass(frozen=True)
 class WorkerIdentity:
     """`roles`: the roles a framework fused into this one actor (verl's WorkerDict hosting `actor_rollout` and
     `critic`); the actor is matched under each of them too, and reported as `worker_dict-actor_rollout-critic`.
-    `framework`: the framework whose class it is (nrlprof.workers.frameworks), which says what a pattern means."""
+    `framework`: the framework whose class it is (nrlprof.workers.frameworks), which says what a pattern means.
+    SkyRL's, AReaL's and slime's workers are their roles (`policy`; `actor-ref`, an AReaL worker hosting a colocated
+    role; slime's `actor` and `critic`, one class): reported under them, and matched by them."""
 
     class_name: str
     actor_name: str | None
@@ -51,10 +60,17 @@ class WorkerIdentity:
         """
         names = [self.explicit_name] if self.explicit_name else []
         group = rlinf_group(self.actor_name) if self.framework == RLINF else None
+        roles = self.framework_roles
         if self.framework == NEMO_RL:
             names.append(snake_case(self.class_name))
         elif group is not None:
             names.append(group)
+        elif roles:
+            names += [*roles, "-".join(roles)]
+            if self.framework == AREAL and self.actor_name:
+                names.append(self.actor_name)
+            if self.framework == SKYRL:  # its classes are role-specific (FSDPPolicyWorkerBase); slime's and AReaL's not
+                names += [self.class_name, snake_case(self.class_name)]
         else:
             if self.actor_name and self.framework not in (VERL, OPENRLHF):
                 names.append(self.actor_name)
@@ -64,13 +80,25 @@ class WorkerIdentity:
         return tuple(dict.fromkeys(names))
 
     @property
+    def framework_roles(self) -> tuple[str, ...]:
+        """The roles a SkyRL, AReaL or slime worker is (an AReaL worker's own from its actor name first)."""
+        if self.framework not in ROLE_NAMED:
+            return ()
+        own = areal_role(self.actor_name) if self.framework == AREAL else None
+        return tuple(dict.fromkeys((own, *self.roles) if own else self.roles))
+
+    @property
     def name(self) -> str:
-        """The name files and log lines use: an RLinf worker's group, else the class in snake case (with roles)."""
+        """The name files and log lines use: an RLinf worker's group, a SkyRL, AReaL or slime worker's roles, else
+        the class in snake case (with the roles verl fused into it)."""
         if self.explicit_name:
             return self.explicit_name
         group = rlinf_group(self.actor_name) if self.framework == RLINF else None
         if group is not None:
             return group
+        roles = self.framework_roles
+        if roles:
+            return "-".join(roles)
         return "-".join((snake_case(self.class_name), *self.roles))
 
     @property

@@ -7,7 +7,7 @@ name, and `RANK` from its runtime_env; ranked by start time per reported name wh
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nrlprof.workers.frameworks import framework_of_module
 from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
@@ -19,15 +19,19 @@ class LiveActor:
     node_id: str
     identity: WorkerIdentity
     interpreter: str | None
+    # The env_vars of its runtime_env: a profiled worker's own descriptor is there (nrlprof.launch.runtime_env).
+    env_vars: dict = field(default_factory=dict)
 
 
-def live_actors() -> list[LiveActor]:
-    """Every alive actor of the connected cluster, oldest first."""
+def live_actors(job_id: str | None = None) -> list[LiveActor]:
+    """Every alive actor of the connected cluster (of one job, given its id in hex), oldest first."""
     from ray._private.state import state
     from ray.core.generated import gcs_pb2
 
     table = state._connect_and_get_accessor().get_actor_table(None, "ALIVE")
     rows = [gcs_pb2.ActorTableData.FromString(raw) for raw in table]
+    if job_id is not None:
+        rows = [row for row in rows if row.job_id.hex() == job_id]
     rows.sort(key=lambda row: (row.start_time, row.actor_id))
     counters: dict[str, int] = {}
     actors = []
@@ -44,7 +48,9 @@ def live_actors() -> list[LiveActor]:
         identity = WorkerIdentity(class_name, row.name or None, rank, framework=framework)
         interpreter = runtime_env.get("py_executable")
         interpreter = str(interpreter) if interpreter else None
-        actors.append(LiveActor(row.actor_id.hex(), row.address.node_id.hex(), identity, interpreter))
+        env_vars = runtime_env.get("env_vars")
+        env_vars = env_vars if isinstance(env_vars, dict) else {}
+        actors.append(LiveActor(row.actor_id.hex(), row.address.node_id.hex(), identity, interpreter, env_vars))
     return actors
 
 

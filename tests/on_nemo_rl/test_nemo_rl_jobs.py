@@ -87,9 +87,9 @@ def test_a_pattern_selects_only_the_worker_types_it_names(ray_cluster, tmp_path,
         (trace,) = traces_under(traces / selected)
         assert marker_steps(load_trace(trace), "vllm.generate.") == {2, 3}
         return
-    (line,) = [line for line in result.stderr.splitlines() if "no worker matched pattern(s)" in line]
-    assert "torch: no worker matched pattern(s) 'megatron_policy_worker'" in line
-    listed = line.split("by the names a pattern can match: ")[1].split(", ")
+    (line,) = [line for line in result.stderr.splitlines() if "selects no worker" in line]
+    assert "torch: pattern 'megatron_policy_worker' selects no worker of this job" in line
+    listed = line.split("can be matched by: ")[1].split(", ")
     assert {"dtensor_policy_worker", "vllm_generation_worker"} <= set(listed)
     assert not any(name.startswith(("lm_policy", "vllm_policy")) for name in listed), "actor names are not matched"
 

@@ -181,11 +181,14 @@ def test_readme_recipe_profiles_each_policy_rank_at_the_trainers_global_steps(ra
 def test_a_snake_case_pattern_selects_the_reference_actors_only(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     result = run_openrlhf_job(ray_cluster, tmp_path, "reference",
-                              NRL_TORCH_PROFILE_WORKER_PATTERNS="reference_model_actor",
+                              NRL_TORCH_PROFILE_WORKER_PATTERNS="reference_model_actor,CriticModelActor",
                               NRL_TORCH_PROFILE_STEP_RANGE="3", NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
     enabled = "Torch profiling enabled for worker 'reference_model_actor' (matched pattern 'reference_model_actor')"
     assert result.stderr.count(enabled) == 2
-    assert "policy_model_actor" not in result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if "selects no worker" in line]
+    assert "torch: pattern 'CriticModelActor' selects no worker of this job" in warning, "the job has no critic"
+    assert {"PolicyModelActor", "ReferenceModelActor"} <= set(warning.split("matched by: ")[1].split(", "))
+    assert "policy_model_actor" not in result.stderr.replace(warning, "")
     assert [p.name for p in traces.iterdir() if p.is_dir()] == ["reference_model_actor"]
     for rank in ("0", "1"):
         (trace,) = traces_under(traces / "reference_model_actor" / rank)

@@ -120,3 +120,43 @@ def test_an_armed_rlinf_job_takes_a_window_asked_for_at_its_runners_steps(ray_cl
     assert group.name == "ActorGroup", "the rollout group untouched"
     (trace,) = traces_under(group)
     assert marker_steps(load_trace(trace), "actor.train.") == steps, "RLinf's step numbers, as the answer printed them"
+
+
+PATTERN_RLINF_JOB = """
+import os, sys
+os.environ["RAY_ADDRESS"] = sys.argv[1]
+from omegaconf import OmegaConf
+from rlinf.runners.embodied_runner import EmbodiedRunner
+from rlinf.scheduler import Cluster, Worker
+
+
+class ActorWorker(Worker):
+    def train(self, step):
+        return os.getpid()
+
+
+placement = {"actor": {"node_group": "node", "placement": "0"}}
+cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "component_placement": placement}))
+actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
+runner = EmbodiedRunner.__new__(EmbodiedRunner)
+runner._profile_all_steps, runner._profile_steps = False, set()
+for global_step in range(3):
+    runner._should_profile_step(global_step)
+    actors.train(global_step).wait()
+"""
+
+
+def test_a_pattern_of_the_ray_actor_name_selects_nothing_and_the_log_says_what_rlinfs_patterns_match(
+    ray_cluster, tmp_path
+):
+    """Ray's dashboard shows `ActorGroup:0`; RLinf's patterns match its group names: one warning says both."""
+    env = job_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="ActorGroup:*", NRL_TORCH_PROFILE_STEP_RANGE="1:3")
+    env["PYTHONPATH"] = str(TESTS)
+    result = run_job(ray_cluster, tmp_path, PATTERN_RLINF_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    (warning,) = [line for line in result.stderr.splitlines() if "selects no worker" in line]
+    assert "WARNING torch: pattern 'ActorGroup:*' selects no worker of this job; its workers can be matched by: " in (
+        warning
+    )
+    assert "ActorGroup" in warning.split("matched by: ")[1].split(" (")[0].split(", ")
+    assert "('ActorGroup:0' is the Ray actor name of worker 'ActorGroup'; under RLinf a pattern matches its " in warning

@@ -65,7 +65,7 @@ def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_prof
     env = verl_env(
         tmp_path,
         ray_cluster,
-        NRL_TORCH_PROFILE_WORKER_PATTERNS="*WorkerDict*",
+        NRL_TORCH_PROFILE_WORKER_PATTERNS="*WorkerDict*,reward_model",
         NRL_TORCH_PROFILE_STEP_RANGE="2:4",
         NRL_TORCH_PROFILE_DIR=str(traces),
         VERL_OWN_PROFILER_DIR=str(own),
@@ -76,6 +76,9 @@ def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_prof
     assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
     assert "verl's own torch profiler stands down; nrlprof's torch runs in this process" in result.stderr
     assert not any(own.rglob("*.json*")), "verl's own torch profiler wrote nothing: one profiler per process"
+    (warning,) = [line for line in result.stderr.splitlines() if "selects no worker" in line]
+    assert "torch: pattern 'reward_model' selects no worker of this job" in warning, "a role the job has not"
+    assert {"actor_rollout", "critic", FUSED} <= set(warning.split("matched by: ")[1].split(", "))
     for rank in (0, 1):
         (trace,) = traces_under(traces / FUSED / str(rank))
         data = load_trace(trace)

@@ -54,6 +54,9 @@ class Gate:
         self.last_step: int | None = None
         self._exit_hook_registered = False
         self._checked_unmatched: set[str] = set()
+        # False in a controller that steps only the workers it created for another (slime's RolloutManager and its
+        # engines): the job's controller tells which patterns select no worker, once.
+        self.tells_unmatched = True
         self.ray_gone_said = False
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
         # (step, start ns, end ns, what) for the time the gate spent on window actions.
@@ -239,15 +242,19 @@ class Gate:
             self._leave_asked(asked)
 
     def _tell_unmatched(self, actions: tuple[Action, ...]) -> None:
-        """Once per backend, at the first window that starts in none of the workers this controller reaches."""
+        """Once per backend, at its first window: each of its patterns that selects no worker of the job."""
+        if not self.tells_unmatched:
+            return
         for action in actions:
             if action.op != START or action.kind in self._checked_unmatched:
                 continue
             self._checked_unmatched.add(action.kind)
-            if not any(action.kind in actor.kinds for actor in self.tracker.actors()):
-                from nrlprof.runtime.windows.unmatched import tell_if_nothing_matched
+            backend = self.plan.backend(action.kind)
+            if backend is not None:
+                from nrlprof.runtime.windows.unmatched import tell_unmatched_patterns
 
-                tell_if_nothing_matched(self.plan.backend(action.kind))
+                tracked = (actor.identity for actor in self.tracker.actors() if action.kind in actor.kinds)
+                tell_unmatched_patterns(backend, tracked)
 
     def release(self, handle: object) -> None:
         """The job is about to end this tracked actor (`ray.kill`): its open windows close first."""
@@ -280,8 +287,10 @@ class Gate:
         for action in actions:
             if action.op == START:
                 asked = self.asked.get((action.kind, action.window))
-                # The controller takes no part in an nsys window asked for (it was not launched under nsys for it).
-                in_controller = asked is None or action.kind != NSYS
+                # The controller takes no part in an nsys window asked for (it was not launched under nsys for it), nor
+                # in a backend that leaves it out (SkyRL's torch profiler profiles its policy workers only).
+                backend = next((b for b in self.gated if b.kind == action.kind), None)
+                in_controller = (asked is None or action.kind != NSYS) and (backend is None or backend.controller)
                 controller = f" and the controller ({socket.gethostname()} pid {os.getpid()})" if in_controller else ""
                 logger.info(
                     "step %d: %s window %s%s started in %d worker(s)%s in %.0f ms",

@@ -26,7 +26,13 @@ STEPS_EXPLICIT = "an explicit `nrlprof.step(n)` in the controller wins once it i
 STEPS_ADAPTERS = (
     "else the framework adapters, applied when the framework's module is imported: verl's trainers "
     "(RayPPOTrainer, v1 PPOTrainer: `global_steps`), NeMo RL's `maybe_gpu_profile_step`, RLinf's runners "
-    "(`global_step`, counted from 0), OpenRLHF's PPO trainer"
+    "(`global_step`, counted from 0), OpenRLHF's PPO trainer, SkyRL's trainers (`global_step`), AReaL's PPOTrainer "
+    "(`global_step`, counted from 0), slime's train loop (`rollout_id`, counted from 0)"
+)
+# A framework mode whose workers are no Ray actors: said where the framework is installed.
+AREAL_UNSEEN = (
+    "AReaL is installed here: only its scheduler.type=ray makes Ray actors nrlprof profiles; scheduler.type=local "
+    "and slurm start processes, and its launcher areal.infra.launcher.ray Ray tasks, which nrlprof does not see"
 )
 CONTROLLER = (
     "the controller is the process that steps: the driver, or a Ray actor that calls the step "
@@ -89,13 +95,16 @@ def overview(
 
 def environment_warnings(plan: Plan, environ: Mapping[str, str]) -> list[str]:
     """This environment's settings that spoil a capture: NVTX_INJECTION64_PATH at CUPTI, where torch windows run."""
+    import importlib.util
+
     from nrlprof.backends.cupti_clash import CLASH, cupti_injection
 
+    warnings = [AREAL_UNSEEN] if importlib.util.find_spec("areal") is not None else []
     path = cupti_injection(environ)
     if plan.backend(TORCH) is None or path is None:
-        return []
-    return [CLASH.format(path=path) + "; nrlprof unsets it in the processes of its torch windows (as verl does); "
-            "`nrlprof doctor` checks the environment Ray workers start with on each node"]  # fmt: skip
+        return warnings
+    return [*warnings, CLASH.format(path=path) + "; nrlprof unsets it in the processes of its torch windows (as verl "
+            "does); `nrlprof doctor` checks the environment Ray workers start with on each node"]  # fmt: skip
 
 
 def step_sources(plan: Plan) -> list[str]:
@@ -112,8 +121,9 @@ def step_sources(plan: Plan) -> list[str]:
         sources.append("(no step marker: NRL_STEP_METHOD is not set)")
     sources.append(STEPS_ADAPTERS)
     if plan.framework_config:
-        sources.append("NRL_PROFILE_FRAMEWORK_CONFIG=1: the workers and steps to profile come from verl's own "
-                       "profiler config when its trainer starts, added to this plan")  # fmt: skip
+        sources.append("NRL_PROFILE_FRAMEWORK_CONFIG=1: the workers and steps to profile come from the framework's own "
+                       "profiling settings when its trainer starts (verl, RLinf, SkyRL, AReaL, slime), added to this "
+                       "plan")  # fmt: skip
     return sources
 
 
