@@ -84,6 +84,25 @@ FRAMEWORK_METHODS = [
     ("InferenceGroup", "run_inference", "logprob"),
     ("RewardGroup", "compute_rewards", "reward"),
     ("EnvGroup", "interact", "rollout"),
+    # SkyRL 0.4.0: roles from its worker bases
+    ("policy", "forward", "logprob"),
+    ("ref", "forward", "logprob"),
+    ("critic", "forward", "logprob"),
+    ("policy", "forward_backward", "training"),
+    ("policy", "optim_step", "training"),
+    ("policy", "broadcast_to_inference_engines", "weight_sync"),
+    ("policy", "offload_to_cpu", "weight_sync"),
+    ("policy", "backload_to_gpu", "weight_sync"),
+    # AReaL 1.0.4: every call is `call`; the rollout and reference roles do one thing each
+    ("rollout", "call", "rollout"),
+    ("ref", "call", "logprob"),
+    ("actor", "call", "other"),
+    ("actor-ref", "call", "other"),
+    # slime: the train actors' train holds log-probs and training; the rollout manager generates and rewards
+    ("actor", "train", "training"),
+    ("actor", "update_weights", "weight_sync"),
+    ("rollout_manager", "generate", "rollout"),
+    ("sg_lang_engine", "release_memory_occupation", "weight_sync"),
     # vLLM and SGLang engines' own calls
     ("sglang_engine", "update_weights_from_tensor", "weight_sync"),
     ("sglang_engine", "release_memory_occupation", "weight_sync"),
@@ -310,3 +329,18 @@ def test_summary_ends_with_the_top_findings_and_the_report_opens_with_them(tmp_p
     page = (tmp_path / "report.html").read_text()
     assert page.index('id="findings"') < page.index("<h2>Timeline</h2>")
     assert "<b>straggler</b>" in page and "policy rank 2 is late to the collective kernels" in page
+
+
+def test_areals_call_and_a_server_over_http_are_said_not_guessed(tmp_path):
+    groups = {1: ("actor", 0), 2: ("rollout", 0), 3: ("vllm_server_actor", 0)}
+    tasks = []
+    for step in range(1, 6):
+        at = (step - 1) * 1000
+        tasks += [call(2, "call", at + 10, at + 200), call(1, "call", at + 210, at + 900)]
+        tasks.append(call(3, "get_server_info", at + 5, at + 6))
+    result = explain_json(anatomy_run(tmp_path, groups, tasks, 5))
+    assert result["phases"]["rollout.call"] == "rollout" and result["phases"]["actor.call"] == "other"
+    said = " ".join(result["cannot_tell"])
+    assert "actor.call" in said and "AReaL's RPC servers take every engine method through `call`" in said
+    assert "vllm_server_actor serves requests over HTTP" in said
+    assert of_kind(result, "training_bound") == [] and of_kind(result, "rollout_bound")[0]["impact_pct"] < 25

@@ -18,7 +18,7 @@ from nrlprof.tools.advice.rules_device import exposed_comm_findings
 from nrlprof.tools.advice.rules_ranks import anatomy_rank_findings, collective_stragglers
 from nrlprof.tools.advice.rules_run import memory_growth_findings, profiler_distortion_finding
 from nrlprof.tools.advice.rules_steps import bound_finding, controller_finding, idle_findings, slow_steps_finding
-from nrlprof.tools.advice.step_facts import step_facts
+from nrlprof.tools.advice.step_facts import StepFacts, step_facts
 from nrlprof.tools.figures.model import Summary
 
 FORMAT = 1  # of `explain --json`
@@ -50,6 +50,16 @@ class Explanation:
         data["cannot_tell"] = self.cannot_tell
         data["notes"] = self.notes
         return data
+
+
+def engines_over_http(facts: StepFacts) -> list[str]:
+    """Groups that serve generation over HTTP (SkyRL's VLLMServerActor): no Ray call per request to see."""
+    servers = [g for g in facts.tables.calls.workers if "server" in g]
+    return [
+        f"{group} serves requests over HTTP: they are no Ray calls, so the step anatomy counts their time as the "
+        "controller's (or its caller's); a torch or nsys window on it shows the generation"
+        for group in servers
+    ]
 
 
 def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) -> Explanation:
@@ -93,6 +103,7 @@ def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) 
     findings += stragglers
     findings += exposed_comm_findings(evidence)
     if facts is not None:
+        evidence.cannot_tell += engines_over_http(facts)
         for finding in (bound_finding(evidence), controller_finding(evidence), slow_steps_finding(evidence)):
             if finding is not None:
                 findings.append(finding)

@@ -36,7 +36,8 @@ EXPECTED = (
 )
 
 # (phase, pattern) in order of precedence; read from each framework's code (verl 0.9.1's trainer and engine workers,
-# NeMo RL's algorithms, OpenRLHF 0.11.2's PPO trainer, RLinf 0.3.0's runners, vLLM's and SGLang's engines).
+# NeMo RL's algorithms, OpenRLHF 0.11.2's PPO trainer, RLinf 0.3.0's runners, SkyRL 0.4.0's worker groups, AReaL
+# 1.0.4's RPC servers, slime's train actors and rollout manager, vLLM's and SGLang's engines).
 BUILT_IN: tuple[tuple[str, str], ...] = (
     # Weight sync: NeMo RL's refit, verl's checkpoint engine, OpenRLHF's broadcast, RLinf's reshard, engines' own.
     (WEIGHT_SYNC, "*update_weight*"),
@@ -54,12 +55,16 @@ BUILT_IN: tuple[tuple[str, str], ...] = (
     (WEIGHT_SYNC, "prepare_for_generation"),
     (WEIGHT_SYNC, "finish_generation"),
     (WEIGHT_SYNC, "offload_engine"),
+    (WEIGHT_SYNC, "*to_inference_engines*"),  # SkyRL's broadcast_to_inference_engines
+    (WEIGHT_SYNC, "offload_to_cpu"),  # SkyRL's colocated workers move their weights around the sync
+    (WEIGHT_SYNC, "backload_to_gpu"),
     # Reward: verl's reward model and reward loop, RLinf's reward workers, OpenRLHF's reward model.
     (REWARD, "*rm_score*"),
     (REWARD, "*reward*"),
     (REWARD, "compute_score*"),
     (REWARD, "*reward*.execute_batch"),
     (REWARD, "*reward*.forward"),
+    (REWARD, "*reward*.call"),  # AReaL: every engine method goes through its RPC server's `call`
     # Log-prob, reference and value passes.
     (LOGPROB, "*log_prob*"),
     (LOGPROB, "*logprob*"),
@@ -69,6 +74,9 @@ BUILT_IN: tuple[tuple[str, str], ...] = (
     (LOGPROB, "*.execute_batch"),
     (LOGPROB, "*reference*.forward"),
     (LOGPROB, "*critic*.forward"),
+    (LOGPROB, "forward"),  # SkyRL's policy, ref and critic forward passes (no backward)
+    (LOGPROB, "ref.call"),  # AReaL's reference role: compute_logp only
+    (LOGPROB, "teacher.call"),
     # Training.
     (TRAINING, "*update_actor*"),
     (TRAINING, "*update_critic*"),
@@ -76,6 +84,8 @@ BUILT_IN: tuple[tuple[str, str], ...] = (
     (TRAINING, "*train*"),
     (TRAINING, "fit"),
     (TRAINING, "*optimizer_step*"),
+    (TRAINING, "*forward_backward*"),  # SkyRL
+    (TRAINING, "optim_step"),
     # Rollout: generation, its engines' calls, environment interaction (RLinf's embodied runners).
     (ROLLOUT, "*generate*"),
     (ROLLOUT, "*rollout*"),
@@ -83,6 +93,7 @@ BUILT_IN: tuple[tuple[str, str], ...] = (
     (ROLLOUT, "get_responses"),
     (ROLLOUT, "chat"),
     (ROLLOUT, "interact"),
+    (ROLLOUT, "rollout*.call"),  # AReaL's rollout role
 )
 
 

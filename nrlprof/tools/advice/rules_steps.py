@@ -38,9 +38,10 @@ def bound_finding(evidence: Evidence) -> Finding | None:
     unnamed = {label: ns for label, ns in _held_by_label(facts).items() if facts.method_phases[label] == OTHER}
     if unnamed and sum(unnamed.values()) > max((totals.get(p, 0) for p in PHASES), default=0):
         top = max(sorted(unnamed), key=lambda label: unnamed[label])
+        why = " (AReaL's RPC servers take every engine method through `call`)" if top.endswith(".call") else ""
         evidence.cannot_tell.append(
-            f"the critical path is mostly methods no phase names ({top}: {100 * unnamed[top] / wall:.0f}% of it): "
-            "say which phase they are with NRL_PHASES or --phases ('rollout=*generate*;training=*train*')"
+            f"the critical path is mostly methods no phase names ({top}: {100 * unnamed[top] / wall:.0f}% of it"
+            f"{why}): say which phase they are with NRL_PHASES or --phases ('rollout=*generate*;training=*train*')"
         )
     named = {phase: totals.get(phase, 0) for phase in PHASES if totals.get(phase, 0) > 0}
     if not named or wall <= 0:
