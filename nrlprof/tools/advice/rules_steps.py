@@ -189,7 +189,7 @@ def idle_findings(evidence: Evidence) -> list[Finding]:
     findings = []
     phase_masks = {phase: facts.phase_mask(phase) for phase in (*PHASES, OTHER)}
     for group, name in enumerate(tables.calls.workers):
-        own = tables.call_worker == group
+        own = tables.group_mask(group)
         if not own.any() or wall <= 0:
             continue
         busy = facts.group_busy(group)

@@ -10,12 +10,13 @@ not from a framework's counters.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nrlprof.tools.advice.phases import OTHER, PHASES, ROLLOUT, TRAINING, WEIGHT_SYNC, PhaseMap
-from nrlprof.tools.figures.anatomy_tables import AnatomyTables
+from nrlprof.tools.figures.anatomy_tables import CHUNK, AnatomyTables
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,12 +58,16 @@ class StepFacts:
 
     def _profiler_ns(self, window: int) -> int:
         """nrlprof's own window work in the driver that began in this step (it holds the controller's thread)."""
-        begin, end = int(self.tables.begins[window]), int(self.tables.ends[window])
-        return sum(
-            int(m["end_ns"]) - int(m["start_ns"])
-            for m in self.tables.calls.marks
-            if "profiler" in m and begin <= int(m["start_ns"]) < end
-        )
+        starts, lengths = self._profiler_marks
+        lo = bisect.bisect_left(starts, int(self.tables.begins[window]))
+        hi = bisect.bisect_left(starts, int(self.tables.ends[window]))
+        return sum(lengths[lo:hi])
+
+    @cached_property
+    def _profiler_marks(self) -> tuple[list[int], list[int]]:
+        """The gate's own work, by start: (starts, lengths) in ns."""
+        marks = sorted((int(m["start_ns"]), int(m["end_ns"])) for m in self.tables.calls.marks if "profiler" in m)
+        return [start for start, _ in marks], [end - start for start, end in marks]
 
     def label(self, row: int) -> str:
         calls = self.tables.calls
@@ -101,7 +106,7 @@ class StepFacts:
 
     @cached_property
     def call_phase(self) -> np.ndarray:
-        """The phase index (into PHASES, OTHER last) of each call in a step."""
+        """The phase index (into PHASES, OTHER last) of each call in a step, a chunk of calls at a time."""
         import numpy as np
 
         calls = self.tables.calls
@@ -109,7 +114,12 @@ class StepFacts:
         table = np.array(
             [[names.index(self.phases.phase_of(w, m)) for m in calls.methods] for w in calls.workers], dtype=np.int8
         ).reshape(len(calls.workers), max(1, len(calls.methods)))
-        return table[self.tables.call_worker, self.tables.call_method]
+        phase = np.empty(len(calls.actor), np.int8)
+        for lo in range(0, len(phase), CHUNK):
+            phase[lo : lo + CHUNK] = table[
+                calls.actor_worker[calls.actor[lo : lo + CHUNK]], calls.method[lo : lo + CHUNK]
+            ]
+        return phase
 
     def busy(self, mask: np.ndarray | None) -> list[int]:
         """Per step read, how long the calls of `mask` kept it busy (ns)."""
@@ -124,7 +134,7 @@ class StepFacts:
         return {phase: self.busy(self.phase_mask(phase)) for phase in PHASES if self.phase_mask(phase).any()}
 
     def group_busy(self, group: int) -> list[int]:
-        return self.busy(self.tables.call_worker == group)
+        return self.busy(self.tables.group_mask(group))
 
     def overlap(self) -> dict | None:
         """How rollout and training overlapped in each step, from the calls' busy times (never from counters).

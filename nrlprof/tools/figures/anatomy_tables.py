@@ -8,7 +8,6 @@ summary's anatomy (figures.anatomy) and `explain` (tools.advice) both read these
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from nrlprof.tools.figures.intervals import busy_in, covered
@@ -84,17 +83,12 @@ class AnatomyTables:
         union = covered(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
         return busy_in(union, self.begins, self.ends)
 
-    @cached_property
-    def call_worker(self) -> np.ndarray:
-        """The worker group of each call."""
-        return self.calls.worker
-
-    @property
-    def call_method(self) -> np.ndarray:
-        return self.calls.method
+    def group_mask(self, group: int) -> np.ndarray:
+        """The calls of one worker group: its actors' mask, taken by each call's actor (no per-call group array)."""
+        return (self.calls.actor_worker == group)[self.calls.actor]
 
     def group_busy(self, group: int) -> np.ndarray:
-        return self.busy(self.call_worker == group)
+        return self.busy(self.group_mask(group))
 
     def critical_path(self, window: int) -> list[tuple[int, int]]:
         """(phase row, ns it holds the path) from the step's start: the phase that ends last, back through the phase
@@ -147,9 +141,13 @@ def anatomy_tables(calls: RunCalls) -> AnatomyTables:
     import numpy as np
 
     steps, begins, ends = (np.asarray(v, np.int64) for v in step_windows(calls.marks, calls))
-    window = (np.searchsorted(begins, calls.start, side="right") - 1).astype(np.int32)
-    inside = window >= 0
-    inside[inside] = calls.start[inside] < ends[window[inside]]
+    window = np.empty(len(calls.start), np.int32)
+    inside = np.empty(len(calls.start), bool)
+    for lo in range(0, len(window), CHUNK):  # a chunk at a time: searchsorted gives int64, masks copy
+        starts = calls.start[lo : lo + CHUNK]
+        found = np.searchsorted(begins, starts, side="right") - 1
+        window[lo : lo + CHUNK] = found
+        inside[lo : lo + CHUNK] = (found >= 0) & (starts < ends[np.maximum(found, 0)]) if len(ends) else False
     if not inside.all():
         calls.keep(inside)
         window = window[inside]

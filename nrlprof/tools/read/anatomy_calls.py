@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _DTYPES = {"actor": "int32", "method": "int32", "start": "int64", "end": "int64"}
 BLOCK_BYTES = 16 << 20  # decoded at once: a block's records live only while its columns are made
 RANGE_BYTES = 96 << 20  # one unit of work for a reader process
+CHUNK_CALLS = 1 << 21
 
 
 class TaskLine(msgspec.Struct, gc=False):
@@ -83,6 +84,7 @@ class RangeColumns:
     out_ns: dict[str, int] = field(default_factory=dict)  # per node: the least RUNNING - SUBMITTED
     back_ns: dict[str, int] = field(default_factory=dict)  # per node: the least FINISHED - end of the task
     bad_lines: int = 0
+    bytes: int = 0  # the range's length
 
 
 @dataclass
@@ -143,6 +145,7 @@ def read_range(path: str, begin: int, end: int, driver_task: str, driver_node: s
                 _add_block(Block(records, lines, whole), found, codes, parts, driver_task, driver_node)
     found.actors, found.methods = list(codes["actor"]), list(codes["method"])
     found.columns = {k: np.concatenate(v) if v else np.zeros(0, _DTYPES[k]) for k, v in parts.items()}
+    found.bytes = end - begin
     return found
 
 
@@ -323,8 +326,9 @@ def read_ranges(path: Path, driver_task: str, driver_node: str, jobs: int | None
         return
     with ProcessPoolExecutor(jobs, mp_context=start_context(__name__)) as pool:
         futures = [pool.submit(read_range, str(path), begin, end, driver_task, driver_node) for begin, end in ranges]
-        for future in futures:
-            yield future.result()
+        futures.reverse()
+        while futures:
+            yield futures.pop().result()  # let go of each range's columns once taken
 
 
 def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int | None = None) -> RunCalls:
@@ -334,7 +338,8 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
     driver_node = str(meta.get("driver_node_id", ""))
     actor_code: dict[str, int] = {}
     method_code: dict[str, int] = {}
-    pieces: dict[str, list] = {"actor": [], "method": [], "start": [], "end": []}
+    columns: GrowingColumns | None = None
+    size = (run / TASKS_FILE).stat().st_size if (run / TASKS_FILE).is_file() else 0
     creations: list[dict] = []
     pids: dict[str, int] = {}
     classes: dict[str, str] = {}
@@ -347,9 +352,12 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
 
         for column, names, table in (("actor", found.actors, actor_code), ("method", found.methods, method_code)):
             recode = np.fromiter((table.setdefault(n, len(table)) for n in names), np.int32, len(names))
-            pieces[column].append(recode[found.columns[column]] if len(names) else found.columns[column])
-        pieces["start"].append(found.columns["start"])
-        pieces["end"].append(found.columns["end"])
+            if len(names):
+                found.columns[column] = recode[found.columns[column]]
+        if columns is None:  # sized from the first range's calls per byte: the file's calls, and a tenth more
+            calls_per_byte = len(found.columns["start"]) / max(1, found.bytes)
+            columns = GrowingColumns(int(1.1 * calls_per_byte * size) + 1024)
+        columns.append(found.columns)
         creations += found.creations
         for into, values in ((pids, found.pids), (classes, found.classes), (nodes, found.actor_nodes)):
             for actor, value in values.items():
@@ -361,26 +369,23 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         bad += found.bad_lines
     import numpy as np
 
-    columns = {}
-    for name in ("actor", "method", "start", "end"):
-        parts = pieces.pop(name)
-        columns[name] = np.concatenate(parts) if parts else np.zeros(0, _DTYPES[name])
-        del parts
+    columns = (columns or GrowingColumns(0)).finish()
     offsets, bounds = _offsets(out_ns, back_ns, driver_node)
     if driver_node in nodes.values():
         offsets[driver_node], bounds[driver_node] = 0, 0
     shift = np.fromiter((offsets.get(nodes.get(a, ""), 0) for a in actor_code), np.int64, len(actor_code))
     if len(shift) and shift.any():
-        call_shift = shift[columns["actor"]]
-        columns["start"] -= call_shift
-        columns["end"] -= call_shift
-        del call_shift
-    order = np.argsort(columns["start"], kind="stable")
-    if len(order) < 2**31:
-        order = order.astype(np.int32)  # half the memory while the columns are put in order, one at a time
-    for name in ("actor", "method", "start", "end"):
-        columns[name] = columns[name][order]
-    del order
+        for lo in range(0, len(columns["actor"]), CHUNK_CALLS):  # no copy of every call's shift
+            call_shift = shift[columns["actor"][lo : lo + CHUNK_CALLS]]
+            columns["start"][lo : lo + CHUNK_CALLS] -= call_shift
+            columns["end"][lo : lo + CHUNK_CALLS] -= call_shift
+    if len(columns["start"]) > 1 and not (columns["start"][1:] >= columns["start"][:-1]).all():
+        order = np.argsort(columns["start"], kind="stable")
+        if len(order) < 2**31:
+            order = order.astype(np.int32)  # half the memory while the columns are put in order, one at a time
+        for name in ("actor", "method", "start", "end"):
+            columns[name] = columns[name][order]
+        del order
     # Every actor the calls name, in first-call order, so worker_names ranks them as it does from the tasks.
     named = [{"actor_id": a, "kind": "call", "pid": pids.get(a), "class": classes.get(a, "")} for a in actor_code]
     names = worker_names(read_lines(run / ACTORS_FILE), creations + named, profiled)
@@ -406,6 +411,34 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         group_ranks={g: sorted({rank for name, rank in names.values() if name == g}) for g in groups},
         bad_lines=bad,
     )
+
+
+class GrowingColumns:
+    """The run's columns filled range by range into arrays sized once (grown by half should the guess fall short):
+    no list of every range's columns beside their concatenation."""
+
+    def __init__(self, capacity: int) -> None:
+        import numpy as np
+
+        self.size = 0
+        self.arrays = {name: np.empty(capacity, dtype) for name, dtype in _DTYPES.items()}
+
+    def append(self, parts: dict) -> None:
+        import numpy as np
+
+        count = len(parts["start"])
+        if self.size + count > len(self.arrays["start"]):
+            capacity = max(self.size + count, int(1.5 * len(self.arrays["start"])))
+            for name, array in self.arrays.items():
+                grown = np.empty(capacity, array.dtype)
+                grown[: self.size] = array[: self.size]
+                self.arrays[name] = grown
+        for name, array in self.arrays.items():
+            array[self.size : self.size + count] = parts[name]
+        self.size += count
+
+    def finish(self) -> dict:
+        return {name: array[: self.size] for name, array in self.arrays.items()}
 
 
 def _offsets(out_ns: dict[str, int], back_ns: dict[str, int], driver_node: str) -> tuple[dict, dict]:
