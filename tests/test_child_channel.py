@@ -227,3 +227,27 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     written = tmp_path / "memory" / "vllm_generation_worker.python" / "3"
     assert len(list(written.glob("*.memory.json"))) == 2
     assert lost == [], "no child was lost"
+
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 54: a child lost after a stop gets no record")
+def test_a_child_killed_after_a_stop_before_its_trace_is_final_is_recorded_as_died_after_the_window(tmp_path):
+    torch_dir = tmp_path / "traces"
+    env = environment_without("NRL", "RAY_")
+    result = subprocess.run([sys.executable, str(PROGRAMS / "child_dies_after_stop.py"), str(torch_dir)], env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    child = out["pid"]
+
+    (died,) = [r for r in out["records"] if r["pid"] == child and r["status"] == "died"]
+    named = (died["worker"], died["rank"], died["backend"], died["window"])
+    assert named == ("vllm_generation_worker.engine_core_0", 3, "torch", "1-2")
+    assert died["steps"] == [1, 2] and died["files"] == []
+    assert "died after window 1-2 stopped" in died["message"], died["message"]
+    assert not list((torch_dir / "vllm_generation_worker.engine_core_0").rglob("*.json*")), "its trace never came"
+    (manifest,) = (torch_dir / ".nrlprof").glob("manifest-*.jsonl")
+    written = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r for r in written if r["pid"] == child and r["status"] == "died"] == [died], "the worker wrote it"
