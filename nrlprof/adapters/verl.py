@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches
 
@@ -105,9 +106,7 @@ def record_fused_roles(session: Any, module: Any) -> None:
 
 
 def _fused_class(class_with_args: Any) -> type | None:
-    remote = getattr(class_with_args, "cls", None)
-    metadata = getattr(remote, "__ray_metadata__", None)
-    return getattr(metadata, "modified_class", None)
+    return rayapi.modified_class(getattr(class_with_args, "cls", None))
 
 
 def mark_task_runner(session: Any, module: Any) -> None:
@@ -129,8 +128,7 @@ def mark_task_runner(session: Any, module: Any) -> None:
 
 
 def _remote_class_name(actor_class: Any) -> str | None:
-    metadata = getattr(actor_class, "__ray_metadata__", None)
-    modified = getattr(metadata, "modified_class", None)
+    modified = rayapi.modified_class(actor_class)
     return modified.__name__ if modified is not None else None
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.anatomy.events import fetch_raw_task_events
 from nrlprof.anatomy.files import (
     ACTORS_FILE,
@@ -85,7 +86,7 @@ class Recorder:
         return self._run_dir
 
     def actor_created(self, handle: Any, name: str, rank: int, class_name: str) -> None:
-        self.actors.append({"actor_id": handle._actor_id.hex(), "worker": name, "rank": rank, "class": class_name})
+        self.actors.append({"actor_id": rayapi.actor_id(handle), "worker": name, "rank": rank, "class": class_name})
 
     def _loop(self) -> None:
         while not self._stop.wait(WRITE_INTERVAL_S):
@@ -256,26 +257,16 @@ def mark_line(mark: tuple) -> dict:
 
 def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subprocess.Popen:
     """`python -m nrlprof.anatomy.reader_process` for this driver's job, with the driver's Ray token if any."""
-    import ray
-
-    node = ray._private.worker.global_worker.node
     # Without nrlprof's own variables: the reader is no driver to activate nrlprof in.
     env = {name: value for name, value in os.environ.items() if not name.startswith(("NRL_", "NRLPROF_"))}
     package_root = str(Path(__file__).resolve().parents[2])  # the directory that holds nrlprof/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(ray_auth_environment())
-    command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", node.gcs_address, node.cluster_id.hex()]
+    command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", *rayapi.gcs_address_and_cluster_id()]
     command += [job_id, str(run_dir), str(capacity)]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
 
 
 def ray_auth_environment() -> dict[str, str]:
     """RAY_AUTH_MODE and RAY_AUTH_TOKEN as this driver uses them, where the cluster uses token authentication."""
-    try:
-        from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
-    except ImportError:
-        return {}
-    if get_authentication_mode() != AuthenticationMode.TOKEN:
-        return {}
-    token = AuthenticationTokenLoader.instance().get_raw_token()
-    return {"RAY_AUTH_MODE": "token", **({"RAY_AUTH_TOKEN": token} if token else {})}
+    return rayapi.auth_environment()

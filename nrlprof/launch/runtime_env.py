@@ -113,12 +113,12 @@ def package_fragment() -> dict:
     """
     import tempfile
 
-    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+    from nrlprof import rayapi
 
     package_dir = Path(__file__).parent.parent  # nrlprof/, as `nrlprof.__file__` names it
     package = {"py_modules": [str(package_dir)], "excludes": ["__pycache__", "*.pyc"]}
     with tempfile.TemporaryDirectory(prefix="nrlprof-ship-") as scratch:
-        uploaded = upload_py_modules_if_needed(package, include_gitignore=False, scratch_dir=scratch)
+        uploaded = rayapi.upload_py_modules(package, scratch)
     return {"py_modules": list(uploaded["py_modules"])}
 
 

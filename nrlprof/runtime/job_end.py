@@ -13,10 +13,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import DRIVER
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
@@ -33,7 +33,7 @@ def install(session: Any) -> None:
 def _first(original: Callable, session: Any, before: Callable[..., None]) -> Callable:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if state.session is session and ray_connected():
+        if state.session is session and rayapi.connected():
             try:
                 before(session, *args, **kwargs)
             except Exception as err:  # the job's own call goes on whatever happens here

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
 from nrlprof.log import logger
 from nrlprof.process import patches, state
@@ -48,13 +49,7 @@ def starts_own_cluster(args: tuple, kwargs: Mapping[str, Any]) -> bool:
     Asks Ray's own reading of the address (the argument, RAY_ADDRESS, a cluster started here by `ray start`);
     anything it cannot read, or a Ray Client address, counts as a cluster of someone else's.
     """
-    address = kwargs.get("address", args[0] if args else None)
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-
-        return canonicalize_bootstrap_address(address, kwargs.get("_temp_dir")) is None
-    except Exception:
-        return False
+    return rayapi.starts_own_cluster(kwargs.get("address", args[0] if args else None), kwargs.get("_temp_dir"))
 
 
 @contextlib.contextmanager
@@ -117,7 +112,7 @@ def finish_controllers(session: Any) -> None:
     refs = []
     for handle in handles:
         try:
-            refs.append(handle.__ray_call__.remote(finish_in_actor))
+            refs.append(rayapi.call_in_actor(handle, finish_in_actor))
         except Exception:
             continue
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=session.plan.timeout_s)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nrlprof import rayapi
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import Plan, Target
 from nrlprof.log import logger
@@ -252,14 +252,7 @@ def current() -> Session | None:
 
 
 def _ray_session() -> tuple[str | None, str]:
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None, ""
-    try:
-        node = ray._private.worker.global_worker.node
-        return node.get_session_dir_path(), node.node_ip_address
-    except Exception:
-        return None, ""
+    return rayapi.session_dir_and_node_ip()
 
 
 def _actor_description() -> str:
@@ -274,8 +267,4 @@ def _actor_description() -> str:
 
 
 def in_ray_worker_process() -> bool:
-    ray = sys.modules.get("ray")
-    if ray is None:
-        return False
-    worker = ray._private.worker.global_worker
-    return getattr(worker, "mode", None) == ray._private.worker.WORKER_MODE
+    return rayapi.in_worker_process()

@@ -23,11 +23,9 @@ class LiveActor:
 
 def live_actors() -> list[LiveActor]:
     """Every alive actor of the connected cluster, oldest first."""
-    from ray._private.state import state
-    from ray.core.generated import gcs_pb2
+    from nrlprof import rayapi
 
-    table = state._connect_and_get_accessor().get_actor_table(None, "ALIVE")
-    rows = [gcs_pb2.ActorTableData.FromString(raw) for raw in table]
+    rows = rayapi.alive_actor_rows()
     rows.sort(key=lambda row: (row.start_time, row.actor_id))
     counters: dict[str, int] = {}
     actors = []

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.plan import Plan, Target
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
 from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import live_created
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
 from nrlprof.workers.tracker import TrackedActor
@@ -48,7 +48,7 @@ def enable_created_actors(
 ) -> None:
     """Ready every live actor this process created for the `kind` window asked for, and track it."""
     created = live_created(session)
-    if not created or not ray_connected():
+    if not created or not rayapi.connected():
         return
     import ray
 
@@ -58,7 +58,7 @@ def enable_created_actors(
         identity = names.of(actor_id, own, worker)
         descriptor = worker_descriptor(identity, (Match(backend, target, worker.name),), worker.name)
         try:
-            refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
+            refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
         except Exception as err:
             logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, err)
     timeout_s = session.plan.timeout_s

@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan
 from nrlprof.config.requests import (
     ACCEPTED,
     HEARTBEAT_S,
-    NAMESPACE,
     POLL_S,
     REFUSED,
     Request,
@@ -36,7 +36,6 @@ from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
 from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
 from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
@@ -95,16 +94,16 @@ class Listener:
         for thread in (self._thread, self._card_thread):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(timeout=5)
-        if ray_connected():
+        if rayapi.connected():
             try:
                 self._answer_changes()
-                _kv()._internal_kv_del(armed_key(self.job), namespace=NAMESPACE)
+                rayapi.kv_delete(armed_key(self.job))
             except Exception as err:
                 logger.debug("could not take the armed job's card down: %s", err)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not ray_connected():
+            if not rayapi.connected():
                 return
             try:
                 self.tick()
@@ -114,22 +113,21 @@ class Listener:
 
     def _keep_card(self) -> None:
         while not self._stop.is_set():
-            if not ray_connected():
+            if not rayapi.connected():
                 return
             try:
-                _kv()._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
+                rayapi.kv_put(armed_key(self.job), self.card())
             except Exception as err:  # the next beat tries again; a card older than STALE_S reads as a job gone
                 logger.debug("could not rewrite the armed job's card: %s", err)
             self._stop.wait(HEARTBEAT_S)
 
     def tick(self) -> None:
-        kv = _kv()
         self.session.adoption.take_answers()  # workers another actor created, that the controller called
         gate = self.session.built_gate()
         if gate is not None:
-            for key in kv._internal_kv_list(request_prefix(self.job), namespace=NAMESPACE):
-                text = kv._internal_kv_get(key, namespace=NAMESPACE)
-                kv._internal_kv_del(key, namespace=NAMESPACE)
+            for key in rayapi.kv_keys(request_prefix(self.job)):
+                text = rayapi.kv_get(key)
+                rayapi.kv_delete(key)
                 if text:
                     self.take(key.decode(errors="replace"), text, gate)
         self._answer_changes()
@@ -254,7 +252,7 @@ class Listener:
         for handle, match in chosen:
             descriptor = worker_descriptor(self._identity(handle, match), (match,))
             try:
-                refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
+                refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
                     handle,
                     match,
                 )
@@ -278,7 +276,7 @@ class Listener:
         return ready, problems
 
     def _identity(self, handle: Any, match: Any) -> Any:
-        return self.session.known_actors.get(handle._actor_id.hex()) or next(
+        return self.session.known_actors.get(rayapi.actor_id(handle)) or next(
             a.identity for a in self.session.tracker.actors() if a.handle is handle
         )
 
@@ -309,10 +307,4 @@ class Listener:
                 self.asked.remove(asked)
 
     def _write(self, request_id: str, text: str) -> None:
-        _kv()._internal_kv_put(answer_key(request_id), text, namespace=NAMESPACE)
-
-
-def _kv() -> Any:
-    from ray.experimental import internal_kv
-
-    return internal_kv
+        rayapi.kv_put(answer_key(request_id), text)

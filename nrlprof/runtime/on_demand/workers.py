@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match, match_backend
@@ -26,7 +27,7 @@ def live_workers(session: Any) -> list[tuple[Any, WorkerIdentity]]:
     """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
     found = {actor_id: (handle, identity) for actor_id, handle, identity in live_created(session)}
     for actor in session.tracker.actors():
-        actor_id = getattr(getattr(actor.handle, "_actor_id", None), "hex", lambda: None)()
+        actor_id = rayapi.actor_id(actor.handle)
         if actor_id is not None and actor_id not in found:
             found[actor_id] = (actor.handle, actor.identity)
     return sorted(found.values(), key=lambda pair: (pair[1].name, pair[1].rank))

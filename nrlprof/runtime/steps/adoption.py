@@ -20,10 +20,10 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.frameworks import framework_of_class
 from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
 from nrlprof.workers.tracker import TrackedActor
@@ -72,9 +72,8 @@ class Adoption:
 
     def called(self, handle: Any) -> None:
         """A method of `handle` is being called by this controller."""
-        try:
-            actor_id = handle._actor_id.hex()
-        except AttributeError:
+        actor_id = rayapi.actor_id(handle)
+        if actor_id is None:
             return
         if actor_id in self.asked or actor_id in self.host.known_actors:
             return
@@ -83,7 +82,7 @@ class Adoption:
                 return
             self.asked.add(actor_id)
             try:
-                self.pending[handle.__ray_call__.remote(describe_in_actor)] = handle
+                self.pending[rayapi.call_in_actor(handle, describe_in_actor)] = handle
             except Exception as err:
                 logger.debug("could not ask actor %s whether it is profiled: %s", actor_id, err)
 
@@ -93,7 +92,7 @@ class Adoption:
         both take answers."""
         if not self.pending:
             return
-        if not ray_connected():
+        if not rayapi.connected():
             self.pending.clear()
             return
         import ray
@@ -125,7 +124,7 @@ class Adoption:
         )
         if data["rank"] is None:
             identity = replace(identity, rank=self.host.ranks.take(identity.name))
-        actor_id = handle._actor_id.hex()
+        actor_id = rayapi.actor_id(handle)
         self.host.known_actors[actor_id] = identity
         if not answer["kinds"]:  # a worker of an armed job, which windows asked for may select
             self.host.created_handles[actor_id] = weakref.ref(handle)

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
+from nrlprof import rayapi
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
 from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
@@ -129,7 +129,7 @@ class WorkerChannel:
 
     def post(self, actions: tuple[Action, ...]) -> Posted | None:
         """Send the actions to every tracked actor without waiting: what `collect` waits for (None: Ray is gone)."""
-        if not ray_connected():
+        if not rayapi.connected():
             return None
         import ray
 
@@ -143,7 +143,7 @@ class WorkerChannel:
         for actor in self.tracker.actors():
             is_late = actor in self.late
             try:
-                ref = actor.handle.__ray_call__.remote(apply_in_actor, late_actions if is_late else actions)
+                ref = rayapi.call_in_actor(actor.handle, apply_in_actor, late_actions if is_late else actions)
             except Exception as err:
                 logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
                 continue
@@ -194,11 +194,11 @@ class WorkerChannel:
     def release(self, actor: TrackedActor, actions: tuple[Action, ...]) -> list[dict]:
         """The job is about to end this actor (`ray.kill`): its windows close first, then it is no longer tracked."""
         records: list[dict] = []
-        if actions and ray_connected():
+        if actions and rayapi.connected():
             import ray
 
             try:
-                ref = actor.handle.__ray_call__.remote(apply_in_actor, actions)
+                ref = rayapi.call_in_actor(actor.handle, apply_in_actor, actions)
                 # A worker busy since earlier actions (hung, maybe: the reason to end it) is not waited for.
                 ready, _ = ray.wait([ref], timeout=0 if actor in self.late else self.timeout_s)
             except Exception as err:
@@ -222,7 +222,7 @@ class WorkerChannel:
 
     def drain(self) -> list[dict]:
         """At the end of the job: what late workers still owe, waited for once more."""
-        if not self.unanswered or not ray_connected():
+        if not self.unanswered or not rayapi.connected():
             return []
         import ray
 

@@ -4,9 +4,9 @@ with `megatron_policy_worker` as its pattern and DTensor policy workers)."""
 
 from __future__ import annotations
 
+from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan
 from nrlprof.log import logger
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.matching import match_backend
 
 MAX_NAMES = 30
@@ -18,7 +18,7 @@ def tell_if_nothing_matched(backend: BackendPlan) -> bool:
     Only where this process is connected to Ray: a driver that never started Ray has no workers to list, and
     importing Ray (seconds) at its window's start would hold up that step.
     """
-    if not ray_connected():
+    if not rayapi.connected():
         return False
     try:
         from nrlprof.workers.live import live_actors

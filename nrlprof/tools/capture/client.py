@@ -10,12 +10,11 @@ import json
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.requests import (
     ARMED_PREFIX,
     CLOSED,
-    NAMESPACE,
     REFUSED,
     STALE_S,
     Request,
@@ -34,19 +33,12 @@ class NotArmed(BadInput):
     """No armed job on the cluster, or not the one asked for."""
 
 
-def _kv() -> Any:
-    from ray.experimental import internal_kv
-
-    return internal_kv
-
-
 def armed_jobs(now: float | None = None) -> list[dict]:
     """The cards of the armed jobs that are running (a card not rewritten for STALE_S is a job gone), by job id."""
-    kv = _kv()
     now = time.time() if now is None else now
     cards = []
-    for key in kv._internal_kv_list(ARMED_PREFIX, namespace=NAMESPACE):
-        text = kv._internal_kv_get(key, namespace=NAMESPACE)
+    for key in rayapi.kv_keys(ARMED_PREFIX):
+        text = rayapi.kv_get(key)
         try:
             card = json.loads(text) if text else None
         except ValueError:
@@ -89,10 +81,9 @@ def this_node() -> str:
 
 def send(request: Request) -> None:
     """The request, where only its job's controller reads it; refused if its job is no longer armed."""
-    kv = _kv()
-    if not kv._internal_kv_get(armed_key(request.job), namespace=NAMESPACE):
+    if not rayapi.kv_get(armed_key(request.job)):
         raise NotArmed(f"job {request.job} is not armed (or has ended)")
-    kv._internal_kv_put(f"{request_prefix(request.job)}{request.id}", request.to_json(), namespace=NAMESPACE)
+    rayapi.kv_put(f"{request_prefix(request.job)}{request.id}", request.to_json())
 
 
 def wait_for(
@@ -103,15 +94,14 @@ def wait_for(
 ) -> dict | None:
     """The job's latest answer once it is in `states` (or refused or closed); None when none came in time, or the
     job's card went. The answer is taken off the store once final."""
-    kv = _kv()
     deadline = time.monotonic() + timeout_s
     alive = job_alive or (lambda: _card_is_fresh(request.job))
     while True:
-        text = kv._internal_kv_get(answer_key(request.id), namespace=NAMESPACE)
+        text = rayapi.kv_get(answer_key(request.id))
         reply = json.loads(text) if text else None
         if reply is not None and reply.get("state") in (*states, REFUSED, CLOSED):
             if reply.get("state") in (REFUSED, CLOSED):
-                kv._internal_kv_del(answer_key(request.id), namespace=NAMESPACE)
+                rayapi.kv_delete(answer_key(request.id))
             return reply
         if time.monotonic() >= deadline or not alive():
             return None
@@ -120,7 +110,7 @@ def wait_for(
 
 def _card_is_fresh(job: str) -> bool:
     """The job's card is there and was rewritten within STALE_S: its controller still listens."""
-    text = _kv()._internal_kv_get(armed_key(job), namespace=NAMESPACE)
+    text = rayapi.kv_get(armed_key(job))
     try:
         return bool(text) and time.time() - float(json.loads(text).get("at", 0)) <= STALE_S
     except (ValueError, AttributeError, TypeError):
@@ -129,5 +119,4 @@ def _card_is_fresh(job: str) -> bool:
 
 def withdraw(request: Request) -> None:
     """A request no one answered is taken back, so a job that comes later never acts on it."""
-    kv = _kv()
-    kv._internal_kv_del(f"{request_prefix(request.job)}{request.id}", namespace=NAMESPACE)
+    rayapi.kv_delete(f"{request_prefix(request.job)}{request.id}")
