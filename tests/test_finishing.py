@@ -165,7 +165,7 @@ def window(process: ProcessProfiler) -> list[dict]:
     process.apply((Action(TORCH, STEP, step=3),))
     with torch.profiler.record_function("policy.train.3"):
         torch.ones(32, 32) @ torch.ones(32, 32)
-    return process.apply((Action(TORCH, STOP),))
+    return [record.as_dict() for record in process.apply((Action(TORCH, STOP),)).records]
 
 
 def manifest_lines(directory: Path) -> list[dict]:
@@ -265,7 +265,7 @@ def test_two_captures_of_one_call_name_in_one_step_get_two_files(tmp_path, finis
         assert process.begin_call("train", None)
         torch.ones(8) + 1
         process.end_call()
-    (answered,) = process.apply((Action(TORCH, STOP),))
+    (answered,) = [record.as_dict() for record in process.apply((Action(TORCH, STOP),)).records]
     finisher_held.set()
     assert FINISHER.settle(timeout=60)
     assert len(set(answered["files"])) == 2 and all(Path(f).exists() for f in answered["files"])

@@ -10,10 +10,11 @@ import sys
 import textwrap
 
 from nrlprof.config.env import plan_from_env
+from nrlprof.manifest import WindowRecord
 from nrlprof.process.finishing import Finisher
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.profiler import Action
+from nrlprof.runtime.windows.profiler import Action, Applied
 from nrlprof.workers.tracker import Tracker
 
 
@@ -24,15 +25,15 @@ class ActionLog:
         self.actions: list[tuple] = []
         self.finisher = Finisher()
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
         self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
-        return []
+        return Applied([], [])
 
 
 def gate_for(**variables: str) -> tuple[Gate, ActionLog]:
     plan = plan_from_env(variables)
     tracker, log = Tracker(), ActionLog()
-    return Gate(plan, tracker, log, WorkerChannel(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
+    return Gate(plan, tracker, log, actor_fanout(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
 
 
 def per_step(gate: Gate, log: ActionLog, steps) -> dict[int, list[tuple]]:
@@ -167,20 +168,18 @@ class RecordingController(ActionLog):
         self.files = files
         self.statuses = statuses
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
         super().apply(actions)
         if not any(a.op == "stop" for a in actions):
-            return []
-        return [
-            {"event": "window", "backend": "nsys", "host": "node7", "files": self.files, "status": status}
-            for status in self.statuses
-        ]
+            return Applied([], [])
+        return Applied([WindowRecord("nsys", "w", 0, (2, 3), "2-3", self.files, status, host="node7")
+                        for status in self.statuses], [])  # fmt: skip
 
 
 def log_lines_of(files: list[str], nrlprof_log: list[str], statuses: tuple[str, ...] = ("ok",)) -> list[str]:
     plan = plan_from_env(nsys("2:4"))
     tracker, controller = Tracker(), RecordingController(files, statuses)
-    gate = Gate(plan, tracker, controller, WorkerChannel(tracker, plan.timeout_s))  # type: ignore[arg-type]
+    gate = Gate(plan, tracker, controller, actor_fanout(tracker, plan.timeout_s))  # type: ignore[arg-type]
     logger = logging.getLogger("nrlprof")
     level = logger.level
     logger.setLevel(logging.INFO)  # as activation sets it by default
@@ -211,6 +210,11 @@ def test_log_line_of_a_window_without_files_points_at_the_manifest(nrlprof_log):
 def test_log_line_counts_the_processes_that_were_late(nrlprof_log):
     _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("ok", "late", "late"))
     assert stopped == "nsys window stopped in 3 process(es) (2 late) at step 4; files on node7:/r"
+
+
+def test_log_line_counts_every_status_but_ok(nrlprof_log):
+    _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("late", "ok", "error", "died", "late"))
+    assert stopped == "nsys window stopped in 5 process(es) (1 died, 1 error, 2 late) at step 4; files on node7:/r"
 
 
 def test_the_steps_that_cost_more_than_a_bisect_are_the_window_steps_and_warm_ups():

@@ -14,13 +14,14 @@ from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
 from nrlprof.config.variables import may_activate
 from nrlprof.errors import ConfigError
+from nrlprof.manifest import WindowRecord
 from nrlprof.process.finishing import Finisher
 from nrlprof.rayfix.fix import nsight_command
 from nrlprof.rayfix.worker_prefix import worker_prefix
 from nrlprof.runtime.windows.asked import AskedWindow
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.profiler import Action
+from nrlprof.runtime.windows.profiler import Action, Applied
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 
@@ -107,10 +108,10 @@ class ControllerLog:
         self.added: list[str] = []
         self.finisher = Finisher()
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
         self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
-        return [{"event": "window", "backend": a.kind, "window": "?", "host": "h", "files": []}
-                for a in actions if a.op == "stop"]  # fmt: skip
+        return Applied([WindowRecord(a.kind, "controller", None, (), "?", host="h") for a in actions if a.op == "stop"],
+                       [])  # fmt: skip
 
     def add_backend(self, kind: str, backend_plan: BackendPlan) -> None:
         self.added.append(kind)
@@ -119,7 +120,7 @@ class ControllerLog:
 def gate_for(**variables: str) -> tuple[Gate, ControllerLog]:
     plan = plan_from_env({"NRL_PROFILE_ON_DEMAND": "1", **variables})
     tracker, log = Tracker(), ControllerLog()
-    return Gate(plan, tracker, log, WorkerChannel(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
+    return Gate(plan, tracker, log, actor_fanout(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
 
 
 def asked(kind: str, steps: int) -> AskedWindow:

@@ -36,7 +36,7 @@ from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.config.variables import NSYS_SESSION_VARIABLE
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.ranges.step_ranges import StepRanges
 from nrlprof.workers.identity import WorkerIdentity
 
@@ -45,8 +45,6 @@ REPORT_WAIT_S = 10.0
 # `nsys start` took 0.10 s on an H200 (nsys 2025.3.1); a loaded node gets far more.
 NSYS_START_TIMEOUT_S = 60.0
 ON_DEMAND_LABEL = "on-demand"
-# A window's record while nsys has not written its report yet (`_written_later` says when it will be).
-PENDING = "pending"
 ANCESTOR_DEPTH = 4
 CHILD_NOTE = (
     "this process's capture range is in the report of its worker '{worker}' (nsys writes one report per capture "
@@ -177,13 +175,12 @@ class NsysBackend(Backend):
             problem = cuda_profiler_api.stop()
         self.written_later = None if problem or self.in_workers_session else self._written_later()
         if problem:
-            record = self.record(
-                [], "no-collection" if self.nsys_session and self.collection_output is None else "no-cuda", problem
-            )
+            status = Status.NO_COLLECTION if self.nsys_session and self.collection_output is None else Status.NO_CUDA
+            record = self.record([], status, problem)
         elif self.in_workers_session:
             record = self.record([], "ok", CHILD_NOTE.format(worker=self.role.parent.name))
         elif self.written_later is not None:
-            record = self.record([], PENDING, self.written_later)
+            record = self.record([], Status.PENDING, self.written_later)
         else:
             record = self._record_reports()
         self.window = None
@@ -205,19 +202,19 @@ class NsysBackend(Backend):
         pid = " (%p: the pid of the process nsys launched)" if "%p" in output else ""
         return f"nsys writes this window's report(s) {output}.<{ranges}>.nsys-rep {when}{pid}"
 
-    def complete_child_record(self, record: dict) -> dict:
+    def complete_child_record(self, record: WindowRecord) -> WindowRecord:
         """A child's record of the window that just closed here: the report of this session that holds it."""
-        if record.get("window") != self.last_window or record.get("status") not in ("ok", "late"):
+        if record.window != self.last_window or record.status not in (Status.OK, Status.LATE):
             return record
         if self.written_later is not None:
-            return {**record, "status": PENDING, "message": self.written_later}
+            return record.replaced(status=Status.PENDING, message=self.written_later)
         deadline = time.monotonic() + REPORT_WAIT_S
         while not (new := self._new_window_reports()) and time.monotonic() < deadline:
             time.sleep(0.1)
         if not new:
             missing = f"no report of this nsys session appeared within {REPORT_WAIT_S:.0f} s of the window's end"
-            return {**record, "status": "missing", "message": missing}
-        return {**record, "files": [str(p) for p in new]}
+            return record.replaced(status=Status.MISSING, message=missing)
+        return record.replaced(files=tuple(str(p) for p in new))
 
     def _new_window_reports(self) -> list[Path]:
         """This window's reports written since it started (`repeat:K` writes the earlier windows' with the last)."""
@@ -244,9 +241,9 @@ class NsysBackend(Backend):
                 f"nsys wrote only raw captures ({', '.join(p.name for p in unfinished)}): its importer failed "
                 "(see the raylet log; a missing libdw.so.1 is a known cause); open them with `nsys import`"
             )
-            return self.record(files + [str(p) for p in unfinished], "import-failed", message)
+            return self.record(files + [str(p) for p in unfinished], Status.IMPORT_FAILED, message)
         message = f"{expected - len(found)} of {expected} nsys report(s) not found after {REPORT_WAIT_S:.0f} s"
-        return self.record(files, "missing", message)
+        return self.record(files, Status.MISSING, message)
 
     def _session_reports(self) -> list[Path]:
         """Every report this process's nsys session has written so far."""

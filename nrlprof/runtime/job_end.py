@@ -79,4 +79,5 @@ def _release(session: Any, tracked: Any) -> None:
     # Its files of windows stopped before are finished first too (nrlprof.process.finishing).
     settles = [Action(kind, SETTLE) for kind, backend in backends.items() if kind in tracked.kinds
                and backend.finishes_beside]  # fmt: skip
-    session.channel.release(tracked, (*(Action(kind, STOP) for kind in kinds), *settles))
+    channel = session.channel
+    channel.release(channel.transport.peer_of(tracked), (*(Action(kind, STOP) for kind in kinds), *settles))

@@ -19,7 +19,8 @@ from nrlprof.process.kind import CHILD, CONTROLLER, DRIVER, WORKER
 from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.steps.adoption import Adoption
 from nrlprof.runtime.steps.sources import StepSources
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.dispatch import actor_fanout
+from nrlprof.runtime.windows.fanout import Fanout, Posting
 from nrlprof.runtime.windows.gate import Gate
 from nrlprof.runtime.windows.profiler import Action, ProcessProfiler
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
@@ -53,11 +54,9 @@ class ChildrenEnd(ChannelEnd, Protocol):
 
     def __len__(self) -> int: ...
 
-    def post(self, actions: tuple[Action, ...]) -> Any: ...
+    fanout: Fanout
 
-    def collect(self, posting: Any) -> list[dict]: ...
-
-    def release(self, pid: int) -> list[dict]:
+    def release(self, pid: int) -> Posting | None:
         """The records of the windows a child ending now had open."""
 
     def enable(self, backend: dict) -> None:
@@ -67,7 +66,7 @@ class ChildrenEnd(ChannelEnd, Protocol):
 class EngineProfilers(Protocol):
     """Engines' own profiler switches (nrlprof.runtime.children.engine_switches.EngineSwitches)."""
 
-    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[WindowRecord], tuple[Action, ...]]:
         """The engines' records, and the actions left for the worker's children."""
 
 
@@ -130,7 +129,7 @@ class Session:
         self.windows = OpenWindows()
         self._process: ProcessProfiler | None = None
         self._gate: Gate | None = None
-        self._channel: WorkerChannel | None = None
+        self._channel: Fanout | None = None
         self.sources = StepSources(self._drive, plan.step_method is not None)
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
         self.step = _ignore_step if self.follows_windows else self._first_explicit_step
@@ -162,10 +161,10 @@ class Session:
         self._process = process
 
     @property
-    def channel(self) -> WorkerChannel:
+    def channel(self) -> Fanout:
         """The tracked actors this process created, reached with window actions."""
         if self._channel is None:
-            self._channel = WorkerChannel(self.tracker, self.plan.timeout_s, self._write_record, _ray_session()[1])
+            self._channel = actor_fanout(self.tracker, self.plan.timeout_s, self._write_record, _ray_session()[1])
         return self._channel
 
     def _write_record(self, record: WindowRecord) -> None:

@@ -39,8 +39,8 @@ def engine(connection) -> None:
     connection.recv()
 
 
-def as_dicts(records: list) -> list[dict]:
-    return [record if isinstance(record, dict) else record.as_dict() for record in records]
+def apply(action: Action) -> list[dict]:
+    return [record.as_dict() for record in apply_in_actor(None, (action,)).records]
 
 
 def main(torch_dir: str) -> None:
@@ -56,13 +56,13 @@ def main(torch_dir: str) -> None:
     pid = ours.recv()
     while len(session.children) < 1:
         time.sleep(0.05)
-    records = apply_in_actor(None, (Action("torch", START, 1, 2, 1),))
-    records += apply_in_actor(None, (Action("torch", STEP, step=2),))
-    records += apply_in_actor(None, (Action("torch", STOP),))
+    records = apply(Action("torch", START, 1, 2, 1))
+    records += apply(Action("torch", STEP, step=2))
+    records += apply(Action("torch", STOP))
     # Killed from outside, as by the OOM killer (the worker's own os.kill would wait for its files first).
     subprocess.run(["kill", "-9", str(pid)], check=True)
-    records += apply_in_actor(None, (Action("torch", SETTLE),))
-    print(json.dumps({"pid": pid, "records": as_dicts(records)}))
+    records += apply(Action("torch", SETTLE))
+    print(json.dumps({"pid": pid, "records": records}))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches, state
-from nrlprof.runtime.windows.dispatch import written_child_record
+from nrlprof.runtime.windows.dispatch import written_child_records
 
 PATCH_NAME = "os.kill (a child's windows closed first)"
 ENDING_SIGNALS = frozenset(
@@ -38,12 +38,15 @@ def _closing_first(original: Callable[[int, int], None], session: Any) -> Callab
 
 
 def close_child_windows(session: Any, pid: int) -> None:
-    records = [written_child_record(session, r) for r in session.children.release(pid)]
+    released = session.children.release(pid)
+    if released is None:
+        return
+    records = released.records + written_child_records(session, released.unwritten)
     if records:
         logger.info(
             "child process '%s' (pid %d) of worker '%s': its window closed before the worker ended it; files: %s",
-            records[0].get("worker"),
+            records[0].worker,
             pid,
             session.children.worker_name,
-            ", ".join(f for r in records for f in r.get("files") or ()) or "none",
+            ", ".join(f for r in records for f in r.files) or "none",
         )

@@ -40,7 +40,8 @@ from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CHILD, disabled, process_kind
 from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.children.names import child_part
-from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
+from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, answer_message, encode, socket_address
+from nrlprof.runtime.windows.fanout import Answer
 from nrlprof.runtime.windows.profiler import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
@@ -227,7 +228,7 @@ class ParentLink:
                     continue
                 reply = self._apply(message)
                 try:
-                    connection.sendall(encode(reply), socket.MSG_NOSIGNAL)
+                    connection.sendall(answer_message(reply), socket.MSG_NOSIGNAL)
                 except OSError:
                     self._worker_gone()
                     return
@@ -268,28 +269,26 @@ class ParentLink:
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach the actors this process created: %s", err)
 
-    def _apply(self, message: dict) -> dict:
+    def _apply(self, message: dict) -> Answer:
         """The actions of one message, here and in the actors this process created; the answer to send back."""
         session = self.session
-        records: list[dict] = []
-        open_kinds: list[str] = []
         if session.identity is None:  # its worker was never selected by a window asked for
-            return {"name": "", "open": open_kinds, "records": records}
+            return Answer()
         try:
             process = self.process()
             actions = actions_of(message)
             process.deadline = float(message.get("deadline") or 0) or None
             try:
-                records = process.apply(actions)
+                applied = process.apply(actions)
             finally:
                 process.deadline = None
+            records = applied.records
             if len(session.tracker):
-                records += session.channel.send(actions)
-            open_kinds = [kind for kind, backend in process.backends.items() if backend.window is not None]
+                records = records + session.channel.send(actions)
+            return Answer(process.open_kinds(), tuple(records), tuple(applied.unwritten), process.role.worker_name)
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("window actions failed in this process (pid %d): %s", os.getpid(), err)
-        name = session.process.role.worker_name if session.has_process else ""
-        return {"name": name, "open": open_kinds, "records": records}
+        return Answer(name=session.process.role.worker_name if session.has_process else "")
 
     def process(self) -> ProcessProfiler:
         """This process's backends, named at the first window action (a `multiprocessing` name is set by then)."""

@@ -8,7 +8,8 @@
   "node_ip": ...}}`: the child adds that backend (and, if its worker was matched by no pattern, learns who the
   worker is). No answer.
 - child -> worker, one per actions line: `{"name": <its name>, "open": [<backend kinds with a window open>],
-  "records": [<window records>]}`.
+  "records": [<window records>], "unwritten": [<records its worker completes and writes>]}`
+  (nrlprof.runtime.windows.fanout.Answer).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import socket
 from dataclasses import asdict
 from typing import Any
 
+from nrlprof.manifest import WindowRecord
+from nrlprof.runtime.windows.fanout import Answer
 from nrlprof.runtime.windows.profiler import Action
 
 ABSTRACT_PREFIX = "@"
@@ -39,6 +42,19 @@ def enable_message(plan_json: str, descriptor: str, kind: str, session_dir: str 
 
 def actions_of(message: dict[str, Any]) -> tuple[Action, ...]:
     return tuple(Action(**fields) for fields in message["actions"])
+
+
+def answer_message(answer: Answer) -> bytes:
+    return encode({"name": answer.name, "open": list(answer.open), "records": [r.as_dict() for r in answer.records],
+                   "unwritten": [r.as_dict() for r in answer.unwritten]})  # fmt: skip
+
+
+def answer_of(message: dict[str, Any]) -> Answer:
+    def records(key: str) -> tuple[WindowRecord, ...]:
+        return tuple(WindowRecord.from_dict(r) for r in message.get(key) or () if isinstance(r, dict))
+
+    name = str(message.get("name") or "")
+    return Answer(tuple(message.get("open") or ()), records("records"), records("unwritten"), name)
 
 
 class LineReader:

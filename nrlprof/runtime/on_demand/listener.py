@@ -297,7 +297,7 @@ class Listener:
                 "last": None if window is None else window.last,
                 "workers": names_and_ranks([(a.handle, a.identity) for a in asked.actors]),
                 "answered": asked.answered,
-                "records": asked.records,
+                "records": [record.as_dict() for record in asked.records],
             }
             self._write(asked.request.id, answer(asked.state, asked.message, **details))
             if asked.state != ACCEPTED:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from nrlprof.config.plan import BackendPlan
 from nrlprof.config.requests import ACCEPTED, CLOSED, OPENED, REFUSED, Request
 from nrlprof.config.steps import StepSelection, Window
+from nrlprof.manifest import WindowRecord
 from nrlprof.workers.tracker import TrackedActor
 
 
@@ -28,8 +29,8 @@ class AskedWindow:
     opened_at_step: int | None = None
     answered: int = 0
     # Records of its processes that came before it closed (a worker found dead during it).
-    records_before_close: list[dict] = field(default_factory=list)
-    records: list[dict] = field(default_factory=list)
+    records_before_close: list[WindowRecord] = field(default_factory=list)
+    records: list[WindowRecord] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -48,7 +49,7 @@ class AskedWindow:
         self.answered = answered
         self.state = OPENED
 
-    def closed(self, records: list[dict]) -> None:
+    def closed(self, records: list[WindowRecord]) -> None:
         self.records = records
         self.state = CLOSED
 
