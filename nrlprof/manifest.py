@@ -12,7 +12,6 @@ from pathlib import Path
 
 from nrlprof import layout
 
-MANIFEST_GLOB = layout.MANIFEST_GLOB
 NOT_UTF8 = "line is not UTF-8"
 NOT_JSON = "line is not JSON"
 

@@ -11,7 +11,6 @@ NSYS = "nsys"
 TORCH = "torch"
 ROCPROF = "rocprof"
 MEMORY = "memory"
-BACKEND_KINDS = (NSYS, TORCH, ROCPROF, MEMORY)
 
 DEFAULT_TORCH_DIR = "torch_profiler_trace"
 DEFAULT_TIMEOUT_S = 120.0
@@ -110,6 +109,12 @@ class Plan:
     @property
     def active(self) -> bool:
         return bool(self.backends)
+
+    @property
+    def configured(self) -> bool:
+        """Something to do in a driver beside step anatomy: a backend, a step marker, the framework's own config,
+        windows asked for."""
+        return self.active or self.step_method is not None or self.framework_config or self.on_demand is not None
 
     def backend(self, kind: str) -> BackendPlan | None:
         for plan in self.backends:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.config.plan import Plan, Target
-from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, anatomy_requested
+from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, driver_configured
 from nrlprof.errors import ConfigError
 from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
 from nrlprof.log import configure_logging, logger
@@ -50,7 +50,7 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     """
     configure_logging(plan.log_level)
     anatomy = anatomy_settings(os.environ, plan.active)
-    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config or plan.on_demand):
+    if not (plan.configured or anatomy.enabled):
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
@@ -253,15 +253,9 @@ def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session
         return activate_worker(environ) if in_ray_worker_process() else None
     if kind == CONTROLLER:
         return activate_controller(environ)
-    from nrlprof.config.env import is_configured, load_plan
-    from nrlprof.config.variables import on_demand_requested, steps_or_framework_requested
+    from nrlprof.config.env import load_plan
 
-    if not (
-        is_configured(environ)
-        or anatomy_requested(environ)
-        or steps_or_framework_requested(environ)
-        or on_demand_requested(environ)
-    ):
+    if not driver_configured(environ):
         return None
     return activate_driver(load_plan(environ))
 

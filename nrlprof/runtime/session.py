@@ -140,10 +140,6 @@ class Session:
         return self.kind in (WORKER, CHILD)
 
     @property
-    def is_driver(self) -> bool:
-        return self.identity is None
-
-    @property
     def process(self) -> ProcessProfiler:
         """This process's backends; built on first use, once Ray knows the session directory."""
         if self._process is None:
