@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
-from nrlprof import layout
+from nrlprof import layout, wire
 
 NOT_UTF8 = "line is not UTF-8"
 NOT_JSON = "line is not JSON"
@@ -94,7 +94,7 @@ class WindowRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> WindowRecord:
-        return cls(**data)
+        return wire.convert(data, cls)
 
 
 def manifest_path(directory: str | Path) -> Path:

@@ -183,7 +183,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     from nrlprof.config.env import load_plan
     from nrlprof.launch.runtime_env import worker_descriptor
     from nrlprof.runtime.children.channel import SITE_DIR, ChildChannel
-    from nrlprof.runtime.children.protocol import enable_message
+    from nrlprof.runtime.children.protocol import Enable
     from nrlprof.runtime.windows.profiler import START, STOP, Action
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
@@ -215,7 +215,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
         identity = WorkerIdentity("VllmGenerationWorker", None, 3)
         descriptor = worker_descriptor(identity, match_worker(plan, identity))
         channel.bind(identity.name, identity.rank, "", lost.append)
-        channel.enable(enable_message(plan.to_json(), descriptor, "memory", None, ""))
+        channel.enable(Enable(plan.to_json(), descriptor, "memory", None, ""))
         start_child(2)
         records = act(Action("memory", START, 4, 5, 4, asked="r1"))
         records += act(Action("memory", STOP))

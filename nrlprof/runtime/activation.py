@@ -18,7 +18,7 @@ from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.config.plan import Plan, Target
 from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, driver_configured
 from nrlprof.errors import ConfigError
-from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
+from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
@@ -171,14 +171,15 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     if not plan_text or not worker_text:
         return None
     plan = Plan.from_json(plan_text)
-    identity, targets = parse_worker_descriptor(worker_text)
+    descriptor = parse_worker_descriptor(worker_text)
+    identity, targets = descriptor.identity, descriptor.targets
     configure_logging(plan.log_level)
     from nrlprof import adapters
     from nrlprof.ranges import method_ranges
     from nrlprof.runtime import creation_hook, job_end
 
     session = Session(plan, identity, targets)
-    session.gated_by_parent = worker_parent(worker_text) is not None
+    session.gated_by_parent = descriptor.parent is not None
     creation_hook.install(session)
     job_end.install(session)
     method_ranges.install(identity.name)

@@ -16,7 +16,6 @@ worker a backend it may not have had, and `enable` gives it to the children befo
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import selectors
@@ -28,15 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nrlprof import wire
 from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import patches
 from nrlprof.runtime.children.protocol import (
     READ_SIZE,
+    Actions,
+    ChannelInfo,
+    Enable,
+    Hello,
     LineReader,
-    actions_message,
-    answer_of,
     encode,
     peer_ids,
     socket_address,
@@ -130,10 +132,10 @@ class ChildChannel:
                 connection.close()
                 continue
 
-    def enable(self, backend: dict) -> None:
-        """The children add a backend for windows asked for (`protocol.enable_message`), before the first action of
-        the window reaches them: lines on a connection are read in order. Nothing is waited for."""
-        line = encode({"enable": backend})
+    def enable(self, backend: Enable) -> None:
+        """The children add a backend for windows asked for, before the first action of the window reaches them:
+        lines on a connection are read in order. Nothing is waited for."""
+        line = encode(backend)
         with self._lock:
             self._enables.append(line)
             peers = tuple(self._peers)
@@ -168,7 +170,7 @@ class ChildChannel:
         return f"child process '{self._name(peer)}' (pid {peer.link.pid}) of worker '{self.worker_name}'"
 
     def send(self, peer: Peer, actions: tuple[Action, ...], deadline: float) -> object:
-        return self._send(peer, actions_message(actions, deadline), deadline)
+        return self._send(peer, encode(Actions(actions, deadline)), deadline)
 
     def _send(self, peer: Peer, message: bytes, deadline: float) -> object:
         """The whole line, or nothing: a child that cannot take it by the deadline is let go (it fell far behind)."""
@@ -223,12 +225,11 @@ class ChildChannel:
             return [Gone()]
         answers: list[Answer | Gone] = []
         for message in child.reader.feed(data):
-            if "hello" in message:
-                child.name = child.name or str(message["hello"].get("name") or "")
-                continue
-            answer = answer_of(message)
-            child.name = answer.name or child.name
-            answers.append(answer)
+            if isinstance(message, Hello):
+                child.name = child.name or message.name
+            elif isinstance(message, Answer):
+                child.name = message.name or child.name
+                answers.append(message)
         return answers
 
     def forget(self, peer: Peer) -> None:
@@ -298,8 +299,8 @@ def open_children(session: Session) -> None:
         process.write_manifest,
     )  # fmt: skip
     session.children = channel
-    info = {"address": channel.address, "session_dir": process.role.session_dir, "node_ip": process.role.node_ip}
-    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
+    info = ChannelInfo(channel.address, process.role.session_dir, process.role.node_ip)
+    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
 
 
 def open_unbound_children(session: Session) -> None:
@@ -310,8 +311,8 @@ def open_unbound_children(session: Session) -> None:
     if not isinstance(channel, ChildChannel):
         channel = ChildChannel("", 0, "", session.plan.timeout_s, None)
         session.children = channel
-    info = {"address": channel.address}
-    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
+    info = ChannelInfo(channel.address)
+    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
 
 
 def _children_environment(channel_info: str) -> Callable[[], None]:

@@ -21,7 +21,6 @@ and which backend to add, before the window's first action (a matched worker's c
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -31,6 +30,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from nrlprof import wire
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.variables import CHANNEL_VARIABLE
@@ -40,7 +40,16 @@ from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CHILD, disabled, process_kind
 from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.children.names import child_part
-from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, answer_message, encode, socket_address
+from nrlprof.runtime.children.protocol import (
+    READ_SIZE,
+    Actions,
+    ChannelInfo,
+    Enable,
+    Hello,
+    LineReader,
+    encode,
+    socket_address,
+)
 from nrlprof.runtime.windows.fanout import Answer
 from nrlprof.runtime.windows.profiler import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
@@ -66,15 +75,13 @@ _fork_handler_active = False
 # --- the child's side ----------------------------------------------------------------------------------------
 
 
-def channel_info(environ: Mapping[str, str]) -> dict | None:
+def channel_info(environ: Mapping[str, str]) -> ChannelInfo | None:
     text = environ.get(CHANNEL_VARIABLE)
-    if not text:
-        return None
     try:
-        info = json.loads(text)
+        info = wire.decode(text, ChannelInfo) if text else None
     except ValueError:
         return None
-    return info if isinstance(info, dict) and info.get("address") else None
+    return info if info is not None and info.address else None
 
 
 def multiprocessing_helper(orig_argv: list[str]) -> str | None:
@@ -133,15 +140,15 @@ def _join_once_prepared(spawn: ModuleType) -> None:
     patches.install(PREPARE_PATCH, spawn, "prepare", wrap)
 
 
-def _join(environ: Mapping[str, str], info: dict) -> Session | None:
+def _join(environ: Mapping[str, str], info: ChannelInfo) -> Session | None:
     from nrlprof.runtime.session import Session
 
     plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
     if plan_text and worker_text:
         plan = Plan.from_json(plan_text)
-        worker, targets = parse_worker_descriptor(worker_text)
+        worker = parse_worker_descriptor(worker_text)
         configure_logging(plan.log_level)
-        session = Session(plan, worker, child_targets(targets, plan), kind=CHILD)
+        session = Session(plan, worker.identity, child_targets(worker.targets, plan), kind=CHILD)
     else:  # the worker was matched by no pattern: who it is comes with a window asked for
         session = Session(Plan(), None, {}, kind=CHILD)
     link = ParentLink(session, info)
@@ -184,7 +191,7 @@ def _on_ray_imported(session: Session) -> None:
 class ParentLink:
     """The child's end of its worker's channel, and the thread that runs the window actions arriving on it."""
 
-    def __init__(self, session: Session, info: dict) -> None:
+    def __init__(self, session: Session, info: ChannelInfo) -> None:
         self.session = session
         self.info = info
         self.connection: socket.socket | None = None
@@ -197,11 +204,11 @@ class ParentLink:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(CONNECT_TIMEOUT_S)
         try:
-            connection.connect(socket_address(self.info["address"]))
-            connection.sendall(encode({"hello": {"name": child_part()}}), socket.MSG_NOSIGNAL)
+            connection.connect(socket_address(self.info.address))
+            connection.sendall(encode(Hello(child_part())), socket.MSG_NOSIGNAL)
         except OSError as err:
             connection.close()
-            logger.debug("no worker to join at %s: %s", self.info["address"], err)
+            logger.debug("no worker to join at %s: %s", self.info.address, err)
             return False
         connection.settimeout(None)
         self.connection = connection
@@ -223,39 +230,41 @@ class ParentLink:
                 self._worker_gone()
                 return
             for message in reader.feed(data):
-                if "enable" in message:
-                    self._enable(message["enable"])
+                if isinstance(message, Enable):
+                    self._enable(message)
+                    continue
+                if not isinstance(message, Actions):
                     continue
                 reply = self._apply(message)
                 try:
-                    connection.sendall(answer_message(reply), socket.MSG_NOSIGNAL)
+                    connection.sendall(encode(reply), socket.MSG_NOSIGNAL)
                 except OSError:
                     self._worker_gone()
                     return
 
-    def _enable(self, asked: dict) -> None:
+    def _enable(self, asked: Enable) -> None:
         """A backend of a window asked for, added before the window's first action arrives."""
         session = self.session
         try:
-            plan = Plan.from_json(asked["plan"])
-            worker, targets = parse_worker_descriptor(asked["worker"])
-            kind = asked["kind"]
-            target = child_targets(targets).get(kind)
+            plan = Plan.from_json(asked.plan)
+            descriptor = parse_worker_descriptor(asked.worker)
+            worker, kind = descriptor.identity, asked.kind
+            target = child_targets(descriptor.targets).get(kind)
             backend_plan = plan.backend(kind)
             if target is None or backend_plan is None:
                 return
             if session.identity is None:
                 configure_logging(plan.log_level)
                 session.plan, session.identity = plan, worker
-            for key in ("session_dir", "node_ip"):
-                self.info[key] = self.info.get(key) or asked.get(key)
+            self.info.session_dir = self.info.session_dir or asked.session_dir
+            self.info.node_ip = self.info.node_ip or asked.node_ip
             self.enabled[kind] = (backend_plan, target)
             if session.has_process:
                 session.process.add_backend(kind, backend_plan, target)
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach this process (pid %d): %s", os.getpid(), err)
             return
-        self._enable_created_actors(asked["plan"], kind, worker, target)
+        self._enable_created_actors(asked.plan, kind, worker, target)
 
     def _enable_created_actors(self, plan_json: str, kind: str, worker: WorkerIdentity, target: Target) -> None:
         from nrlprof.runtime.children.created_actors import CreatedActorNames, enable_created_actors
@@ -269,15 +278,15 @@ class ParentLink:
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach the actors this process created: %s", err)
 
-    def _apply(self, message: dict) -> Answer:
+    def _apply(self, message: Actions) -> Answer:
         """The actions of one message, here and in the actors this process created; the answer to send back."""
         session = self.session
         if session.identity is None:  # its worker was never selected by a window asked for
             return Answer()
         try:
             process = self.process()
-            actions = actions_of(message)
-            process.deadline = float(message.get("deadline") or 0) or None
+            actions = message.actions
+            process.deadline = message.deadline or None
             try:
                 applied = process.apply(actions)
             finally:
@@ -298,7 +307,7 @@ class ParentLink:
         worker = session.identity
         part = child_part()
         identity = WorkerIdentity(part, None, worker.rank, f"{worker.name}.{part}")
-        role = ProcessRole(identity, session.plan, self.info.get("session_dir"), self.info.get("node_ip") or "", worker)
+        role = ProcessRole(identity, session.plan, self.info.session_dir, self.info.node_ip, worker)
         process = ProcessProfiler(role, session.targets, session.windows)
         for kind, (backend_plan, target) in self.enabled.items():
             process.add_backend(kind, backend_plan, target)

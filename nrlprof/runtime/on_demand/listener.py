@@ -10,7 +10,6 @@ readying workers for a window (seconds: their profiler's start-up) never makes t
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import socket
 import threading
@@ -18,15 +17,16 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from nrlprof import rayapi
+from nrlprof import rayapi, wire
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan
 from nrlprof.config.requests import (
     ACCEPTED,
     HEARTBEAT_S,
     POLL_S,
     REFUSED,
+    Card,
+    Reply,
     Request,
-    answer,
     answer_key,
     armed_key,
     request_prefix,
@@ -134,20 +134,9 @@ class Listener:
 
     def card(self) -> str:
         gate = self.session.built_gate()
-        on_demand = self.session.plan.on_demand
-        return json.dumps(
-            {
-                "job": self.job,
-                "controller": self.controller,
-                "host": self.host,
-                "pid": self.pid,
-                "step": None if gate is None else gate.last_step,
-                "workers": names_and_ranks(live_workers(self.session)),
-                "planned": [b.kind for b in self.session.plan.backends],
-                "nsys_armed": on_demand is not None and on_demand.nsys is not None,
-                "at": time.time(),
-            }
-        )
+        workers = names_and_ranks(live_workers(self.session))
+        step = None if gate is None else gate.last_step
+        return wire.encode(Card(self.job, self.controller, self.host, self.pid, step, workers, time.time()))
 
     def take(self, key: str, text: bytes, gate: Any) -> None:
         try:
@@ -155,7 +144,7 @@ class Listener:
         except ValueError as err:
             request_id = key.rsplit("/", 1)[-1]
             logger.warning("request %s for this job could not be read (%s): refused, nothing done", request_id, err)
-            self._write(request_id, answer(REFUSED, f"the request could not be read: {err}"))
+            self._write(request_id, Reply(REFUSED, f"the request could not be read: {err}"))
             return
         logger.info("request %s from node %s: %s", request.id, request.node or "?", request.describe())
         try:
@@ -164,7 +153,7 @@ class Listener:
             refusal = f"it failed in the job's controller: {err}"
         if refusal:
             logger.info("request %s refused, nothing done: %s", request.id, refusal)
-            self._write(request.id, answer(REFUSED, refusal, **self._about()))
+            self._write(request.id, Reply(REFUSED, refusal, **self._about()))
 
     def refusal(self, request: Request, gate: Any) -> str | None:
         """Why the request cannot be taken; None when it can."""
@@ -289,22 +278,16 @@ class Listener:
                 continue
             self._written[asked.request.id] = asked.state
             window = asked.window
-            details = {
-                **self._about(),
-                "backend": asked.kind,
-                "window": None if window is None else window.label,
-                "first": None if window is None else window.first,
-                "last": None if window is None else window.last,
-                "workers": names_and_ranks([(a.handle, a.identity) for a in asked.actors]),
-                "answered": asked.answered,
-                "records": [record.as_dict() for record in asked.records],
-            }
-            self._write(asked.request.id, answer(asked.state, asked.message, **details))
+            workers = names_and_ranks([(a.handle, a.identity) for a in asked.actors])
+            span = {} if window is None else {"window": window.label, "first": window.first, "last": window.last}
+            self._write(asked.request.id, Reply(asked.state, asked.message, **self._about(), backend=asked.kind,
+                                                workers=workers, answered=asked.answered,
+                                                records=tuple(asked.records), **span))  # fmt: skip
             if asked.state != ACCEPTED:
                 logger.info("request %s: %s%s", asked.request.id, asked.state,
                             f" (steps {window.label})" if window else f": {asked.message}")  # fmt: skip
             if asked.finished:
                 self.asked.remove(asked)
 
-    def _write(self, request_id: str, text: str) -> None:
-        rayapi.kv_put(answer_key(request_id), text)
+    def _write(self, request_id: str, reply: Reply) -> None:
+        rayapi.kv_put(answer_key(request_id), reply.to_json())

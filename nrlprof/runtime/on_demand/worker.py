@@ -21,8 +21,8 @@ from nrlprof.runtime.session import Session
 def enable_in_actor(_actor_instance: object, plan_json: str, descriptor: str, kind: str) -> bool:
     """This worker's `kind` backend, ready for the window asked for; True once it is."""
     plan = Plan.from_json(plan_json)
-    identity, targets = parse_worker_descriptor(descriptor)
-    target = targets[kind]
+    worker = parse_worker_descriptor(descriptor)
+    identity, target = worker.identity, worker.targets[kind]
     backend_plan = plan.backend(kind)
     session = state.session
     if session is None or session.kind != WORKER:
@@ -61,7 +61,7 @@ def _enable_children(session: Session, plan_json: str, descriptor: str, kind: st
     channel = session.children
     if channel is None or kind == NSYS:
         return
-    from nrlprof.runtime.children.protocol import enable_message
+    from nrlprof.runtime.children.protocol import Enable
 
     role = session.process.role
-    channel.enable(enable_message(plan_json, descriptor, kind, role.session_dir, role.node_ip))
+    channel.enable(Enable(plan_json, descriptor, kind, role.session_dir, role.node_ip))

@@ -7,6 +7,7 @@ from typing import Any
 
 from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan
+from nrlprof.config.requests import WorkerRow
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match, match_backend
 
@@ -38,18 +39,17 @@ def selected(workers: list[tuple[Any, WorkerIdentity]], backend: BackendPlan) ->
     return [(handle, match) for handle, identity in workers if (match := match_backend(backend, identity)) is not None]
 
 
-def names_and_ranks(workers: list[tuple[Any, WorkerIdentity]]) -> list[dict]:
-    """`[{"name": ..., "ranks": [...]}]`, one row per worker name, as the job's card and refusals show them."""
+def names_and_ranks(workers: list[tuple[Any, WorkerIdentity]]) -> tuple[WorkerRow, ...]:
+    """One row per worker name, as the job's card and refusals show them."""
     ranks: dict[str, list[int]] = {}
     for _handle, identity in workers:
         ranks.setdefault(identity.name, []).append(identity.rank)
-    return [{"name": name, "ranks": sorted(found)} for name, found in sorted(ranks.items())]
+    return tuple(WorkerRow(name, tuple(sorted(found))) for name, found in sorted(ranks.items()))
 
 
-def describe_names(rows: list[dict]) -> str:
+def describe_names(rows: tuple[WorkerRow, ...]) -> str:
     """`policy (ranks 0,1), reward (rank 0)`, or `none`."""
     if not rows:
         return "none"
-    return ", ".join(
-        f"{row['name']} (rank{'s' if len(row['ranks']) > 1 else ''} {','.join(map(str, row['ranks']))})" for row in rows
-    )
+    return ", ".join(f"{row.name} (rank{'s' if len(row.ranks) > 1 else ''} {','.join(map(str, row.ranks))})"
+                     for row in rows)  # fmt: skip

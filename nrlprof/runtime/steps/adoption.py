@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nrlprof import rayapi
@@ -29,7 +29,17 @@ from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
 from nrlprof.workers.tracker import TrackedActor
 
 
-def describe_in_actor(actor_instance: object) -> dict | None:
+@dataclass(frozen=True)
+class Described:
+    """An actor's answer to `describe_in_actor`: who it is (`ranked`: its rank is its own, not yet given here) and its
+    gated backends."""
+
+    identity: WorkerIdentity
+    kinds: tuple[str, ...]
+    ranked: bool = True
+
+
+def describe_in_actor(actor_instance: object) -> Described | None:
     """Runs inside an actor: who it is and its gated backends, if it is a profiled worker its parent does not gate;
     in an armed job, who any other actor is (no backends: windows asked for may select it)."""
     session = state.session
@@ -37,25 +47,27 @@ def describe_in_actor(actor_instance: object) -> dict | None:
         return None
     armed = session.plan.on_demand is not None
     if session.kind != WORKER:
-        return {"identity": _own_identity(actor_instance), "kinds": []} if armed else None
-    kinds = [kind for kind, target in session.targets.items() if target is not None and _gated(session, kind)]
+        return _own_identity(actor_instance) if armed else None
+    kinds = tuple(kind for kind, target in session.targets.items() if target is not None and _gated(session, kind))
     if not kinds and not armed:
         return None
-    return {"identity": session.identity.__dict__, "kinds": kinds}
+    return Described(session.identity, kinds)
 
 
-def _own_identity(actor_instance: object) -> dict:
-    """An unmatched actor's identity as the creation hook names actors; `rank` None where `RANK` does not say it."""
+def _own_identity(actor_instance: object) -> Described:
+    """An unmatched actor's identity as the creation hook names actors; not ranked where `RANK` does not say it."""
     import ray
 
     cls = type(actor_instance)
-    return WorkerIdentity(
+    rank = rank_from_env_vars(dict(os.environ))
+    identity = WorkerIdentity(
         cls.__name__,
         ray.get_runtime_context().get_actor_name() or None,
-        rank_from_env_vars(dict(os.environ)),
+        0 if rank is None else rank,
         roles=tuple(getattr(cls, "__nrlprof_roles__", ())),
         framework=framework_of_class(cls),
-    ).__dict__
+    )
+    return Described(identity, (), ranked=rank is not None)
 
 
 def _gated(session: Any, kind: str) -> bool:
@@ -113,23 +125,15 @@ class Adoption:
             return
         if not answer:
             return
-        data = answer["identity"]
-        identity = WorkerIdentity(
-            data["class_name"],
-            data["actor_name"],
-            0 if data["rank"] is None else data["rank"],
-            data["explicit_name"],
-            tuple(data["roles"]),
-            data.get("framework"),
-        )
-        if data["rank"] is None:
+        identity = answer.identity
+        if not answer.ranked:
             identity = replace(identity, rank=self.host.ranks.take(identity.name))
         actor_id = rayapi.actor_id(handle)
         self.host.known_actors[actor_id] = identity
-        if not answer["kinds"]:  # a worker of an armed job, which windows asked for may select
+        if not answer.kinds:  # a worker of an armed job, which windows asked for may select
             self.host.created_handles[actor_id] = weakref.ref(handle)
             return
-        self.host.tracker.add(TrackedActor(handle, identity, tuple(answer["kinds"])))
+        self.host.tracker.add(TrackedActor(handle, identity, answer.kinds))
         logger.info(
             "worker '%s' rank %d, created elsewhere and called by this controller, joins its windows",
             identity.name,

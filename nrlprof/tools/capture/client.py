@@ -6,17 +6,18 @@ writes its answers there; nothing else is reached.
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Callable
 
-from nrlprof import rayapi
+from nrlprof import rayapi, wire
 from nrlprof.config.requests import (
     ARMED_PREFIX,
     CLOSED,
     REFUSED,
     STALE_S,
+    Card,
+    Reply,
     Request,
     answer_key,
     armed_key,
@@ -33,31 +34,26 @@ class NotArmed(BadInput):
     """No armed job on the cluster, or not the one asked for."""
 
 
-def armed_jobs(now: float | None = None) -> list[dict]:
+def armed_jobs(now: float | None = None) -> list[Card]:
     """The cards of the armed jobs that are running (a card not rewritten for STALE_S is a job gone), by job id."""
     now = time.time() if now is None else now
-    cards = []
-    for key in rayapi.kv_keys(ARMED_PREFIX):
-        text = rayapi.kv_get(key)
-        try:
-            card = json.loads(text) if text else None
-        except ValueError:
-            continue
-        if isinstance(card, dict) and now - float(card.get("at", 0)) <= STALE_S:
-            cards.append(card)
-    return sorted(cards, key=lambda card: str(card.get("job")))
+    cards = [card for key in rayapi.kv_keys(ARMED_PREFIX) if (card := _card(rayapi.kv_get(key))) is not None]
+    return sorted((card for card in cards if now - card.at <= STALE_S), key=lambda card: card.job)
 
 
-def describe_card(card: dict) -> str:
-    return f"job {card['job']} (controller {card['controller']} on {card['host']} pid {card['pid']})"
+def _card(text: bytes | None) -> Card | None:
+    try:
+        return wire.decode(text, Card) if text else None
+    except ValueError:
+        return None
 
 
-def choose_job(cards: list[dict], job: str | None) -> dict:
+def choose_job(cards: list[Card], job: str | None) -> Card:
     """The one armed job, or the one `--job` names; NotArmed saying which there are."""
-    there = "; ".join(describe_card(card) for card in cards) or "none"
+    there = "; ".join(card.describe() for card in cards) or "none"
     if job is not None:
         for card in cards:
-            if str(card["job"]) == job:
+            if card.job == job:
                 return card
         raise NotArmed(f"--job {job!r} is not an armed job on this cluster; the armed jobs: {there} "
                        "(a job is armed by NRL_PROFILE_ON_DEMAND=1 at its start)")  # fmt: skip
@@ -91,16 +87,16 @@ def wait_for(
     states: tuple[str, ...],
     timeout_s: float = ANSWER_TIMEOUT_S,
     job_alive: Callable[[], bool] | None = None,
-) -> dict | None:
+) -> Reply | None:
     """The job's latest answer once it is in `states` (or refused or closed); None when none came in time, or the
     job's card went. The answer is taken off the store once final."""
     deadline = time.monotonic() + timeout_s
     alive = job_alive or (lambda: _card_is_fresh(request.job))
     while True:
         text = rayapi.kv_get(answer_key(request.id))
-        reply = json.loads(text) if text else None
-        if reply is not None and reply.get("state") in (*states, REFUSED, CLOSED):
-            if reply.get("state") in (REFUSED, CLOSED):
+        reply = Reply.from_json(text) if text else None
+        if reply is not None and reply.state in (*states, REFUSED, CLOSED):
+            if reply.state in (REFUSED, CLOSED):
                 rayapi.kv_delete(answer_key(request.id))
             return reply
         if time.monotonic() >= deadline or not alive():
@@ -110,11 +106,8 @@ def wait_for(
 
 def _card_is_fresh(job: str) -> bool:
     """The job's card is there and was rewritten within STALE_S: its controller still listens."""
-    text = rayapi.kv_get(armed_key(job))
-    try:
-        return bool(text) and time.time() - float(json.loads(text).get("at", 0)) <= STALE_S
-    except (ValueError, AttributeError, TypeError):
-        return False
+    card = _card(rayapi.kv_get(armed_key(job)))
+    return card is not None and time.time() - card.at <= STALE_S
 
 
 def withdraw(request: Request) -> None:
