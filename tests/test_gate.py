@@ -7,51 +7,15 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import textwrap
+
+from helpers.gates import ActionLog, gate_for, nsys, per_step, torch
 
 from nrlprof.config.env import plan_from_env
 from nrlprof.manifest import WindowRecord
-from nrlprof.process.finishing import Finisher
 from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
 from nrlprof.runtime.windows.profiler import Action, Applied
 from nrlprof.workers.tracker import Tracker
-
-
-class ActionLog:
-    """Stands in for the controller's profiler: keeps what the gate asked of it, per step."""
-
-    def __init__(self) -> None:
-        self.actions: list[tuple] = []
-        self.finisher = Finisher()
-
-    def apply(self, actions: tuple[Action, ...]) -> Applied:
-        self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
-        return Applied([], [])
-
-
-def gate_for(**variables: str) -> tuple[Gate, ActionLog]:
-    plan = plan_from_env(variables)
-    tracker, log = Tracker(), ActionLog()
-    return Gate(plan, tracker, log, actor_fanout(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
-
-
-def per_step(gate: Gate, log: ActionLog, steps) -> dict[int, list[tuple]]:
-    seen: dict[int, list[tuple]] = {}
-    for step in steps:
-        before = len(log.actions)
-        gate.step(step)
-        seen.setdefault(step, [])
-        seen[step] = seen[step] + log.actions[before:]
-    return seen
-
-
-def nsys(steps: str) -> dict[str, str]:
-    return {"NRL_NSYS_WORKER_PATTERNS": "*p*", "NRL_NSYS_PROFILE_STEP_RANGE": steps}
-
-
-def torch(steps: str) -> dict[str, str]:
-    return {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*p*", "NRL_TORCH_PROFILE_STEP_RANGE": steps}
 
 
 def test_nsys_windows_open_at_their_first_step_and_close_at_the_first_step_after():
@@ -129,22 +93,11 @@ def test_finish_closes_the_open_window_and_a_prepared_one():
     assert ("nsys", "start", 2, 4) not in log.actions[5:], "a window closed by finish() is not opened again"
 
 
-EXIT_WITHOUT_FINISH = """\
-import sys
-sys.path.insert(0, {tests!r})
-from test_gate import gate_for, nsys
-import atexit
-gate, log = gate_for(**nsys("2:5"))
-atexit.register(lambda: print("actions at exit:", log.actions))  # registered first, so it runs last
-gate.step(2)
-"""
-
-
 def test_an_open_window_is_closed_at_interpreter_exit():
     from pathlib import Path
 
-    code = EXIT_WITHOUT_FINISH.format(tests=str(Path(__file__).parent))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    program = Path(__file__).parent / "programs" / "exit_with_a_window_open.py"
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "actions at exit: [('nsys', 'start', 2, 4), ('nsys', 'stop', 0, 0)]" in done.stdout
 

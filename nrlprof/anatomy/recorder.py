@@ -10,7 +10,6 @@ not start or die, the driver's thread reads them itself (said in the log).
 
 from __future__ import annotations
 
-import atexit
 import os
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from nrlprof.anatomy.pump import DEFAULT_GCS_CAPACITY, FINAL_LIMIT_S, TaskEventP
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
 from nrlprof.process.import_hooks import imported_already
+from nrlprof.process.lifecycle import ANATOMY, LIFECYCLE
 
 WRITE_INTERVAL_S = 1.0
 # The reader process's last reads take at most FINAL_LIMIT_S; beyond this it is ended.
@@ -139,8 +139,7 @@ class Recorder:
         except Exception as err:
             logger.warning("step anatomy: no task-event reader process (%s); reading in the driver", err)
             self._read_here()
-        # Registered after ray.init, so it runs before Ray's own shutdown hook.
-        atexit.register(self.finish)
+        LIFECYCLE.add(ANATOMY, self.finish)
 
     def _read_here(self) -> None:
         if self._pump is None:

@@ -14,9 +14,7 @@ exit), `ray.kill` of a worker, a window asked for (`nrlprof capture --wait`) and
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
 import queue
 import sys
 import threading
@@ -26,6 +24,8 @@ from pathlib import Path
 
 from nrlprof import layout
 from nrlprof.log import logger
+from nrlprof.process.lifecycle import FINISHER as FINISHING
+from nrlprof.process.lifecycle import LIFECYCLE, Lifecycle
 
 Job = Callable[[], None]
 # A job that waits for the next call begins anyway after this long: a worker no call reaches (a compiled graph's
@@ -36,11 +36,14 @@ WAIT_FOR_NEXT_CALL_S = 1.0
 class Finisher:
     """One daemon thread running the jobs handed to it, in order, started at the first."""
 
-    def __init__(self, name: str = "nrlprof-finish") -> None:
+    def __init__(self, name: str = "nrlprof-finish", lifecycle: Lifecycle | None = None) -> None:
+        """`lifecycle`: where the process's own finisher settles at exit and starts afresh after a fork (the
+        parent's jobs and thread are not the child's)."""
         self.name = name
-        self._exit_hook = False
+        self.lifecycle = lifecycle
         self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # the parent's jobs and thread are not the child's
+        if lifecycle is not None:
+            lifecycle.on_fork(FINISHING, self._reset)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
@@ -73,9 +76,8 @@ class Finisher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
-                if not self._exit_hook:
-                    self._exit_hook = True
-                    atexit.register(self.settle)  # daemon threads still run while atexit's hooks do
+                if self.lifecycle is not None:  # daemon threads still run while the exit hooks do
+                    self.lifecycle.add(FINISHING, self.settle)
         now = time.monotonic()
         self._jobs.put((now, now + wait_s, job))
 
@@ -154,4 +156,4 @@ def _run(job: Job) -> None:
 
 
 # The process's one finisher: its files and records in the order their windows stopped.
-FINISHER = Finisher()
+FINISHER = Finisher(lifecycle=LIFECYCLE)

@@ -50,8 +50,8 @@ def _traced(executor: Callable, label: str | None, method_name: str) -> Callable
 
 
 def _asked_label(method_name: str) -> str | None:
-    asked = state.on_demand
-    return None if asked is None else f"{asked.identity.name}.{method_name}"
+    identity = state.session.identity
+    return None if identity is None else f"{identity.name}.{method_name}"
 
 
 async def _closing_after(awaitable: Any, ranges: Any) -> Any:

@@ -20,8 +20,9 @@ from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, driver_
 from nrlprof.errors import ConfigError
 from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
-from nrlprof.process import import_hooks, patches, state
+from nrlprof.process import import_hooks, state
 from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.runtime.session import Session, in_ray_worker_process
 
 
@@ -262,8 +263,7 @@ def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session
 
 
 def _remove_hooks() -> None:
-    patches.uninstall_all()
-    import_hooks.remove_all()
+    LIFECYCLE.uninstall()
     if os.environ.get(PARENT_VARIABLE) == str(os.getpid()):
         del os.environ[PARENT_VARIABLE]
 

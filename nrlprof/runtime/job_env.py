@@ -11,18 +11,21 @@ controllers close their windows.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi
 from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
 from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import CONTROLLER
+from nrlprof.process.lifecycle import CONTROLLER_ACTORS, LIFECYCLE
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "ray.init (the job's env_vars)"
 PREFIX = "NRL_"
@@ -67,7 +70,7 @@ def inherited(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     import ray
 
     def wrap(original_init):
@@ -80,8 +83,7 @@ def install(session: Any) -> None:
             else:
                 kwargs["runtime_env"] = with_variables(kwargs.get("runtime_env"), variables)
                 context = original_init(*args, **kwargs)
-            # Registered after Ray's own exit hook, so it runs first.
-            atexit.register(finish_controllers, session)
+            LIFECYCLE.add(CONTROLLER_ACTORS, lambda: finish_controllers(session))  # and after Ray's exit hook
             return context
 
         init.__wrapped__ = original_init
@@ -100,7 +102,7 @@ def finish_in_actor(_actor_instance: object) -> bool:
     return True
 
 
-def finish_controllers(session: Any) -> None:
+def finish_controllers(session: Session) -> None:
     """The actors this driver created (and still holds) that became controllers close their windows."""
     handles = [h for h in (ref() for ref in session.created_actors) if h is not None]
     if not handles or state.session is not session:
@@ -126,7 +128,7 @@ def finish_controllers(session: Any) -> None:
         logger.info("%d controller actor(s) closed their windows as the driver exits", finished)
 
 
-def remember_created(session: Any, handle: Any) -> None:
+def remember_created(session: Session, handle: Any) -> None:
     """An unmatched actor the driver creates may become a controller; held weakly, never kept alive."""
     with contextlib.suppress(TypeError):
         session.created_actors.append(weakref.ref(handle))

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nrlprof import rayapi
 from nrlprof.backends.base import ProcessRole
-from nrlprof.config.plan import Plan, Target
+from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.process import state
+from nrlprof.process import lifecycle, state
 from nrlprof.process.kind import CHILD, CONTROLLER, DRIVER, WORKER
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.steps.adoption import Adoption
 from nrlprof.runtime.steps.sources import StepSources
@@ -152,6 +153,18 @@ class Session:
     def has_process(self) -> bool:
         return self._process is not None
 
+    def profile_as(self, identity: WorkerIdentity, kind: str, backend_plan: BackendPlan, target: Target) -> None:
+        """A window asked for selects this process as the worker `identity`: its `kind` backend joins this Session
+        (a Ray worker of an armed job no pattern matched becomes a worker, unless it is the job's controller)."""
+        if self.kind not in (WORKER, CHILD):
+            if self.stepped:
+                raise RuntimeError("this actor is the job's controller: it takes part in every window already")
+            self.kind, self.identity, self.step = WORKER, identity, _ignore_step
+            if self._process is not None and self._process.role.identity is None:
+                self._process = None  # built for the controller it never became
+        self.targets.setdefault(kind, target)
+        self.process.add_backend(kind, backend_plan, target)
+
     def use_process(self, process: ProcessProfiler) -> None:
         """A child's backends, built with its worker's Ray session (it has none of its own)."""
         self._process = process
@@ -172,6 +185,7 @@ class Session:
             self._gate = Gate(self.plan, self.tracker, self.process, self.channel, self.adoption.take_answers)
             if self.anatomy is not None:
                 self._gate.marks = self.anatomy.marks
+            LIFECYCLE.add(lifecycle.GATE, self._gate.finish)
         return self._gate
 
     def built_gate(self) -> Gate | None:
@@ -221,19 +235,17 @@ class Session:
             )
 
     def finish(self) -> None:
-        if self.listener is not None:
-            self.listener.stop()
-            self.listener = None
-        if self._gate is not None:
-            self._gate.finish()
-        elif self._process is not None:
+        """Close the windows (their files written), in the lifecycle's order; the controller actors a driver created
+        close theirs when it exits."""
+        if self._gate is None and self._process is not None:
             self._process.close_all()
-        if self.anatomy is not None:
-            self.anatomy.finish()
+        LIFECYCLE.close(skip=(lifecycle.CONTROLLER_ACTORS,))
+        self.listener = None
 
     def reconfigure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
         """Close this session's windows (files kept) and take the new plan; tracked actors stay tracked."""
         self.finish()
+        LIFECYCLE.discard(lifecycle.LISTENER, lifecycle.GATE, lifecycle.ANSWERS, lifecycle.ANATOMY)
         self.anatomy = None
         self._configure(plan, targets)
 

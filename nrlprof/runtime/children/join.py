@@ -38,6 +38,7 @@ from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_wor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CHILD, disabled, process_kind
+from nrlprof.process.lifecycle import CHILDREN, LIFECYCLE
 from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.children.names import child_part
 from nrlprof.runtime.children.protocol import (
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from nrlprof.runtime.children.created_actors import CreatedActorNames
     from nrlprof.runtime.session import Session
 
-FORK_PATCH = "os.register_at_fork(nrlprof children)"
 # Backends a child takes from its worker; rocprof-sys wraps the worker's own interpreter for its lifetime.
 CHILD_BACKENDS = (NSYS, TORCH, MEMORY)
 CONNECT_TIMEOUT_S = 10.0
@@ -67,9 +67,6 @@ _MULTIPROCESSING_HELPERS = (FORKSERVER, "resource_tracker", "semaphore_tracker")
 # In the command line of a process `multiprocessing` spawned.
 SPAWNED_FLAG = "--multiprocessing-fork"
 PREPARE_PATCH = "multiprocessing.spawn.prepare (nrlprof children)"
-
-_fork_handler_registered = False
-_fork_handler_active = False
 
 
 # --- the child's side ----------------------------------------------------------------------------------------
@@ -338,35 +335,18 @@ class ParentLink:
 
 
 def install_fork_handler() -> None:
-    """Processes forked from here join too: the handler is registered once and switched on and off."""
-    global _fork_handler_registered
-
-    def switch_on():
-        global _fork_handler_active
-        _fork_handler_active = True
-
-        def switch_off() -> None:
-            global _fork_handler_active
-            _fork_handler_active = False
-
-        return switch_off
-
-    if not _fork_handler_registered:
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _fork_handler_registered = True
-    patches.install_undoable(FORK_PATCH, switch_on)
+    """Processes forked from here join too (nrlprof.process.lifecycle runs the handler in them)."""
+    LIFECYCLE.on_fork(CHILDREN, _after_fork_in_child)
 
 
 def _after_fork_in_child() -> None:
-    if not _fork_handler_active:
-        return
     try:
-        inherited, state.session, state.on_demand = state.session, None, None
+        inherited, state.session = state.session, None
         if inherited is not None:
             for end in (inherited.children, inherited.parent_link):
                 if end is not None:
                     end.close_inherited()
-        patches.uninstall_all(keep=(FORK_PATCH, ENVIRONMENT_PATCH, PREPARE_PATCH))
+        patches.uninstall_all(keep=(ENVIRONMENT_PATCH, PREPARE_PATCH))
         import_hooks.remove_all()
         join_worker(os.environ, forked=True)
     except Exception as err:

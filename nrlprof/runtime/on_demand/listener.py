@@ -9,13 +9,12 @@ readying workers for a window (seconds: their profiler's start-up) never makes t
 
 from __future__ import annotations
 
-import atexit
 import os
 import socket
 import threading
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi, wire
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan
@@ -34,24 +33,29 @@ from nrlprof.config.requests import (
 from nrlprof.config.steps import Window
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
+from nrlprof.process import lifecycle
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
 from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
 
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
+
 # How long a request waits for the workers the controller has called but not yet heard from.
 ADOPTION_WAIT_S = 2.0
 
 
-def start_listening(session: Any) -> Listener:
+def start_listening(session: Session) -> Listener:
     import ray
 
     context = ray.get_runtime_context()
     listener = Listener(session, context.get_job_id(), _controller_name(context))
     listener.start()
-    # Registered before the gate's exit hook, so it runs after it: the windows closed at exit are answered.
-    atexit.register(listener.stop)
+    LIFECYCLE.add(lifecycle.LISTENER, listener.stop_taking)
+    LIFECYCLE.add(lifecycle.ANSWERS, listener.stop)
     logger.info(
         "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid %d)",
         listener.job,
@@ -70,7 +74,7 @@ def _controller_name(context: Any) -> str:
 
 
 class Listener:
-    def __init__(self, session: Any, job: str, controller: str) -> None:
+    def __init__(self, session: Session, job: str, controller: str) -> None:
         self.session = session
         self.job = job
         self.controller = controller
@@ -79,6 +83,7 @@ class Listener:
         self.asked: list[AskedWindow] = []
         self._written: dict[str, str] = {}
         self._stop = threading.Event()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="nrlprof-on-demand", daemon=True)
         self._card_thread = threading.Thread(target=self._keep_card, name="nrlprof-on-demand-card", daemon=True)
 
@@ -86,14 +91,19 @@ class Listener:
         self._card_thread.start()
         self._thread.start()
 
-    def stop(self) -> None:
-        """The job ends: no more requests; its card goes (a window asked for was closed by the gate)."""
-        if self._stop.is_set():
-            return
+    def stop_taking(self) -> None:
+        """No more requests: the threads end (the card stays until `stop`)."""
         self._stop.set()
         for thread in (self._thread, self._card_thread):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(timeout=5)
+
+    def stop(self) -> None:
+        """The job ends: what changed is answered (the windows the gate closed), and the job's card goes."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stop_taking()
         if rayapi.connected():
             try:
                 self._answer_changes()

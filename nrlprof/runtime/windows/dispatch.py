@@ -18,7 +18,6 @@ from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
-from nrlprof.process.kind import WORKER
 from nrlprof.runtime.windows.deaths import death_cause, died_record
 from nrlprof.runtime.windows.fanout import Answer, Fanout, Gone, OpenWindow, Peer
 from nrlprof.runtime.windows.profiler import STOP, Action, ProcessProfiler
@@ -35,8 +34,6 @@ class ProcessWithChildren(Protocol):
 def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> Answer:
     """Runs inside a worker: its engines, its own backends and child processes, then the actors it tracks."""
     session = state.session
-    if state.on_demand is not None and (session is None or session.kind != WORKER):
-        session = state.on_demand
     if session is None:
         return Answer()
     records: list[WindowRecord] = []

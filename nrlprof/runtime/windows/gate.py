@@ -11,7 +11,6 @@ wherever the job needs them: its end, a worker it ends, a window asked for that 
 
 from __future__ import annotations
 
-import atexit
 import bisect
 import os
 import socket
@@ -55,7 +54,6 @@ class Gate:
         self.prepared: dict[str, Window] = {}
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
-        self._exit_hook_registered = False
         self._checked_unmatched: set[str] = set()
         self.ray_gone_said = False
         # The step anatomy's list when it records, else None: (step, wall-clock ns) at each step, and
@@ -160,10 +158,6 @@ class Gate:
             self._log_stopped(records, None)
 
     def _run(self, actions: tuple[Action, ...], step: int | None) -> None:
-        if not self._exit_hook_registered:
-            # Registered now, after ray.init: atexit runs it before Ray's own shutdown hook.
-            atexit.register(self.finish)
-            self._exit_hook_registered = True
         began, began_ns = time.perf_counter(), time.time_ns()
         if self.before_actions is not None:
             self.before_actions()
