@@ -12,7 +12,7 @@ window names them, `<worker>.<class>`, ranked in creation order.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi
 from nrlprof.config.plan import Plan, Target
@@ -23,6 +23,9 @@ from nrlprof.runtime.on_demand.workers import live_created
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
 from nrlprof.workers.tracker import TrackedActor
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 
 class CreatedActorNames:
@@ -44,7 +47,7 @@ class CreatedActorNames:
 
 
 def enable_created_actors(
-    session: Any, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
+    session: Session, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
 ) -> None:
     """Ready every live actor this process created for the `kind` window asked for, and track it."""
     created = live_created(session)
@@ -80,7 +83,7 @@ def enable_created_actors(
         )  # fmt: skip
 
 
-def _track(session: Any, handle: Any, identity: WorkerIdentity, kind: str) -> None:
+def _track(session: Session, handle: Any, identity: WorkerIdentity, kind: str) -> None:
     tracked = session.tracker.find(handle)
     if tracked is None:
         session.tracker.add(TrackedActor(handle, identity, (kind,)))

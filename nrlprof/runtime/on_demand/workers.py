@@ -3,7 +3,7 @@ kept alive) and those it adopted; each with who it is."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan
@@ -11,8 +11,11 @@ from nrlprof.config.requests import WorkerRow
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match, match_backend
 
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
-def live_created(session: Any) -> list[tuple[str, Any, WorkerIdentity]]:
+
+def live_created(session: Session) -> list[tuple[str, Any, WorkerIdentity]]:
     """(actor id, handle, identity at creation) of each actor this process created that the job still holds."""
     found = []
     for actor_id, reference in list(session.created_handles.items()):
@@ -24,7 +27,7 @@ def live_created(session: Any) -> list[tuple[str, Any, WorkerIdentity]]:
     return found
 
 
-def live_workers(session: Any) -> list[tuple[Any, WorkerIdentity]]:
+def live_workers(session: Session) -> list[tuple[Any, WorkerIdentity]]:
     """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
     found = {actor_id: (handle, identity) for actor_id, handle, identity in live_created(session)}
     for actor in session.tracker.actors():

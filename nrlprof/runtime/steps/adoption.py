@@ -17,16 +17,17 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
 from nrlprof.workers.frameworks import framework_of_class
-from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
-from nrlprof.workers.tracker import TrackedActor
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,22 @@ def _own_identity(actor_instance: object) -> Described:
     return Described(identity, (), ranked=rank is not None)
 
 
+class AdoptionHost(Protocol):
+    """What adoption reads and fills of the controller's Session."""
+
+    ranks: RankCounter
+    known_actors: dict[str, WorkerIdentity]
+    created_handles: dict[str, Callable[[], Any]]
+    tracker: Tracker
+
+
 def _gated(session: Any, kind: str) -> bool:
     backend = session.plan.backend(kind)
     return backend is not None and backend.steps is not None
 
 
 class Adoption:
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: AdoptionHost) -> None:
         self.host = host
         self.asked: set[str] = set()
         self.pending: dict[Any, Any] = {}

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi
 from nrlprof.process import patches
 from nrlprof.runtime.steps.marker import StepMarker, actor_names
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"
 GRAPH_PATCHES = ("execute", "execute_async")
 
 
 class CallWatcher:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         method = session.plan.step_method
         self.marker = StepMarker(method) if method is not None else None
@@ -85,7 +88,7 @@ def _actor_key(handle: Any) -> object:
     return rayapi.actor_key(handle)
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     watcher = CallWatcher(session)
 
     def wrap(original_remote):
