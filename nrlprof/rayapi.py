@@ -15,8 +15,7 @@ KV_NAMESPACE = "nrlprof"
 
 
 def connected() -> bool:
-    """Whether this process is connected to Ray now: nrlprof calls Ray only then (Ray's API starts a Ray instance of
-    its own on first use, so a call made after the job's `ray.shutdown()` would start a second one)."""
+    """Connected to Ray now: nrlprof calls Ray only then (a call after `ray.shutdown()` would start a new Ray)."""
     ray = sys.modules.get("ray")
     return ray is not None and ray.is_initialized()
 
@@ -28,7 +27,6 @@ def _worker() -> Any:
 
 
 def in_worker_process() -> bool:
-    """A Ray worker process (an actor or a task), connected."""
     ray = sys.modules.get("ray")
     if ray is None:
         return False
@@ -37,7 +35,6 @@ def in_worker_process() -> bool:
 
 
 def session_dir_and_node_ip() -> tuple[str | None, str]:
-    """This process's Ray session directory and node IP; (None, "") when not connected."""
     if not connected():
         return None, ""
     try:
@@ -52,7 +49,6 @@ def session_dir() -> str:
 
 
 def node_session_dir() -> str:
-    """The session directory of the node this process runs on (a task pinned to a node)."""
     return _worker()._global_node.get_session_dir_path()
 
 
@@ -65,11 +61,7 @@ def gcs_address_and_cluster_id() -> tuple[str, str]:
     return node.gcs_address, node.cluster_id.hex()
 
 
-# --- actors ---------------------------------------------------------------------------------------------------
-
-
 def actor_id(handle: Any) -> str | None:
-    """An actor handle's id in hex; None for anything else."""
     try:
         return handle._actor_id.hex()
     except AttributeError:
@@ -77,7 +69,6 @@ def actor_id(handle: Any) -> str | None:
 
 
 def actor_key(handle: Any) -> object:
-    """What tells two handles of one actor apart from other actors' (the handle itself where it has no id)."""
     return getattr(handle, "_actor_id", None) or id(handle)
 
 
@@ -87,7 +78,6 @@ def call_in_actor(handle: Any, function: Any, *args: Any) -> Any:
 
 
 def modified_class(actor_class: Any) -> type | None:
-    """The user's class behind a `@ray.remote` actor class (None where it is not one)."""
     return getattr(getattr(actor_class, "__ray_metadata__", None), "modified_class", None)
 
 
@@ -100,7 +90,6 @@ def actor_class_name(actor_class: Any) -> str:
 
 
 def creation_class_name(handle: Any) -> str | None:
-    """The class an actor handle was created from, as Ray's descriptor names it."""
     try:
         return handle._ray_actor_creation_function_descriptor.class_name.rsplit(".", 1)[-1]
     except AttributeError:
@@ -108,45 +97,36 @@ def creation_class_name(handle: Any) -> str | None:
 
 
 def parse_runtime_env(runtime_env: dict) -> Any:
-    """Ray's own parsing of a runtime_env dict, as `.options(runtime_env=...)` does it."""
     from ray._private.utils import parse_runtime_env_for_task_or_actor
 
     return parse_runtime_env_for_task_or_actor(runtime_env)
 
 
 def upload_py_modules(package: dict, scratch_dir: str) -> dict:
-    """Local `py_modules` directories uploaded to the cluster, as `ray.init` uploads a job's."""
     from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
 
     return upload_py_modules_if_needed(package, include_gitignore=False, scratch_dir=scratch_dir)
 
 
 def run_setup_hook(name: str) -> str | None:
-    """Ray's worker setup hook `name`, run as Ray runs it; the error it gives, if any."""
     from ray._private.runtime_env.setup_hook import load_and_execute_setup_hook
 
     return load_and_execute_setup_hook(name)
 
 
-# --- what nrlprof patches ---------------------------------------------------------------------------------------
-
-
 def actor_creation() -> tuple[type, str]:
-    """Where every actor creation passes: `ActorClass._remote`."""
     from ray.actor import ActorClass
 
     return ActorClass, "_remote"
 
 
 def method_call() -> tuple[type, str]:
-    """Where every actor method call a process submits passes: `ActorMethod._remote`."""
     from ray.actor import ActorMethod
 
     return ActorMethod, "_remote"
 
 
 def method_executor_factory() -> tuple[type, str]:
-    """Where a worker builds the executor of each actor method when the actor class loads."""
     from ray._private.function_manager import FunctionActorManager
 
     return FunctionActorManager, "_make_actor_method_executor"
@@ -161,7 +141,6 @@ def compiled_graph_class() -> type | None:
 
 
 def graph_method_calls(compiled: Any) -> list[tuple[Any, str]]:
-    """The (actor, method) of every method node of a compiled graph."""
     from ray.dag.class_node import ClassMethodNode
 
     calls = []
@@ -174,12 +153,8 @@ def graph_method_calls(compiled: Any) -> list[tuple[Any, str]]:
     return calls
 
 
-# --- the cluster ------------------------------------------------------------------------------------------------
-
-
 def starts_own_cluster(address: str | None, temp_dir: str | None) -> bool:
-    """Whether `ray.init(address)` starts a local cluster, by Ray's own reading of the address (the argument,
-    RAY_ADDRESS, a cluster started here by `ray start`); anything it cannot read counts as someone else's."""
+    """`ray.init(address)` starts a local cluster, by Ray's own reading (anything unread: someone else's)."""
     try:
         from ray._private.services import canonicalize_bootstrap_address
 
@@ -189,14 +164,12 @@ def starts_own_cluster(address: str | None, temp_dir: str | None) -> bool:
 
 
 def bootstrap_address(address: str) -> str:
-    """The `host:port` Ray would join for `address`; ConnectionError or ValueError where there is none."""
     from ray._private.services import canonicalize_bootstrap_address_or_die
 
     return canonicalize_bootstrap_address_or_die(address)
 
 
 def alive_actor_rows() -> list:
-    """The GCS's table of alive actors (`gcs_pb2.ActorTableData`), no dashboard needed."""
     from ray._private.state import state
     from ray.core.generated import gcs_pb2
 
@@ -205,14 +178,12 @@ def alive_actor_rows() -> list:
 
 
 def raw_task_events() -> list[bytes]:
-    """Every task event the GCS holds, serialized; needs `ray.init()` (no dashboard)."""
     from ray._private.state import state
 
     return state._connect_and_get_accessor().get_task_events()
 
 
 def gcs_state_accessor(gcs_address: str, cluster_id: str) -> Any:
-    """A connected GlobalStateAccessor: what `ray._private.state` uses, without a driver."""
     from ray._raylet import GcsClientOptions, GlobalStateAccessor
 
     options = GcsClientOptions.create(gcs_address, cluster_id, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False)
@@ -223,14 +194,13 @@ def gcs_state_accessor(gcs_address: str, cluster_id: str) -> Any:
 
 
 def task_events_message() -> type:
-    """Ray's TaskEvents protobuf message (what `raw_task_events` holds, serialized)."""
     from ray.core.generated import gcs_pb2
 
     return gcs_pb2.TaskEvents
 
 
 def job_task_events_query(channel: Any, job_id: bytes, limit: int) -> tuple[Any, Any]:
-    """The GCS's task-info stub on `channel` and a request for at most `limit` task events of one job."""
+    """The GCS's task-info stub, and a request for at most `limit` task events of one job."""
     from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
 
     filters = gcs_service_pb2.GetTaskEventsRequest.Filters
@@ -240,14 +210,13 @@ def job_task_events_query(channel: Any, job_id: bytes, limit: int) -> tuple[Any,
 
 
 def gcs_channel(gcs_address: str) -> Any:
-    """Ray's own gRPC channel to the GCS: its token interceptor where the cluster uses tokens, TLS where set."""
     from ray._private.grpc_utils import init_grpc_channel
 
     return init_grpc_channel(gcs_address)
 
 
 def auth_environment() -> dict[str, str]:
-    """RAY_AUTH_MODE and RAY_AUTH_TOKEN as this process uses them, where the cluster uses token authentication."""
+    """RAY_AUTH_MODE and RAY_AUTH_TOKEN, where the cluster uses token authentication."""
     try:
         from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
     except ImportError:
@@ -256,9 +225,6 @@ def auth_environment() -> dict[str, str]:
         return {}
     token = AuthenticationTokenLoader.instance().get_raw_token()
     return {"RAY_AUTH_MODE": "token", **({"RAY_AUTH_TOKEN": token} if token else {})}
-
-
-# --- Ray's internal KV store (namespace `nrlprof`) ----------------------------------------------------------------
 
 
 def _kv() -> Any:
