@@ -56,6 +56,8 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
     session = state.session
+    if session is not None and session.kind != WORKER:
+        session.finish()  # its windows close in the lifecycle's order, while its closers are in place
     _remove_hooks()
     if session is not None and session.kind != WORKER:
         session.reconfigure(plan, _controller_targets(plan))
