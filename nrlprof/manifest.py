@@ -17,33 +17,21 @@ NOT_JSON = "line is not JSON"
 
 
 class Status(str, Enum):
-    """How a window went in one process (a manifest line's `status`)."""
+    """How a window went in one process (a manifest line's `status`; what each means: ARCHITECTURE.md, "Manifest")."""
 
     OK = "ok"
-    # The worker was busy when window actions came: its trace may miss work.
     LATE = "late"
-    # Another profiler was running, or a worker's child process that never imported torch.
     SKIPPED = "skipped"
-    # nsys could not capture: no CUDA device; or (`no-collection`) a process launched under nsys for windows asked
-    # for whose nsys session had no collection to start.
     NO_CUDA = "no-cuda"
     NO_COLLECTION = "no-collection"
-    # nsys wrote no report, or only its raw `.qdstrm`.
     MISSING = "missing"
     IMPORT_FAILED = "import-failed"
-    # nsys writes the report later: when the last range of a `repeat:K` capture ends, or at the process's exit.
     PENDING = "pending"
-    # A worker's child process exited or was killed during the window: no file.
     EXITED = "exited"
-    # A worker, or a worker's child process, found dead during the window, or after it stopped and before its files
-    # were known to be final: written by the process that drives it.
     DIED = "died"
-    # A torch window stopped early past its host budget (NRL_PROFILE_MAX_HOST_MB): its trace holds the steps before.
     TRUNCATED = "truncated"
     ERROR = "error"
-    # The memory backend's allocator snapshot at an out-of-memory error (window `oom`).
     OOM = "oom"
-    # rocprof-sys traces a worker's whole lifetime: its files are written at the worker's exit.
     LIFETIME = "lifetime"
 
     def __str__(self) -> str:

@@ -1,23 +1,7 @@
-"""Nsight Systems: the worker runs under `nsys profile`; a window is one CUDA profiler capture range.
-
-A worker armed for nsys on demand runs under `nsys launch --session-new=<its session>` instead, and nsys collects
-nothing until a window is asked for: readying the worker for it starts a collection in its session (`nsys start
---session=<it> --capture-range=cudaProfilerApi --capture-range-end=stop -o <worker>_on-demand_<pid>.<k>`), and the
-window's cudaProfilerStart/Stop bound it; nsys writes that report when the window closes.
-
-nsys writes one report per capture range: `<name>.nsys-rep` with `--capture-range-end=stop`,
-`<name>.<k>.nsys-rep` for the k-th range with `repeat:K`; `%p` in the name is the pid of the process
-nsys launched (an ancestor of this one under Ray's uv hook). When it writes them (nsys 2025.3 on an H200):
-with `stop`, before the cudaProfilerStop that ends the range returns; with `repeat:K`, all K when the K-th range
-ends; with an unbounded `repeat` (discrete captures), only when the process exits. The record lists the files that
-exist, or says when nsys will write them (status `pending`).
-
-A process the worker started is traced by the same nsys session, and a capture range belongs to one CUDA
-context: each such child opens and closes its own range with the worker's window. nsys writes one report per
-capture range of its session, holding every process of the session, once the last open range closes. The
-worker stops its children's ranges before its own, so its own stop writes the report; it then names that
-report in its children's records (`complete_child_record`).
-"""
+"""Nsight Systems: the worker runs under `nsys profile` (or, armed for windows asked for, `nsys launch` with a session
+of its own); a window is one CUDA profiler capture range. When nsys writes each report, and the record of a window
+whose report comes later (`pending`): docs/design.md, "Steps, and gating". A process the worker started is traced by
+the worker's nsys session: the worker names the session's report in its children's records (`complete_child_record`)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""What is left of a window's files once its profiler stopped, done beside the job's next step.
-
-A torch window's stop in the step is the profiler's stop. What follows it, Kineto's export (torch lets the GIL go
-while it writes), checking Kineto's text, compressing it, moving it into place and writing the window's record,
-runs on one daemon thread of the process, in the order it was handed over: a window's record after its files.
-A worker's jobs wait for its next remote call to begin (or `WAIT_FOR_NEXT_CALL_S`), so they never take the GIL or a
-core from the stop's answer, nor from the other workers' stops; the driver's wait for the end of `holding`, once
-its workers answered.
-
-Whatever needs the files waits for them first (`settle`): a worker's next remote call returns only once they are
-final (nrlprof.ranges.method_ranges), and so do the job's end (`nrlprof.finish`, `ray.shutdown`, the interpreter's
-exit), `ray.kill` of a worker, a window asked for (`nrlprof capture --wait`) and a worker's child process closing.
-"""
+"""What is left of a window's files once its profiler stopped (torch's export, the check, compression and move into
+place, the record), done on one thread of the process beside the job's next step, in order; whatever needs the files
+waits for them first (`settle`). docs/design.md, "Steps, and gating"."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""The process's one lifecycle: one exit hook and one fork hook, and the order its closers run in, written here.
-
-At the interpreter's exit (and `nrlprof.finish()`, less the controller actors) the closers run in CLOSING_ORDER: the
-listener stops taking windows asked for; the gate closes the open windows (the workers' files finished); the listener
-answers what they closed and takes the job's card down; the controller actors a driver created close theirs; the
-finisher settles this process's files; the step anatomy reads the last calls. The exit hook is registered again
-whenever a closer is added, and after each `ray.init`, so it runs before Ray's own shutdown hook.
-
-After a fork, in the child, the fork handlers run in FORK_ORDER: the finisher forgets the parent's jobs, then the
-child joins its worker's windows where a worker's channel is switched on. The child keeps none of the parent's closers.
-`uninstall` takes back everything nrlprof put in place: the closers, the fork handlers, every patch and import hook.
-"""
+"""The process's one lifecycle: one exit hook and one fork hook, and the order its closers and fork handlers run in,
+written here (docs/design.md, "Process-wide state"). The exit hook is registered again whenever a closer is added, so
+it runs before Ray's own shutdown hook. `uninstall` takes back what nrlprof put in place."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""The actor-creation hook: matched actors get their runtime_env fragment and are tracked for windows.
-
-In a driver or controller, an actor is profiled when it matches a pattern. Inside a profiled worker, an
-actor it creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the
-parent's backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it
-matches a pattern itself. So is an actor created in a process the worker started (vLLM's EngineCore process
-creates its `RayWorkerProc`s): that process is a Ray driver of its own, whose actors inherit nothing from
-the worker, so nrlprof ships itself to them as a driver does. An actor whose runtime_env sets
-`NRL_PROFILE_DISABLE=1` is never profiled.
-
-Where nrlprof runs nsys in an actor, an `nsight` key of its own runtime_env (verl's worker groups put one
-there) is replaced by nrlprof's: one nsys per process, and the log says so.
-"""
+"""The actor-creation hook: a matched actor gets its runtime_env fragment and is tracked for windows; an actor a
+profiled worker (or a process it started) creates is profiled with it as `<parent>.<child>` unless it matches itself;
+`NRL_PROFILE_DISABLE=1` in an actor's runtime_env keeps it out. docs/design.md, "Matching at actor creation"."""
 
 from __future__ import annotations
 

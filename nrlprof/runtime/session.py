@@ -29,6 +29,7 @@ from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
     from nrlprof.anatomy.recorder import Recorder
+    from nrlprof.runtime.children.protocol import Enable
 
 
 class ChannelEnd(Protocol):
@@ -36,39 +37,30 @@ class ChannelEnd(Protocol):
 
     def close(self) -> None: ...
 
-    def close_inherited(self) -> None:
-        """In a forked process: let go of the end its parent holds, without ending the parent's side."""
+    def close_inherited(self) -> None: ...
 
 
 class ChildrenEnd(ChannelEnd, Protocol):
-    """A worker's end (nrlprof.runtime.children.channel.ChildChannel): window actions out, the children's records
-    back."""
+    """A worker's end (nrlprof.runtime.children.channel.ChildChannel)."""
 
     acting: AbstractContextManager
     worker_name: str
-
-    @property
-    def bound(self) -> bool:
-        """Whether the channel knows its worker (a worker no pattern matched learns it with a window asked for)."""
+    fanout: Fanout
+    bound: bool
 
     def bind(self, worker_name: str, rank: int, node_ip: str, write: Callable[[WindowRecord], None] | None) -> None: ...
 
     def __len__(self) -> int: ...
 
-    fanout: Fanout
+    def release(self, pid: int) -> Posting | None: ...
 
-    def release(self, pid: int) -> Posting | None:
-        """The records of the windows a child ending now had open."""
-
-    def enable(self, backend: dict) -> None:
-        """The children add the backend of a window asked for (nrlprof.runtime.children.protocol.enable_message)."""
+    def enable(self, backend: Enable) -> None: ...
 
 
 class EngineProfilers(Protocol):
     """Engines' own profiler switches (nrlprof.runtime.children.engine_switches.EngineSwitches)."""
 
-    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[WindowRecord], tuple[Action, ...]]:
-        """The engines' records, and the actions left for the worker's children."""
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[WindowRecord], tuple[Action, ...]]: ...
 
 
 class Stoppable(Protocol):
@@ -243,9 +235,7 @@ class Session:
         self.listener = None
 
     def reconfigure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
-        """Close this session's windows (files kept) and take the new plan; tracked actors stay tracked."""
-        self.finish()
-        LIFECYCLE.discard(lifecycle.LISTENER, lifecycle.GATE, lifecycle.ANSWERS, lifecycle.ANATOMY)
+        """Take the new plan, once `finish` closed this session's windows (files kept); tracked actors stay tracked."""
         self.anatomy = None
         self._configure(plan, targets)
 

@@ -1,17 +1,6 @@
-"""A worker's channel to the Python processes it starts: they register, and window actions reach them.
-
-The worker listens on an abstract Unix socket (no file; it goes with the worker; a peer of another user is
-refused) named in NRLPROF_CHANNEL, which its children inherit, with the start-up hook that makes them join
-(`nrlprof/runtime/children/site`, first on PYTHONPATH; `open_children`). A thread accepts them. Window actions go out
-by the thread that runs them, through the worker's fan-out (nrlprof.runtime.windows.fanout), which this channel
-carries: to every live child at once, their answers awaited together, up to NRL_PROFILE_TIMEOUT_S. A child whose
-connection closes during a window exited or was killed: the worker writes its record (`exited`; `died` where it was
-finishing a stopped window's files), and nothing else is lost.
-
-In an armed job (NRL_PROFILE_ON_DEMAND) every Ray worker listens, matched or not: a window asked for gives the
-worker a backend it may not have had, and `enable` gives it to the children before the window's first action
-(children that register later get it as they register).
-"""
+"""A worker's channel to the Python processes it starts: an abstract Unix socket named in NRLPROF_CHANNEL (a peer of
+another user is refused), which carries the worker's fan-out of window actions to them (nrlprof.runtime.windows.fanout)
+and, in an armed job, the backend of a window asked for (`enable`, also to children that register later)."""
 
 from __future__ import annotations
 

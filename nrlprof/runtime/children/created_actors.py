@@ -1,13 +1,6 @@
-"""Actors that a process a worker started created (vLLM V2's `RayWorkerProc`s, made by its EngineCore process)
-join a window asked for through that process.
-
-Such a process is a Ray driver of its own: its actors inherit nothing from the worker, and in an armed job nothing
-knows, when they are created, whether a window will ever select the worker. So the process keeps a weak handle on
-each actor it creates (nrlprof.runtime.creation_hook), and when a window asked for selects its worker, readies each
-live one for the window as the controller readies a worker (`enable_in_actor`) and tracks it: the window's actions
-then reach it after the process's own, as a planned window's reach an engine's actors. They are named as a planned
-window names them, `<worker>.<class>`, ranked in creation order.
-"""
+"""Actors that a process a worker started created (vLLM V2's `RayWorkerProc`s) join a window asked for through that
+process: readied as the controller readies a worker, tracked, named `<worker>.<class>`. docs/design.md, "Windows asked
+for while the job runs"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""Inference engines' own torch profilers, driven in a worker's torch windows where they are switched on.
-
-vLLM and SGLang record their engine processes with their own torch profiler, switched by `start_profile()` /
-`stop_profile()` (vLLM's `LLM`, `LLMEngine`; SGLang's `Engine`). Whether it is switched on, and where it
-writes, is read from each engine (nrlprof.runtime.children.engine_profilers: vLLM's `profiler_config`, or the variable
-of older vLLM and of SGLang). Engines are found among the worker's attributes, two levels down (NeMo RL's
-`self.llm`, verl's `self.rollout.inference_engine`), by the package of their class and these method names.
-
-In a torch window of a worker whose engine's profiler is on, nrlprof switches it on and off and records the
-files it wrote in the manifest, named `<worker>.<engine class>`; the processes the worker started (the engine's)
-then get none of that window's torch actions (two torch profilers in one process crash it). Where the engine's
-profiler is off, or its `start_profile()` fails, nothing stands down: nrlprof's own torch profiler records the
-engine's processes, as for any child of a worker.
-"""
+"""Inference engines' own torch profilers (vLLM's, SGLang's `start_profile`/`stop_profile`), switched with a worker's
+torch windows where they are on; the worker's children then stand down in those windows. docs/design.md, "Engines'
+own profiler switches"."""
 
 from __future__ import annotations
 

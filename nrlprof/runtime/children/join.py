@@ -1,22 +1,6 @@
-"""A Python process a matched worker starts joins the worker's windows, with no code of its own; so does one that
-any Ray worker of an armed job (NRL_PROFILE_ON_DEMAND) starts, for the windows asked for.
-
-How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/children/site` (a
-`sitecustomize`) first on PYTHONPATH (nrlprof.runtime.children.channel.open_children), so any interpreter it
-starts with its environment (`multiprocessing` spawn and forkserver, `subprocess`) calls `join_worker` at
-start-up, whether or not nrlprof is installed there; a process forked from the worker or from a child joins
-through a fork handler. The helpers of `multiprocessing` (the forkserver, the resource tracker) do not join;
-the forkserver's forks do. NRL_PROFILE_DISABLE=1 in a child's environment keeps it out.
-
-Once joined, a thread blocks on the channel: nothing runs in the child per step outside windows. The worker's
-window actions run on that thread, on the child's own backends and on the actors the child created (engine
-children of the worker, nrlprof.runtime.creation_hook), and the records go back to the worker. The child is
-`<worker>.<child>` (nrlprof.runtime.children.names) with the worker's rank; its files and records are a worker's.
-
-A child of a worker no pattern matched has no plan and no worker in its environment: it joins with neither, and
-does nothing until a window asked for selects its worker. The worker's `enable` line then says who the worker is
-and which backend to add, before the window's first action (a matched worker's child adds the backend the same way).
-"""
+"""A Python process a matched worker starts (or any Ray worker of an armed job) joins the worker's windows, with no code
+of its own: found through NRLPROF_CHANNEL and the start-up shim in `site/`, or a fork handler; its window actions run
+on a thread that blocks on the channel. docs/design.md, "Processes a worker starts join its windows"."""
 
 from __future__ import annotations
 

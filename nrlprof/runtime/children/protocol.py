@@ -1,14 +1,5 @@
 """What a worker and the processes it starts say over the worker's channel: one message a line, `{"<kind>": <its
-fields>}`, each kind a dataclass read back checked (nrlprof.wire).
-
-- child -> worker, once, at connection: `hello` (its provisional name; the pid comes from the socket).
-- worker -> child: `actions`, with the deadline when the worker stops waiting (CLOCK_MONOTONIC,
-  NRL_PROFILE_TIMEOUT_S after it sent them).
-- worker -> child, in an armed job, before the first action of a window asked for: `enable` (the plan with the
-  backend asked for, the worker's descriptor, the backend, the worker's Ray session and node): the child adds that
-  backend (and, if its worker was matched by no pattern, learns who the worker is). No answer.
-- child -> worker, one per `actions` line: `answer` (nrlprof.runtime.windows.fanout.Answer).
-"""
+fields>}` (`hello`, `actions`, `enable`, `answer`), each a dataclass read back checked (nrlprof.wire)."""
 
 from __future__ import annotations
 

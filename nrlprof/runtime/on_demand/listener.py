@@ -1,11 +1,6 @@
-"""The armed job's controller listens for windows asked for while it runs, on a thread of its own.
-
-Every POLL_S it reads the requests for its job from Ray's KV store (the only channel: no port is opened). A request is
-checked, its workers get their backend (off the step path), and the gate opens its window at the next step boundary.
-Each request, the node it came from and what was done with it go to the job's log. Nothing here raises into the job: a
-bad request is refused and logged. Every HEARTBEAT_S another thread rewrites the job's card (its step, its workers), so
-readying workers for a window (seconds: their profiler's start-up) never makes the job look gone to `nrlprof capture`.
-"""
+"""The armed job's controller listens for windows asked for, on threads of its own: requests read from Ray's KV store,
+checked, their workers readied, the window handed to the gate; the job's card rewritten every HEARTBEAT_S; every
+change answered. Nothing here raises into the job. docs/design.md, "Windows asked for while the job runs"."""
 
 from __future__ import annotations
 

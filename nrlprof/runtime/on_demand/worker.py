@@ -1,10 +1,5 @@
-"""Runs inside a worker a window asked for selects: its backend for that window, set up before the window opens.
-
-The backend joins the process's Session: a matched worker's, or the one any Ray worker of an armed job has (it may
-have become the controller; it was not selected then). A worker where nothing ran at its start (its interpreter has no
-nrlprof installed) gets its Session now. Its files and records are those of a matched worker. The Python processes the
-worker started add the backend too (nrlprof.runtime.children.channel), before the window's first action reaches them.
-"""
+"""Runs inside a worker a window asked for selects: its backend for that window, set up before the window opens, in
+the process's one Session (`Session.profile_as`); the processes it started add the backend too."""
 
 from __future__ import annotations
 

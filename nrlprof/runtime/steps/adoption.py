@@ -1,16 +1,6 @@
-"""Profiled workers a controller calls but did not create, gated like the ones it created.
-
-OpenRLHF's PPOTrainer is a Ray actor that gets its actor groups from the driver; a driver may step workers an
-actor created. The first time a controller calls a method of an actor it does not know, it asks that actor,
-in order with the call, whether it is a profiled worker (and not an engine child, which its parent gates).
-The answers are taken before each window action: a worker joins the windows that start after its answer.
-
-In an armed job (NRL_PROFILE_ON_DEMAND) every actor answers who it is, matched or not, and the listener takes the
-answers too (nrlprof.runtime.on_demand.listener): a window asked for can select workers another actor created
-(NeMo RL's workers, created by its IsolatedWorkerInitializer actors). An unmatched actor names itself as the creation
-hook would (its class, actor name, framework, roles, `RANK` from its environment); without `RANK`, its rank is its
-place among the actors of its name this controller called, in the order it first called them.
-"""
+"""Profiled workers a controller calls but did not create (OpenRLHF's PPOTrainer's actor groups), asked once, in order
+with the call, who they are; they join the windows that start after their answer. In an armed job every actor answers,
+matched or not, so a window asked for can select it. docs/design.md, "Steps, and gating"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A window asked for while the job runs, from its acceptance to its close.
-
-The controller's listener (nrlprof.runtime.on_demand.listener) accepts a request and readies its workers on its own
-thread, then hands the window to the gate; the gate opens it at the next step boundary and closes it after the steps
-asked for. Each side writes its own fields; the listener reads the gate's to answer the command that asked.
-"""
+"""A window asked for while the job runs, from its acceptance (the listener's thread) to its close (the gate's)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Window actions applied in a process, and sent to the actors it tracks through `__ray_call__`, in order with their
-work (the fan-out: nrlprof.runtime.windows.fanout; here, its transport over Ray).
-
-Inside a worker, the actions reach the engines' own profiler switches, its own backends, the processes it
-started (over its own channel, all at once; nrlprof.runtime.children.channel; without the torch actions of a window
-an engine's own profiler records), then the actors it created. A worker found dead is recorded as such
-(nrlprof.runtime.windows.deaths). Nothing here calls Ray once the job has shut it down.
-"""
+"""Window actions applied in a process (its engines' switches, its backends, the processes it started, the actors it
+created), and carried to the actors it tracks through `__ray_call__`, in order with their work: the fan-out's transport
+over Ray. Nothing here calls Ray once the job has shut it down."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """One fan-out of window actions from a process to its peers, whatever carries them: the actors it tracks (over Ray,
-nrlprof.runtime.windows.dispatch) or the processes a worker started (over the worker's channel,
-nrlprof.runtime.children.channel). The transport sends and waits; the fan-out owns the rest, once for both kinds.
-
-It sends each batch of actions to every peer at once and waits for their answers up to a deadline
-(NRL_PROFILE_TIMEOUT_S). A peer that misses it is late for the rest of the window: later actions still reach it, in
-order, flagged late, and are not waited on; what it answers meanwhile is taken when it comes. Each peer's windows are
-followed from its answers, in order: those it has open, and those stopped whose files it finishes beside its next
-call, until it answers a settle or the window's next start. A peer found gone (a dead actor, a child whose channel
-closed) is forgotten, and each of its windows gets a record that says so, during the window or after its stop
-(`died`, `exited`), written here and returned with the others.
-"""
+nrlprof.runtime.windows.dispatch) or the processes a worker started (nrlprof.runtime.children.channel). It owns the
+deadline, the late peers, each peer's open and finishing windows as its answers say them, and the records of a peer
+found gone (`died`, `exited`); the transport only sends and waits. ARCHITECTURE.md, "The capture side's objects"."""
 
 from __future__ import annotations
 
