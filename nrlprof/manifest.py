@@ -6,40 +6,55 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
-from nrlprof import layout
+from nrlprof import layout, wire
 
-MANIFEST_GLOB = layout.MANIFEST_GLOB
 NOT_UTF8 = "line is not UTF-8"
 NOT_JSON = "line is not JSON"
 
 
-@dataclass
-class WindowRecord:
-    """One window of one backend in one process.
+class Status(str, Enum):
+    """How a window went in one process (a manifest line's `status`; what each means: ARCHITECTURE.md, "Manifest")."""
 
-    status: `ok`; `late` (the worker was busy when window actions came: its trace may miss work);
-    `no-cuda` (nsys could not capture: no CUDA device); `missing` / `import-failed` (nsys wrote no report,
-    or only its raw `.qdstrm`); `skipped` (another profiler was running, or a worker's child process that never
-    imported torch); `exited` (a worker's child process exited or was killed during the window: no file); `died` (a
-    worker found dead during the window: written by the process that drives it, with Ray's death cause); `truncated`
-    (a torch window stopped early past its host budget, NRL_PROFILE_MAX_HOST_MB: its trace holds the steps before);
-    `error`.
+    OK = "ok"
+    LATE = "late"
+    SKIPPED = "skipped"
+    NO_CUDA = "no-cuda"
+    NO_COLLECTION = "no-collection"
+    MISSING = "missing"
+    IMPORT_FAILED = "import-failed"
+    PENDING = "pending"
+    EXITED = "exited"
+    DIED = "died"
+    TRUNCATED = "truncated"
+    ERROR = "error"
+    OOM = "oom"
+    LIFETIME = "lifetime"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One window of one backend in one process: a manifest line, and what a process answers a window's stop with.
+
     start_ms / stop_ms: how long starting and stopping the profiler took in this process, on the step's path.
     finish_ms: how long finishing its files took beside the next step (a torch trace checked, compressed, and the
     controller's exported), once the stop had returned.
-    asked: the request id of a window asked for while the job ran; empty for a planned window.
+    asked: the request id of a window asked for while the job ran (`nrlprof capture`); empty for a planned window.
     """
 
     backend: str
     worker: str
     rank: int | None
-    steps: list[int]
+    steps: tuple[int, ...]
     window: str
-    files: list[str] = field(default_factory=list)
-    status: str = "ok"
+    files: tuple[str, ...] = ()
+    status: Status = Status.OK
     message: str = ""
     host: str = field(default_factory=socket.gethostname)
     node_ip: str = ""
@@ -50,13 +65,24 @@ class WindowRecord:
     stop_ms: float = 0.0
     finish_ms: float = 0.0
     event: str = "window"
-    # The request of a window asked for while the job ran (`nrlprof capture`); empty for a planned window.
     asked: str = ""
 
+    def __post_init__(self) -> None:
+        set_field = object.__setattr__
+        set_field(self, "steps", tuple(self.steps))
+        set_field(self, "files", tuple(self.files))
+        set_field(self, "status", Status(self.status))
 
-def record_dict(record: WindowRecord) -> dict:
-    """The record as a dict, as `dataclasses.asdict` gives it, without its deep copy (4x faster: a stop's cost)."""
-    return {**vars(record), "steps": list(record.steps), "files": list(record.files)}
+    def replaced(self, **changes: object) -> WindowRecord:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        """The record as its manifest line holds it."""
+        return {**vars(self), "steps": list(self.steps), "files": list(self.files), "status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> WindowRecord:
+        return wire.convert(data, cls)
 
 
 def manifest_path(directory: str | Path) -> Path:
@@ -67,7 +93,7 @@ def append_record(directory: str | Path, record: WindowRecord) -> Path:
     """Append one line; a single write of a short line keeps lines whole across processes."""
     path = manifest_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record_dict(record), sort_keys=True) + "\n"
+    line = json.dumps(record.as_dict(), sort_keys=True) + "\n"
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(line)
     return path

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,72 +16,14 @@ from helpers.environment import environment_without
 from nrlprof.process import patches
 from nrlprof.runtime.children.join import FORKSERVER, SPAWNED_FLAG, multiprocessing_helper
 
-WORKER_PROGRAM = textwrap.dedent(
-    """
-    import json, multiprocessing, os, signal, subprocess, sys, time
-    from nrlprof.config.env import load_plan
-    from nrlprof.runtime.windows.dispatch import apply_in_actor
-    from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action
-    from nrlprof.runtime.activation import activate_worker
-    from nrlprof.workers.identity import WorkerIdentity
-    from nrlprof.workers.matching import match_worker
-    from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, worker_descriptor
-
-    def engine(connection):
-        connection.send(os.getpid())
-        connection.recv()
-
-    def window(first, last, inside=lambda: None):
-        records = apply_in_actor(None, (Action("memory", START, first, last, first),))
-        inside()
-        for step in range(first + 1, last + 1):
-            records += apply_in_actor(None, (Action("memory", STEP, step=step),))
-        return records + apply_in_actor(None, (Action("memory", STOP),))
-
-    if __name__ == "__main__":
-        directory = sys.argv[1]
-        plan = load_plan({"NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*generation*", "NRL_MEMORY_PROFILE_STEP_RANGE": "1:9",
-                          "NRL_MEMORY_PROFILE_DIR": directory, "NRL_PROFILE_TIMEOUT_S": "1"})
-        identity = WorkerIdentity("VllmGenerationWorker", None, 3)
-        os.environ[PLAN_VARIABLE] = plan.to_json()
-        os.environ[WORKER_VARIABLE] = worker_descriptor(identity, match_worker(plan, identity))
-        before = {name: os.environ.get(name) for name in ("PYTHONPATH", "NRLPROF_CHANNEL")}
-        session = activate_worker(os.environ)
-        out = {"environment": {name: os.environ.get(name) for name in before}}
-        context = multiprocessing.get_context("spawn")
-        pipes = []
-        for index in range(2):
-            ours, theirs = context.Pipe()
-            context.Process(target=engine, args=(theirs,), name=f"EngineCore_{index}", daemon=True).start()
-            pipes.append(ours)
-        pids = [pipe.recv() for pipe in pipes]
-        while len(session.children) < 2:
-            time.sleep(0.05)
-        out["pids"] = pids
-        os.kill(pids[0], signal.SIGSTOP)
-        began = time.monotonic()
-        first = window(1, 3)
-        out["first_window_s"] = time.monotonic() - began
-        os.kill(pids[0], signal.SIGCONT)
-        time.sleep(1)
-        # killed from outside, as by the OOM killer (the worker's own os.kill would close its windows first)
-        second = window(5, 6, inside=lambda: (subprocess.run(["kill", "-9", str(pids[1])]), time.sleep(0.5)))
-        out["records"] = first + second
-        import nrlprof
-        nrlprof.disable()
-        out["restored"] = {name: os.environ.get(name) for name in before} == before
-        print(json.dumps(out))
-    """
-)
+PROGRAMS = Path(__file__).parent / "programs"
 
 
 def test_late_and_dead_children_are_recorded_and_the_environment_is_given_back(tmp_path):
-    program = tmp_path / "worker.py"
-    program.write_text(WORKER_PROGRAM)
     env = environment_without("NRL", "RAY_")
-    result = subprocess.run(
-        [sys.executable, str(program), str(tmp_path / "memory")], env=env, capture_output=True, text=True, timeout=300
-    )
+    program = str(PROGRAMS / "children_late_and_dead.py")
+    result = subprocess.run([sys.executable, program, str(tmp_path / "memory")], env=env, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     stopped, killed = out["pids"]
@@ -137,33 +78,9 @@ def test_multiprocessing_helpers_are_told_from_the_processes_they_serve(argv, he
     assert multiprocessing_helper(argv) == helper
 
 
-NAMES = textwrap.dedent(
-    """
-    import ctypes, multiprocessing, sys
-    from nrlprof.runtime.children.names import child_part
-
-    def named(queue):
-        queue.put(child_part())
-
-    if __name__ == "__main__":
-        print(child_part())
-        libc = ctypes.CDLL(None)
-        libc.prctl(15, b"EngineCoreProc", 0, 0, 0)  # PR_SET_NAME, as setproctitle does
-        print(child_part())
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        process = context.Process(target=named, args=(queue,), name="EngineCore_0")
-        process.start()
-        print(queue.get())
-        process.join()
-    """
-)
-
-
 def test_a_child_is_named_by_its_multiprocessing_name_else_its_title_else_its_executable(tmp_path):
-    program = tmp_path / "names.py"
-    program.write_text(NAMES)
-    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300, check=True)
+    program = str(PROGRAMS / "child_names.py")
+    result = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=300, check=True)
     executable = Path(sys.executable).name
     assert result.stdout.split() == [executable, "engine_core_proc", "engine_core_0"]
 
@@ -180,7 +97,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     from nrlprof.config.env import load_plan
     from nrlprof.launch.runtime_env import worker_descriptor
     from nrlprof.runtime.children.channel import SITE_DIR, ChildChannel
-    from nrlprof.runtime.children.protocol import enable_message
+    from nrlprof.runtime.children.protocol import Enable
     from nrlprof.runtime.windows.profiler import START, STOP, Action
     from nrlprof.workers.identity import WorkerIdentity
     from nrlprof.workers.matching import match_worker
@@ -202,7 +119,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
 
     def act(*actions: Action) -> list[dict]:
         with channel.acting:
-            return channel.collect(channel.post(actions))
+            return [record.as_dict() for record in channel.fanout.collect(channel.fanout.post(actions))]
 
     try:
         start_child(1)
@@ -212,7 +129,7 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
         identity = WorkerIdentity("VllmGenerationWorker", None, 3)
         descriptor = worker_descriptor(identity, match_worker(plan, identity))
         channel.bind(identity.name, identity.rank, "", lost.append)
-        channel.enable(enable_message(plan.to_json(), descriptor, "memory", None, ""))
+        channel.enable(Enable(plan.to_json(), descriptor, "memory", None, ""))
         start_child(2)
         records = act(Action("memory", START, 4, 5, 4, asked="r1"))
         records += act(Action("memory", STOP))
@@ -227,3 +144,23 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     written = tmp_path / "memory" / "vllm_generation_worker.python" / "3"
     assert len(list(written.glob("*.memory.json"))) == 2
     assert lost == [], "no child was lost"
+
+
+def test_a_child_killed_after_a_stop_before_its_trace_is_final_is_recorded_as_died_after_the_window(tmp_path):
+    torch_dir = tmp_path / "traces"
+    env = environment_without("NRL", "RAY_")
+    result = subprocess.run([sys.executable, str(PROGRAMS / "child_dies_after_stop.py"), str(torch_dir)], env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    child = out["pid"]
+
+    (died,) = [r for r in out["records"] if r["pid"] == child and r["status"] == "died"]
+    named = (died["worker"], died["rank"], died["backend"], died["window"])
+    assert named == ("vllm_generation_worker.engine_core_0", 3, "torch", "1-2")
+    assert died["steps"] == [1, 2] and died["files"] == []
+    assert "died after window 1-2 stopped" in died["message"], died["message"]
+    assert not list((torch_dir / "vllm_generation_worker.engine_core_0").rglob("*.json*")), "its trace never came"
+    (manifest,) = (torch_dir / ".nrlprof").glob("manifest-*.jsonl")
+    written = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r for r in written if r["pid"] == child and r["status"] == "died"] == [died], "the worker wrote it"

@@ -16,6 +16,8 @@ import pytest
 from helpers.environment import environment_without
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
+from nrlprof.launch.runtime_env import parse_worker_descriptor
+
 WORKER = "dtensor_policy_worker"
 SWITCHES = (
     "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -292,7 +294,7 @@ def test_concurrent_creation_from_threads_gives_every_actor_its_own_selection(ra
             record = by_pid.get(pid)
             assert record is not None, f"{name} rank {rank} runs under nsys"
             assert output_name(record["options"]).rsplit("/", 1)[-1] == f"{name}_3-4_%p", (name, rank)
-            assert json.loads(record["env"]["NRLPROF_WORKER"])["rank"] == rank
+            assert parse_worker_descriptor(record["env"]["NRLPROF_WORKER"]).identity.rank == rank
             assert record["command"][0] == sys.executable
         else:
             assert pid not in by_pid, f"{name} rank {rank} is not selected and not under nsys"

@@ -104,7 +104,7 @@ def run_window(engines: EngineSwitches, worker: object) -> tuple[list[dict], lis
     for_children: list[Action] = []
     for actions in window_actions():
         written, passed = engines.apply(worker, actions)
-        records += written
+        records += [record.as_dict() for record in written]
         for_children += passed
     return records, for_children
 

@@ -10,13 +10,13 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.torch_windows import torch_process, window
 
 from nrlprof.backends import torch_profiler
 from nrlprof.backends.base import ProcessRole
@@ -24,8 +24,9 @@ from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.process import finishing
 from nrlprof.process.finishing import FINISHER, Finisher
+from nrlprof.process.lifecycle import Lifecycle
 from nrlprof.process.state import OpenWindows
-from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import SETTLE, START, STOP, Action, ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
 
@@ -133,7 +134,7 @@ def test_the_interpreter_exits_only_once_its_jobs_are_done(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
 def test_a_forked_child_does_not_wait_for_its_parents_jobs():
-    finisher, release = Finisher(), threading.Event()
+    finisher, release = Finisher(lifecycle=Lifecycle()), threading.Event()
     finisher.run(release.wait)
     pid = os.fork()
     if pid == 0:  # the child: no job of its own, so nothing to wait for
@@ -147,25 +148,6 @@ def test_a_forked_child_does_not_wait_for_its_parents_jobs():
 
 
 # --- a torch window's stop -------------------------------------------------------------------------------------
-
-
-def torch_process(directory: Path, controller: bool = False, gzip_traces: bool = False) -> ProcessProfiler:
-    steps = StepSelection((Window(2, 3),))
-    backend_plan = BackendPlan(TORCH, (Target("*"),), steps)
-    plan = Plan(backends=(backend_plan,), torch=TorchSettings(directory=str(directory), gzip=gzip_traces))
-    identity = None if controller else WorkerIdentity("PolicyWorker", None, 0, explicit_name="policy")
-    return ProcessProfiler(ProcessRole(identity, plan, None), {TORCH: Target("*")}, OpenWindows())
-
-
-def window(process: ProcessProfiler) -> list[dict]:
-    """Steps 2 and 3 of real torch work, and the stop at step 4: the records the stop answers with."""
-    process.apply((Action(TORCH, START, 2, 3, 2),))
-    with torch.profiler.record_function("policy.train.2"):
-        torch.ones(32, 32) @ torch.ones(32, 32)
-    process.apply((Action(TORCH, STEP, step=3),))
-    with torch.profiler.record_function("policy.train.3"):
-        torch.ones(32, 32) @ torch.ones(32, 32)
-    return process.apply((Action(TORCH, STOP),))
 
 
 def manifest_lines(directory: Path) -> list[dict]:
@@ -265,31 +247,15 @@ def test_two_captures_of_one_call_name_in_one_step_get_two_files(tmp_path, finis
         assert process.begin_call("train", None)
         torch.ones(8) + 1
         process.end_call()
-    (answered,) = process.apply((Action(TORCH, STOP),))
+    (answered,) = [record.as_dict() for record in process.apply((Action(TORCH, STOP),)).records]
     finisher_held.set()
     assert FINISHER.settle(timeout=60)
     assert len(set(answered["files"])) == 2 and all(Path(f).exists() for f in answered["files"])
 
 
-EXIT_AFTER_A_STOP = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    sys.path.insert(0, {tests!r})
-    from nrlprof.backends import torch_profiler
-    from test_finishing import torch_process, window
-
-    written = torch_profiler._write_valid
-    torch_profiler._write_valid = lambda *args: (time.sleep(1.0), written(*args))[1]
-    (answered,) = window(torch_process(Path(sys.argv[1])))
-    print(answered["files"][0], flush=True)
-    """
-)
-
-
 def test_a_process_that_exits_right_after_a_stop_leaves_the_trace_and_its_record(tmp_path):
-    script = EXIT_AFTER_A_STOP.format(tests=str(Path(__file__).parent))
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    program = str(Path(__file__).parent / "programs" / "exit_after_a_stop.py")
+    done = subprocess.run([sys.executable, program, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     path = done.stdout.split()[-1]
     assert "policy.train.2" in {e.get("name") for e in json.loads(Path(path).read_text())["traceEvents"]}

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -107,25 +106,6 @@ def test_a_worker_killed_before_its_trace_is_final_is_recorded_as_died_after_the
     assert f"(pid {pid}) is dead after window 2 stopped, before its files were known to be final" in caplog.text
 
 
-SHUTDOWN_RIGHT_AFTER_A_STOP = textwrap.dedent(
-    """
-    import os, sys, ray
-    from helpers.finished import SlowFinishingPolicyWorker
-
-    ray.init(address=sys.argv[1], logging_level="WARNING")
-    worker = SlowFinishingPolicyWorker.remote(float(sys.argv[2]))
-    print("PID", ray.get(worker.pid.remote()), flush=True)
-    import nrlprof
-    for step in (1, 2):
-        nrlprof.step(step)
-        ray.get(worker.train.remote(step))
-    nrlprof.step(3)
-    ray.shutdown()  # the job ends right after the stop, with no call of the worker in between
-    print("DONE", flush=True)
-    """
-)
-
-
 def test_a_job_that_shuts_ray_down_right_after_a_stop_keeps_the_trace_and_its_record(ray_cluster, tmp_path):
     torch_dir = tmp_path / "traces"
     env = environment_without("NRL_", "NRLPROF_", "RAY_ADDRESS")
@@ -134,7 +114,8 @@ def test_a_job_that_shuts_ray_down_right_after_a_stop_keeps_the_trace_and_its_re
             "PYTHONPATH": os.pathsep.join(filter(None, [tests, env.get("PYTHONPATH")])),
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}  # fmt: skip
     address = ray_cluster.get_runtime_context().gcs_address
-    done = subprocess.run([sys.executable, "-c", SHUTDOWN_RIGHT_AFTER_A_STOP, address, str(FINISH_S)], env=env,
+    program = str(Path(__file__).parent / "programs" / "shutdown_right_after_a_stop.py")
+    done = subprocess.run([sys.executable, program, address, str(FINISH_S)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0 and "DONE" in done.stdout, done.stderr[-4000:]
     pid = int(done.stdout.split("PID")[1].split()[0])

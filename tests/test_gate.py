@@ -7,50 +7,15 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import textwrap
+
+from helpers.gates import ActionLog, gate_for, nsys, per_step, torch
 
 from nrlprof.config.env import plan_from_env
-from nrlprof.process.finishing import Finisher
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.manifest import WindowRecord
+from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.profiler import Action
+from nrlprof.runtime.windows.profiler import Action, Applied
 from nrlprof.workers.tracker import Tracker
-
-
-class ActionLog:
-    """Stands in for the controller's profiler: keeps what the gate asked of it, per step."""
-
-    def __init__(self) -> None:
-        self.actions: list[tuple] = []
-        self.finisher = Finisher()
-
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
-        self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
-        return []
-
-
-def gate_for(**variables: str) -> tuple[Gate, ActionLog]:
-    plan = plan_from_env(variables)
-    tracker, log = Tracker(), ActionLog()
-    return Gate(plan, tracker, log, WorkerChannel(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
-
-
-def per_step(gate: Gate, log: ActionLog, steps) -> dict[int, list[tuple]]:
-    seen: dict[int, list[tuple]] = {}
-    for step in steps:
-        before = len(log.actions)
-        gate.step(step)
-        seen.setdefault(step, [])
-        seen[step] = seen[step] + log.actions[before:]
-    return seen
-
-
-def nsys(steps: str) -> dict[str, str]:
-    return {"NRL_NSYS_WORKER_PATTERNS": "*p*", "NRL_NSYS_PROFILE_STEP_RANGE": steps}
-
-
-def torch(steps: str) -> dict[str, str]:
-    return {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*p*", "NRL_TORCH_PROFILE_STEP_RANGE": steps}
 
 
 def test_nsys_windows_open_at_their_first_step_and_close_at_the_first_step_after():
@@ -128,22 +93,11 @@ def test_finish_closes_the_open_window_and_a_prepared_one():
     assert ("nsys", "start", 2, 4) not in log.actions[5:], "a window closed by finish() is not opened again"
 
 
-EXIT_WITHOUT_FINISH = """\
-import sys
-sys.path.insert(0, {tests!r})
-from test_gate import gate_for, nsys
-import atexit
-gate, log = gate_for(**nsys("2:5"))
-atexit.register(lambda: print("actions at exit:", log.actions))  # registered first, so it runs last
-gate.step(2)
-"""
-
-
 def test_an_open_window_is_closed_at_interpreter_exit():
     from pathlib import Path
 
-    code = EXIT_WITHOUT_FINISH.format(tests=str(Path(__file__).parent))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    program = Path(__file__).parent / "programs" / "exit_with_a_window_open.py"
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "actions at exit: [('nsys', 'start', 2, 4), ('nsys', 'stop', 0, 0)]" in done.stdout
 
@@ -167,20 +121,18 @@ class RecordingController(ActionLog):
         self.files = files
         self.statuses = statuses
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
         super().apply(actions)
         if not any(a.op == "stop" for a in actions):
-            return []
-        return [
-            {"event": "window", "backend": "nsys", "host": "node7", "files": self.files, "status": status}
-            for status in self.statuses
-        ]
+            return Applied([], [])
+        return Applied([WindowRecord("nsys", "w", 0, (2, 3), "2-3", self.files, status, host="node7")
+                        for status in self.statuses], [])  # fmt: skip
 
 
 def log_lines_of(files: list[str], nrlprof_log: list[str], statuses: tuple[str, ...] = ("ok",)) -> list[str]:
     plan = plan_from_env(nsys("2:4"))
     tracker, controller = Tracker(), RecordingController(files, statuses)
-    gate = Gate(plan, tracker, controller, WorkerChannel(tracker, plan.timeout_s))  # type: ignore[arg-type]
+    gate = Gate(plan, tracker, controller, actor_fanout(tracker, plan.timeout_s))  # type: ignore[arg-type]
     logger = logging.getLogger("nrlprof")
     level = logger.level
     logger.setLevel(logging.INFO)  # as activation sets it by default
@@ -211,6 +163,11 @@ def test_log_line_of_a_window_without_files_points_at_the_manifest(nrlprof_log):
 def test_log_line_counts_the_processes_that_were_late(nrlprof_log):
     _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("ok", "late", "late"))
     assert stopped == "nsys window stopped in 3 process(es) (2 late) at step 4; files on node7:/r"
+
+
+def test_log_line_counts_every_status_but_ok(nrlprof_log):
+    _, stopped = log_lines_of(["/r/a.nsys-rep"], nrlprof_log, ("late", "ok", "error", "died", "late"))
+    assert stopped == "nsys window stopped in 5 process(es) (1 died, 1 error, 2 late) at step 4; files on node7:/r"
 
 
 def test_the_steps_that_cost_more_than_a_bisect_are_the_window_steps_and_warm_ups():

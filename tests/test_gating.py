@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -131,27 +130,9 @@ def test_nsys_window_report_is_written_at_window_end_and_recorded(ray_cluster, a
     assert record["start_ms"] > 0 and record["stop_ms"] > 0
 
 
-DRIVER_RAISES = textwrap.dedent(
-    """
-    import os, sys
-    sys.path.insert(0, {tests!r})
-    import nrlprof, ray
-    from workload import DTensorPolicyWorker
-    ray.init(logging_level="ERROR")  # RAY_ADDRESS: the shared cluster
-    worker = DTensorPolicyWorker.remote()
-    for step in range(1, 10):
-        nrlprof.step(step)
-        ray.get(worker.train.remote(step))
-        if step == 3:
-            raise RuntimeError("training diverged")
-    """
-)
-
-
 def test_exception_in_driver_loop_still_flushes_the_open_window(ray_cluster, tmp_path):
     torch_dir = tmp_path / "traces"
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER_RAISES.format(tests=os.path.dirname(__file__)))
+    script = Path(__file__).parent / "programs" / "driver_raises.py"
     env = {
         **joining_env(ray_cluster.get_runtime_context().gcs_address),
         "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",

@@ -65,7 +65,7 @@ def test_a_window_past_its_budget_stops_early_keeps_its_trace_and_says_truncated
         record = stop_and_finish(backend)
     finally:
         logging.getLogger("nrlprof").removeHandler(handler)
-    assert record.status == "truncated" and record.steps == [2, 3]
+    assert record.status == "truncated" and record.steps == (2, 3)
     assert record.message.startswith("stopped early at step 4: the process grew by ")
     assert "past its host budget of 64 MB (NRL_PROFILE_MAX_HOST_MB)" in record.message
     (trace,) = record.files

@@ -40,7 +40,7 @@ def test_memory_figures_are_on_disk_as_each_step_ends_before_the_window_closes(t
     assert not list(figures.parent.glob(".*.partial")), "each write replaces the file whole"
 
     record = backend.stop_window()
-    assert record.files == [str(figures)]
+    assert record.files == (str(figures),)
     assert [s["step"] for s in json.loads(figures.read_text())["steps"]] == [2, 3, 4, 5]
 
 
@@ -70,7 +70,7 @@ def test_rays_death_cause_gives_the_pid_the_node_and_the_exit_detail():
     window = OpenWindow("2-7", [2, 3, 4, 5], 100.0)
     record = died_record("memory", "dtensor_policy_worker", 1, window, death, 6, "10.0.0.1")
     assert (record.status, record.pid, record.host, record.node_ip, record.steps) == (
-        DIED, 4242, "10.0.0.7", "10.0.0.7", [2, 3, 4, 5])  # fmt: skip
+        DIED, 4242, "10.0.0.7", "10.0.0.7", (2, 3, 4, 5))  # fmt: skip
     assert record.message == (
         f"the worker died during window 2-7 (found dead at step 6; its last step sent was 5): {detail}"
     )

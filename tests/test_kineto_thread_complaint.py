@@ -6,37 +6,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 from nrlprof.backends.kineto_first_start import THREAD_COMPLAINT
 
-PROGRAM = textwrap.dedent(
-    """
-    import contextlib, os, sys, threading
-    import torch
-    from nrlprof.backends.kineto_first_start import without_thread_complaint
-
-    quiet = without_thread_complaint if sys.argv[1] == "nrlprof" else contextlib.nullcontext
-
-    def window():
-        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-        with quiet():
-            os.write(2, b"written by the engine meanwhile\\n")
-            profiler.start()
-        torch.mm(torch.ones(8, 8), torch.ones(8, 8))
-        profiler.stop()
-        print(sum(e.name == "aten::mm" for e in profiler.events()))
-
-    thread = threading.Thread(target=window)
-    thread.start()
-    thread.join()
-    """
-)
+PROGRAM = Path(__file__).parent / "programs" / "kineto_first_start.py"
 
 
 def test_the_first_start_off_the_main_thread_prints_no_kineto_complaint():
     runs = {
-        how: subprocess.Popen([sys.executable, "-c", PROGRAM, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        how: subprocess.Popen([sys.executable, str(PROGRAM), how], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for how in ("plain", "nrlprof")
     }
     results = {how: run.communicate(timeout=300) for how, run in runs.items()}

@@ -258,9 +258,50 @@ def test_capture_exits_1_and_names_the_worker_that_died_in_the_window(ray_cluste
     job = ray_cluster.get_runtime_context().get_job_id()
     reply, _ = ask(armed, work, Request(job, "torch", ("*policy*",), 6), 3)
     armed.finish()
-    assert reply["state"] == CLOSED and len(live) == 1, reply
+    assert reply.state == CLOSED and len(live) == 1, reply
     assert _print_closed(reply) == exit_codes.PARTIAL
     printed = capsys.readouterr()
     assert "dtensor_policy_worker rank 0 on" in printed.out
-    died = rf"dtensor_policy_worker rank 1 on \S+ \[died: the worker died during window {reply['window']} \(found dead"
+    died = rf"dtensor_policy_worker rank 1 on \S+ \[died: the worker died during window {reply.window} \(found dead"
     assert re.search(died, printed.out), printed.out
+
+
+def test_a_window_asked_for_whose_export_failed_is_an_error_in_the_answer_as_in_the_manifest(
+    ray_cluster, activate, tmp_path, capsys, nrlprof_log
+):
+    """The worker's trace cannot be exported (a full disk): the final answer `capture --wait` prints holds the
+    record the manifest holds (`error`, no file), not the one taken at the stop (`ok`, a path never written); the
+    job's log says so."""
+    from helpers.finished import ExportFailingPolicyWorker
+    from helpers.on_demand import ask, asked_records
+
+    from nrlprof import exit_codes
+    from nrlprof.config.requests import CLOSED, Request
+    from nrlprof.tools.commands.capture import _print_closed
+
+    armed = activate(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"))
+    worker = ExportFailingPolicyWorker.remote()
+    pid = ray_cluster.get(worker.pid.remote(), timeout=180)
+    for step in (1, 2):
+        armed.step(step)
+        ray_cluster.get(worker.train.remote(step), timeout=300)
+
+    job = ray_cluster.get_runtime_context().get_job_id()
+    request = Request(job, "torch", ("*export_failing*",), 2)
+    reply, _ = ask(armed, lambda step: ray_cluster.get(worker.train.remote(step), timeout=300), request, 3)
+    armed.finish()
+    assert reply.state == CLOSED, reply
+    (answered,) = [r.as_dict() for r in reply.records if r.pid == pid]
+    (written,) = [r for r in asked_records(ray_cluster, request.id) if r["pid"] == pid]
+    assert (written["status"], written["files"]) == ("error", [])
+    assert answered == written
+    assert _print_closed(reply) == exit_codes.PARTIAL
+    printed = capsys.readouterr().out
+    assert re.search(r"export_failing_policy_worker rank 0 on \S+ \[error: \S+ could not be written", printed), printed
+    listed = [line.strip() for line in printed.splitlines() if line.startswith("  ")]
+    assert listed and all(os.path.exists(path) for path in listed), "only the controller's trace, which exists"
+    window = reply.window
+    assert any(line.startswith("torch window stopped in 2 process(es) (1 error) at step") for line in nrlprof_log), (
+        window,
+        nrlprof_log,
+    )

@@ -64,7 +64,7 @@ def test_a_window_asked_for_reaches_the_processes_the_selected_workers_started(r
     generate(step)
     nrlprof.finish()
 
-    assert (torch_reply["state"], memory_reply["state"]) == (CLOSED, CLOSED), (torch_reply, memory_reply)
+    assert (torch_reply.state, memory_reply.state) == (CLOSED, CLOSED), (torch_reply, memory_reply)
     steps = asked_steps(torch_reply)
     assert len(steps) == 2 and min(steps) >= 4
     for rank in (0, 1):
@@ -76,13 +76,13 @@ def test_a_window_asked_for_reaches_the_processes_the_selected_workers_started(r
     assert len(traces_under(torch_dir / SGLANG_ENGINE / "0")) == 2, "its planned window, then the one asked for"
 
     children = {(VLLM_ENGINE, 0), (VLLM_ENGINE, 1), (SGLANG_ENGINE, 0), (SGLANG_ENGINE, 1)}
-    records = asked_records(ray_cluster, torch_reply["records"][0]["asked"])
+    records = asked_records(ray_cluster, torch_reply.records[0].asked)
     by_child = {(r["worker"], r["rank"]): r for r in records if (r["worker"], r["rank"]) in children}
     assert set(by_child) == children
     for (name, rank), record in by_child.items():
         assert record["pid"] == (vllm_pids if name == VLLM_ENGINE else sglang_pids)[rank]
-        assert (record["status"], record["steps"], record["window"]) == ("ok", sorted(steps), torch_reply["window"])
-    answered = {(r["worker"], r["rank"]) for r in torch_reply["records"]}
+        assert (record["status"], record["steps"], record["window"]) == ("ok", sorted(steps), torch_reply.window)
+    answered = {(r.worker, r.rank) for r in torch_reply.records}
     assert children <= answered, "the command's answer names the children's files too"
 
     for rank in (0, 1):
@@ -113,7 +113,7 @@ def test_a_window_asked_for_reaches_the_actors_a_selected_workers_process_create
     generate(step)
     nrlprof.finish()
 
-    assert (reply["state"], reply_again["state"]) == (CLOSED, CLOSED), (reply, reply_again)
+    assert (reply.state, reply_again.state) == (CLOSED, CLOSED), (reply, reply_again)
     tp = "vllm_ray_generation_worker.ray_worker_proc"
     assert sorted(p.name for p in (torch_dir / tp).iterdir()) == ["0", "1"], "ranked by creation order"
     for rank in (0, 1):
@@ -123,7 +123,7 @@ def test_a_window_asked_for_reaches_the_actors_a_selected_workers_process_create
             assert trace["nrlprof"]["worker"] == tp and trace["nrlprof"]["pid"] in tp_pids
             (asked,) = [r for r in (reply, reply_again) if marker_steps(trace, "tp.execute.") == asked_steps(r)]
             assert marker_steps(trace, "ProfilerStep#") == asked_steps(asked)
-    records = asked_records(ray_cluster, reply["records"][0]["asked"])
+    records = asked_records(ray_cluster, reply.records[0].asked)
     tp_records = sorted((r["rank"], r["status"], r["pid"] in tp_pids) for r in records if r["worker"] == tp)
     assert tp_records == [(0, "ok", True), (1, "ok", True)]
-    assert {(r["worker"], r["rank"]) for r in reply["records"]} >= {(tp, 0), (tp, 1)}, "the answer names their files"
+    assert {(r.worker, r.rank) for r in reply.records} >= {(tp, 0), (tp, 1)}, "the answer names their files"

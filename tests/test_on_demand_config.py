@@ -12,15 +12,17 @@ from nrlprof.backends import backend_class
 from nrlprof.config.env import plan_from_env
 from nrlprof.config.plan import MEMORY, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+from nrlprof.config.steps import Window
 from nrlprof.config.variables import may_activate
 from nrlprof.errors import ConfigError
+from nrlprof.manifest import WindowRecord
 from nrlprof.process.finishing import Finisher
 from nrlprof.rayfix.fix import nsight_command
 from nrlprof.rayfix.worker_prefix import worker_prefix
 from nrlprof.runtime.windows.asked import AskedWindow
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
-from nrlprof.runtime.windows.profiler import Action
+from nrlprof.runtime.windows.profiler import Action, Applied
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.tracker import Tracker
 
@@ -81,15 +83,15 @@ def test_nsys_on_demand_launches_each_matched_worker_in_an_nsys_session_of_its_o
 def test_planned_windows_and_arming_combine():
     plan = plan_from_env({"NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
                           "NRL_TORCH_PROFILE_STEP_RANGE": "3:5"})  # fmt: skip
-    assert plan.on_demand is not None and plan.backend(TORCH).steps.to_json() == [[3, 4]]
+    assert plan.on_demand is not None and plan.backend(TORCH).steps.windows == (Window(3, 4),)
 
 
 def test_a_request_round_trips_and_a_bad_one_says_what_is_wrong():
     request = Request("01000000", MEMORY, ("*policy*",), 3, frozenset({0, 1}), node="h (1.2.3.4)")
     assert Request.from_json(request.to_json()) == request
     for bad, said in [
-        ("{", "not a JSON request"),
-        ("[]", "not a JSON object"),
+        ("{", "not JSON"),
+        ("[]", "not an object"),
         (json.dumps({**json.loads(request.to_json()), "backend": "perf"}), "backend 'perf'"),
         (json.dumps({**json.loads(request.to_json()), "steps": 0}), "steps 0"),
         (json.dumps({**json.loads(request.to_json()), "patterns": []}), "no worker pattern"),
@@ -107,10 +109,10 @@ class ControllerLog:
         self.added: list[str] = []
         self.finisher = Finisher()
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
         self.actions += [(a.kind, a.op, a.first, a.last) for a in actions]
-        return [{"event": "window", "backend": a.kind, "window": "?", "host": "h", "files": []}
-                for a in actions if a.op == "stop"]  # fmt: skip
+        return Applied([WindowRecord(a.kind, "controller", None, (), "?", host="h") for a in actions if a.op == "stop"],
+                       [])  # fmt: skip
 
     def add_backend(self, kind: str, backend_plan: BackendPlan) -> None:
         self.added.append(kind)
@@ -119,7 +121,7 @@ class ControllerLog:
 def gate_for(**variables: str) -> tuple[Gate, ControllerLog]:
     plan = plan_from_env({"NRL_PROFILE_ON_DEMAND": "1", **variables})
     tracker, log = Tracker(), ControllerLog()
-    return Gate(plan, tracker, log, WorkerChannel(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
+    return Gate(plan, tracker, log, actor_fanout(tracker, plan.timeout_s)), log  # type: ignore[arg-type]
 
 
 def asked(kind: str, steps: int) -> AskedWindow:

@@ -40,8 +40,8 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
         ray_cluster.get(policy.train.remote(step), timeout=300)
 
     refused, step = ask(nrlprof, train, Request(job, "nsys", ("*reward*",), 2), 2)
-    assert refused["state"] == REFUSED and "reward_worker (rank 0) did not start under nsys" in refused["message"]
-    assert "NRL_NSYS_PROFILE_STEP_RANGE=on-demand" in refused["message"]
+    assert refused.state == REFUSED and "reward_worker (rank 0) did not start under nsys" in refused.message
+    assert "NRL_NSYS_PROFILE_STEP_RANGE=on-demand" in refused.message
 
     first, step = ask(nrlprof, train, Request(job, "nsys", ("*policy*",), 2), step)
     second, step = ask(nrlprof, train, Request(job, "nsys", ("*policy*",), 1), step)
@@ -49,15 +49,15 @@ def test_each_window_asked_for_is_its_own_report_written_when_it_closes(ray_clus
     assert ray_cluster.get(reward.pid.remote()) > 0
     reports = [f"{base}.1.nsys-rep", f"{base}.2.nsys-rep"]
     for reply, report, count in ((first, reports[0], 2), (second, reports[1], 1)):
-        (record,) = reply["records"]
-        steps = list(range(reply["first"], reply["last"] + 1))
+        (record,) = [r.as_dict() for r in reply.records]
+        steps = list(range(reply.first, reply.last + 1))
         assert len(steps) == count and record["steps"] == steps and record["status"] == "ok"
         assert record["files"] == [str(nsight / report)] and record["asked"]
         ranges = sorted(r["message"] for r in read_report(nsight / report)["nvtx_ranges"] if r["domain"] == "nrlprof")
         assert [r for r in ranges if r.startswith("step ")] == [f"step {s}" for s in steps]
     manifests = (session_dir(ray_cluster) / "logs" / "nrlprof").glob("manifest-*.jsonl")
     asked = [json.loads(line) for m in manifests for line in m.read_text().splitlines() if '"nsys"' in line]
-    request_ids = {reply["records"][0]["asked"] for reply in (first, second)}
+    request_ids = {reply.records[0].asked for reply in (first, second)}
     assert {r["asked"] for r in asked if r["pid"] == pid} == request_ids
     starts = [r for r in calls() if r.get("subcommand") == "start"]
     assert [r["pid"] for r in starts] == [pid, pid], "one collection started by the worker itself per window"

@@ -43,7 +43,7 @@ def test_threaded_and_async_actors_in_a_window_asked_for(ray_cluster, activate, 
     work(step)
     nrlprof.finish()
 
-    assert (reply["state"], reply["answered"]) == (CLOSED, 2), reply
+    assert (reply.state, reply.answered) == (CLOSED, 2), reply
     steps = asked_steps(reply)
     assert len(steps) == 2
     (threaded_trace,) = traces_under(torch_dir / "threaded_rollout_worker")
@@ -83,7 +83,7 @@ def test_a_compiled_graph_worker_in_a_window_asked_for(ray_cluster, activate, to
         nrlprof.finish()
     finally:
         compiled.teardown()
-    assert reply["state"] == CLOSED, reply
+    assert reply.state == CLOSED, reply
     (trace,) = traces_under(torch_dir / "compiled_graph_worker")
     assert marker_steps(load_trace(trace), "compiled.forward.") == asked_steps(reply)
 
@@ -114,7 +114,7 @@ def test_nrlprofs_own_ranges_in_a_window_asked_for(ray_cluster, activate, torch_
     work(step)
     nrlprof.finish()
 
-    assert reply["state"] == CLOSED, reply
+    assert reply.state == CLOSED, reply
     steps = sorted(asked_steps(reply))
     (trace,) = traces_under(torch_dir / "actor_rollout_ref_worker")
     names = [str(e.get("name")) for e in load_trace(trace)["traceEvents"]]
@@ -154,7 +154,7 @@ def test_the_jobs_card_stays_fresh_while_the_controller_readies_workers(ray_clus
     busy["until"] = time.monotonic() + 5 * HEARTBEAT_S
     seen = set()
     while time.monotonic() < busy["until"]:
-        seen |= {card["at"] for card in client.armed_jobs() if card["job"] == job}
+        seen |= {card.at for card in client.armed_jobs() if card.job == job}
         time.sleep(HEARTBEAT_S / 2)
     nrlprof.finish()
     assert len(seen) >= 3, f"the card was rewritten {len(seen)} time(s) in {5 * HEARTBEAT_S:.0f} s"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from nrlprof.launch.runtime_env import parse_worker_descriptor
 from nrlprof.process import patches
 
 
@@ -12,14 +11,15 @@ def test_runtime_env_for_gives_a_matched_worker_its_fragment_and_nothing_to_othe
     fragment = nrlprof.runtime_env_for("dtensor_policy_worker", rank=1)
     assert fragment["_nsight"]["o"] == "dtensor_policy_worker_3-4_%p"
     assert fragment["_nsight"]["capture-range"] == "cudaProfilerApi"
-    worker = json.loads(fragment["env_vars"]["NRLPROF_WORKER"])
-    assert (worker["explicit_name"], worker["rank"]) == ("dtensor_policy_worker", 1)
+    worker = parse_worker_descriptor(fragment["env_vars"]["NRLPROF_WORKER"]).identity
+    assert (worker.explicit_name, worker.rank) == ("dtensor_policy_worker", 1)
     assert nrlprof.runtime_env_for("reward_worker") == {}
 
 
 def test_runtime_env_for_ranks_by_call_order_when_no_rank_is_given(activate):
     nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="3")
-    ranks = [json.loads(nrlprof.runtime_env_for("policy")["env_vars"]["NRLPROF_WORKER"])["rank"] for _ in range(3)]
+    fragments = [nrlprof.runtime_env_for("policy") for _ in range(3)]
+    ranks = [parse_worker_descriptor(f["env_vars"]["NRLPROF_WORKER"]).identity.rank for f in fragments]
     assert ranks == [0, 1, 2]
 
 

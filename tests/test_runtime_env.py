@@ -32,7 +32,8 @@ def test_nsys_fragment_has_output_name_without_colons_and_the_plan():
     assert ":" not in nsight["o"] and " " not in nsight["o"]
     env_vars = result["env_vars"]
     assert Plan.from_json(env_vars[PLAN_VARIABLE]) == plan_from_env(ENV)
-    identity, targets = parse_worker_descriptor(env_vars["NRLPROF_WORKER"])
+    worker = parse_worker_descriptor(env_vars["NRLPROF_WORKER"])
+    identity, targets = worker.identity, worker.targets
     assert identity.rank == 1 and list(targets) == ["nsys"] and targets["nsys"].pattern == "*policy*"
     assert env_vars[RAY_SETUP_HOOK_VARIABLE] == SETUP_HOOK
 

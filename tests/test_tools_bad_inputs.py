@@ -145,10 +145,11 @@ def test_events_with_values_of_unexpected_types(tmp_path, capsys):
     # merge keeps every event, whatever its values
     result = merge_traces([root], tmp_path / "timeline.json")
     assert len(result.merged) == 2 and not result.skipped
-    # summary: either reads the trace (ignoring what it cannot use) or skips it with a reason
+    # summary: the trace with values of types no profiler writes is skipped, with its reason; the other is read
     summary = summarize(root, nsys="")
-    assert (summary.workers[0].worker, summary.workers[0].rank) == ("policy", 0)
-    assert all(reason for _, reason in summary.skipped)
+    assert [(w.worker, w.rank) for w in summary.workers] == [("policy", 0)]
+    ((skipped, reason),) = summary.skipped
+    assert skipped.name.startswith("policy.rank1.") and reason.startswith("unexpected content"), reason
     # a 1e300 us kernel is not a profiler's: the second rank's figures stay finite
     assert all(k.total_us < 1e18 for w in summary.workers for k in w.kernels)
 

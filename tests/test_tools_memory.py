@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -144,15 +145,16 @@ def write_snapshot(path: Path, snapshot: dict) -> Path:
     return path
 
 
-def test_the_fixture_is_a_snapshot_torch_reads():
+def test_nrlprof_reads_what_is_live_in_a_snapshot_as_torch_does(tmp_path):
+    """torch's own reader and nrlprof's agree on the live blocks at the end of the fixture's history (so the fixture
+    is a snapshot torch writes, and nrlprof reads it right)."""
     from torch.cuda import _memory_viz
 
     snapshot = fixture_snapshot()
-    summary = _memory_viz.segsum(snapshot)
-    assert "total_reserved: 600.0MiB" in summary and "total_allocated: 150.0MiB" in summary
-    trace = _memory_viz.trace(snapshot)
-    assert "b = a[104857600:300.0MiB]" in trace and "c = a[419430400:200.0MiB]" in trace
-    assert "d = a[104857600:50.0MiB]" in trace
+    torch_allocated = float(re.search(r"total_allocated: ([\d.]+)MiB", _memory_viz.segsum(snapshot)).group(1))
+    snapshot["device_traces"] = [[]]  # no history: nrlprof gives the blocks live at the end
+    top = snapshot_top_allocations(write_snapshot(tmp_path / "x.pickle", snapshot))
+    assert sum(r["size_mb"] for r in top) == torch_allocated == 150.0
 
 
 def test_top_allocations_at_the_peak_with_the_frame_that_made_them(tmp_path):

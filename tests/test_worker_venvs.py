@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
@@ -58,7 +57,7 @@ def test_matched_worker_in_a_venv_without_nrlprof_runs_and_is_profiled(
     nrlprof.finish()
     (trace,) = traces_under(torch_dir / "dtensor_policy_worker")
     assert marker_steps(load_trace(trace), "policy.train.") == {2}
-    assert os.path.exists(trace)
+    assert trace.name.startswith("dtensor_policy_worker.rank0.steps2."), "named as the worker's own trace"
 
 
 def test_the_child_process_of_a_worker_in_a_venv_without_nrlprof_joins_its_windows(

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 from nrlprof.process import import_hooks
+from nrlprof.process.host import Host
 from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
 
 # (module, what the adapter does, the process kinds it acts in, the function applying it to the module)
-Adapter = tuple[str, str, tuple[str, ...], Callable[[Any, Any], None]]
+Adapter = tuple[str, str, tuple[str, ...], Callable[[Host, ModuleType], None]]
 
 
 def _adapters() -> tuple[Adapter, ...]:
@@ -100,7 +101,7 @@ def _adapters() -> tuple[Adapter, ...]:
     )
 
 
-def install(session: Any) -> None:
+def install(session: Host) -> None:
     for module_name, description, kinds, apply in _adapters():
         if session.kind in kinds:
             import_hooks.when_imported(module_name, description, _bound(apply, session))
@@ -122,7 +123,7 @@ LATE_LIMITS = {
 }
 
 
-def tell_late(session: Any) -> None:
+def tell_late(session: Host) -> None:
     """One line when `configure()` comes after a framework's modules were imported: they were patched now (also
     where other modules imported their functions by name); what cannot change that late, and what to do."""
     late = sorted({name.split(".", 1)[0] for name, _, kinds, _ in _adapters() if name in sys.modules
@@ -141,8 +142,8 @@ def tell_late(session: Any) -> None:
     )
 
 
-def _bound(apply: Callable[[Any, Any], None], session: Any) -> Callable[[Any], None]:
-    def applied(module: Any) -> None:
+def _bound(apply: Callable[[Host, ModuleType], None], session: Host) -> Callable[[ModuleType], None]:
+    def applied(module: ModuleType) -> None:
         try:
             apply(session, module)
         except Exception as err:  # a framework version nrlprof does not know: the framework runs as it is

@@ -11,17 +11,19 @@ code neither launches workers under a second nsys nor parses nrlprof's step list
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import Host
 
 STEP_SOURCE = "NeMo RL's maybe_gpu_profile_step"
 # NeMo RL's module-level copies of the variables, and what they become.
 BLANKED = {"NRL_NSYS_WORKER_PATTERNS": "", "NRL_NSYS_PROFILE_STEP_RANGE": "", "NRL_NSYS_EXTRA_OPTIONS": {}}
 
 
-def take_over_nsys_helpers(session: Any, module: Any) -> None:
+def take_over_nsys_helpers(session: Host, module: ModuleType) -> None:
     def maybe_gpu_profile_step(policy: Any, step: int) -> None:
         session.framework_step(int(step), STEP_SOURCE)
 
@@ -34,7 +36,7 @@ def take_over_nsys_helpers(session: Any, module: Any) -> None:
     logger.info("nrlprof took over NeMo RL's profiling helpers (nemo_rl.utils.nsys): its steps drive nrlprof's windows")
 
 
-def take_over_nsight_config(session: Any, module: Any) -> None:
+def take_over_nsight_config(session: Host, module: ModuleType) -> None:
     if not hasattr(module, "get_nsight_config_if_pattern_matches"):
         return
 

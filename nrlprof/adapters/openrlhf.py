@@ -14,14 +14,15 @@ Only `SamplesGenerator` is patched: Ray copies the methods of an actor class and
 from __future__ import annotations
 
 import sys
-from typing import Any
+from types import ModuleType
 
 from nrlprof.process import patches
+from nrlprof.process.host import Host
 
 STEP_SOURCE = "OpenRLHF's PPO trainer (global_step)"
 
 
-def take_trainer_steps(session: Any, module: Any) -> None:
+def take_trainer_steps(session: Host, module: ModuleType) -> None:
     generator = getattr(module, "SamplesGenerator", None)
     if generator is None:
         return

@@ -9,13 +9,15 @@ While nrlprof profiles, `_should_profile_step` answers False, so RLinf's own win
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import Host
 
 
-def take_embodied_steps(session: Any, module: Any) -> None:
+def take_embodied_steps(session: Host, module: ModuleType) -> None:
     def wrap(original):
         def _should_profile_step(self, step_idx, *args, **kwargs):
             session.framework_step(int(step_idx), "RLinf's embodied runner (global_step)")
@@ -28,7 +30,7 @@ def take_embodied_steps(session: Any, module: Any) -> None:
     patches.install("rlinf EmbodiedRunner._should_profile_step", module.EmbodiedRunner, "_should_profile_step", wrap)
 
 
-def take_reasoning_steps(session: Any, module: Any) -> None:
+def take_reasoning_steps(session: Host, module: ModuleType) -> None:
     def wrap(original):
         def _put_batch(self, *args, **kwargs):
             session.framework_step(int(self.global_steps), "RLinf's reasoning runner (global_steps)")
@@ -43,7 +45,7 @@ def take_reasoning_steps(session: Any, module: Any) -> None:
 RLINF_BACKENDS = {"nsight": "nsys", "rocprof_sys": "rocprof"}
 
 
-def take_over_launcher(session: Any, module: Any) -> None:
+def take_over_launcher(session: Host, module: ModuleType) -> None:
     """RLinf's `Cluster` wraps a selected group's interpreter in its own `nsys profile ...`: while nrlprof runs
     that backend, the interpreter stays as it is and nrlprof's own nsys (with its windows) runs in the worker.
 
@@ -106,7 +108,7 @@ def take_over_launcher(session: Any, module: Any) -> None:
     )
 
 
-def configure_from_rlinf(session: Any, profiling: Any) -> None:
+def configure_from_rlinf(session: Host, profiling: Any) -> None:
     """RLinf's parsed `cluster.profiling` (a ProfileConfig dataclass), as `nrlprof.configure` reads the section."""
     import dataclasses
 

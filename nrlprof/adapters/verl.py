@@ -14,10 +14,13 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import Host
 
 # verl's profiler tools, as nrlprof's backends that take their place.
 TOOL_BACKENDS = {"nsys": "nsys", "torch": "torch", "torch_memory": "memory"}
@@ -26,7 +29,7 @@ TOOL_BACKENDS = {"nsys": "nsys", "torch": "torch", "torch_memory": "memory"}
 TRAINER_CLASSES = ("RayPPOTrainer", "PPOTrainer")
 
 
-def take_trainer_steps(session: Any, module: Any) -> None:
+def take_trainer_steps(session: Host, module: ModuleType) -> None:
     """verl's trainers (the legacy RayPPOTrainer and the v1 PPOTrainer; their subclasses inherit the patch)."""
     for name in TRAINER_CLASSES:
         trainer = getattr(module, name, None)
@@ -34,7 +37,7 @@ def take_trainer_steps(session: Any, module: Any) -> None:
             _patch_trainer(session, trainer)
 
 
-def _patch_trainer(session: Any, trainer: type) -> None:
+def _patch_trainer(session: Host, trainer: type) -> None:
     source = f"verl's {trainer.__name__} (global_steps)"
 
     def wrap_start(original):
@@ -67,7 +70,7 @@ def _patch_trainer(session: Any, trainer: type) -> None:
     patches.install(f"{name}.fit", trainer, "fit", wrap_fit)
 
 
-def configure_from_verl(session: Any, config: Any) -> None:
+def configure_from_verl(session: Host, config: Any) -> None:
     """verl's global_profiler and role profiler blocks, as `nrlprof.configure(config)` reads them."""
     if config is None or session.read_framework_config is None:
         return
@@ -78,7 +81,7 @@ def configure_from_verl(session: Any, config: Any) -> None:
     logger.info("profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)")
 
 
-def record_fused_roles(session: Any, module: Any) -> None:
+def record_fused_roles(session: Host, module: ModuleType) -> None:
     def roles_recorded(original, remote: bool):
         def create(class_dict, *args, **kwargs):
             created = original(class_dict, *args, **kwargs)
@@ -105,12 +108,10 @@ def record_fused_roles(session: Any, module: Any) -> None:
 
 
 def _fused_class(class_with_args: Any) -> type | None:
-    remote = getattr(class_with_args, "cls", None)
-    metadata = getattr(remote, "__ray_metadata__", None)
-    return getattr(metadata, "modified_class", None)
+    return rayapi.modified_class(getattr(class_with_args, "cls", None))
 
 
-def mark_task_runner(session: Any, module: Any) -> None:
+def mark_task_runner(session: Host, module: ModuleType) -> None:
     def wrap(original):
         def run_ppo(config, task_runner_class=None, *args, **kwargs):
             if session.plan.framework_config:
@@ -129,12 +130,11 @@ def mark_task_runner(session: Any, module: Any) -> None:
 
 
 def _remote_class_name(actor_class: Any) -> str | None:
-    metadata = getattr(actor_class, "__ray_metadata__", None)
-    modified = getattr(metadata, "modified_class", None)
+    modified = rayapi.modified_class(actor_class)
     return modified.__name__ if modified is not None else None
 
 
-def stand_down_profilers(session: Any, module: Any) -> None:
+def stand_down_profilers(session: Host, module: ModuleType) -> None:
     profiler = module.DistProfiler
     announced: set[str] = set()
 

@@ -26,17 +26,17 @@ PROFILE_GRACE_S = 3.0
 
 def fetch_raw_task_events() -> list[bytes]:
     """Every task event the GCS holds, serialized; needs `ray.init()` (no dashboard)."""
-    from ray._private.state import state
+    from nrlprof import rayapi
 
-    return state._connect_and_get_accessor().get_task_events()
+    return rayapi.raw_task_events()
 
 
 @functools.cache
 def _task_events_message():
     """Ray's TaskEvents protobuf class, imported once: an import statement per call cost ~10 us of each."""
-    from ray.core.generated import gcs_pb2
+    from nrlprof import rayapi
 
-    return gcs_pb2.TaskEvents
+    return rayapi.task_events_message()
 
 
 def task_key(raw: bytes) -> bytes:

@@ -17,15 +17,10 @@ class JobTaskCount:
     """Call it for the number of tasks of `job_id` the GCS has held since the job began (held + let go)."""
 
     def __init__(self, gcs_address: str, job_id: bytes, timeout_s: float = QUERY_TIMEOUT_S) -> None:
-        from ray._private.grpc_utils import init_grpc_channel
-        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+        from nrlprof import rayapi
 
-        # Ray's own channel: its token interceptor where the cluster uses token authentication, TLS where set.
-        self._channel = init_grpc_channel(gcs_address)
-        self._stub = gcs_service_pb2_grpc.TaskInfoGcsServiceStub(self._channel)
-        filters = gcs_service_pb2.GetTaskEventsRequest.Filters
-        job_filter = filters.JobIdFilter(job_id=job_id)  # predicate EQUAL, the enum's default
-        self._request = gcs_service_pb2.GetTaskEventsRequest(limit=1, filters=filters(job_filters=[job_filter]))
+        self._channel = rayapi.gcs_channel(gcs_address)
+        self._stub, self._request = rayapi.job_task_events_query(self._channel, job_id, limit=1)
         self.timeout_s = timeout_s
 
     def __call__(self) -> int:

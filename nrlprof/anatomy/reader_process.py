@@ -35,13 +35,9 @@ READ, DONE, FINISH = "read", "done", "finish"  # the driver's words on the reade
 
 def connect(gcs_address: str, cluster_id: str):
     """A connected GlobalStateAccessor: what `ray._private.state` uses, without a driver."""
-    from ray._raylet import GcsClientOptions, GlobalStateAccessor
+    from nrlprof import rayapi
 
-    options = GcsClientOptions.create(gcs_address, cluster_id, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False)
-    accessor = GlobalStateAccessor(options)
-    if not accessor.connect():
-        raise RuntimeError(f"could not connect to the GCS at {gcs_address}")
-    return accessor
+    return rayapi.gcs_state_accessor(gcs_address, cluster_id)
 
 
 def watch_driver(finishing: threading.Event) -> None:

@@ -14,7 +14,6 @@ is read by the waiting process.  Should that process not start or die, the drive
 
 from __future__ import annotations
 
-import atexit
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.anatomy.events import fetch_raw_task_events
 from nrlprof.anatomy.files import (
     ACTORS_FILE,
@@ -46,6 +46,7 @@ from nrlprof.anatomy.reader_process import DONE, FINISH, READ
 from nrlprof.anatomy.settings import AnatomySettings
 from nrlprof.log import logger
 from nrlprof.process.import_hooks import imported_already
+from nrlprof.process.lifecycle import ANATOMY, LIFECYCLE
 
 WRITE_INTERVAL_S = 1.0
 # The reader process's last reads take at most FINAL_LIMIT_S; beyond this it is ended.
@@ -100,7 +101,7 @@ class Recorder:
         return self._run_dir
 
     def actor_created(self, handle: Any, name: str, rank: int, class_name: str) -> None:
-        self.actors.append({"actor_id": handle._actor_id.hex(), "worker": name, "rank": rank, "class": class_name})
+        self.actors.append({"actor_id": rayapi.actor_id(handle), "worker": name, "rank": rank, "class": class_name})
 
     def _loop(self) -> None:
         while not self._stop.wait(WRITE_INTERVAL_S):
@@ -160,8 +161,7 @@ class Recorder:
             if self._task_count is None:
                 self._tell_child(READ)  # no count to wait on: read as the job goes
             self._next_check = time.monotonic() + MIN_INTERVAL_S
-        # Registered after ray.init, so it runs before Ray's own shutdown hook.
-        atexit.register(self.finish)
+        LIFECYCLE.add(ANATOMY, self.finish)
 
     def _check_count(self) -> None:
         """Tell the reader to read once the GCS holds a quarter of what it keeps; else check again when a quarter
@@ -326,26 +326,16 @@ def mark_line(mark: tuple) -> dict:
 
 def start_reader_process(job_id: str, run_dir: Path, capacity: int) -> subprocess.Popen:
     """`python -m nrlprof.anatomy.reader_process` for this driver's job, with the driver's Ray token if any."""
-    import ray
-
-    node = ray._private.worker.global_worker.node
     # Without nrlprof's own variables: the reader is no driver to activate nrlprof in.
     env = {name: value for name, value in os.environ.items() if not name.startswith(("NRL_", "NRLPROF_"))}
     package_root = str(Path(__file__).resolve().parents[2])  # the directory that holds nrlprof/
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(ray_auth_environment())
-    command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", node.gcs_address, node.cluster_id.hex()]
+    command = [sys.executable, "-m", "nrlprof.anatomy.reader_process", *rayapi.gcs_address_and_cluster_id()]
     command += [job_id, str(run_dir), str(capacity)]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
 
 
 def ray_auth_environment() -> dict[str, str]:
     """RAY_AUTH_MODE and RAY_AUTH_TOKEN as this driver uses them, where the cluster uses token authentication."""
-    try:
-        from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
-    except ImportError:
-        return {}
-    if get_authentication_mode() != AuthenticationMode.TOKEN:
-        return {}
-    token = AuthenticationTokenLoader.instance().get_raw_token()
-    return {"RAY_AUTH_MODE": "token", **({"RAY_AUTH_TOKEN": token} if token else {})}
+    return rayapi.auth_environment()

@@ -6,13 +6,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nrlprof.config.variables import ANATOMY_VARIABLE
+from nrlprof.config.variables import ANATOMY_VARIABLE, FALSE_WORDS, TRUE_WORDS
 from nrlprof.errors import ConfigError
 
 ANATOMY_DIR_VARIABLE = "NRL_STEP_ANATOMY_DIR"
 DEFAULT_DIRECTORY = "step_anatomy"
-_ON = ("1", "true", "yes", "on")
-_OFF = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -25,9 +23,9 @@ def anatomy_settings(environ: Mapping[str, str], backends_configured: bool) -> A
     """On with NRL_STEP_ANATOMY=1, or when a backend is configured unless NRL_STEP_ANATOMY=0."""
     raw = (environ.get(ANATOMY_VARIABLE) or "").strip()
     word = raw.lower()
-    if word in _ON:
+    if word in TRUE_WORDS:
         enabled = True
-    elif word in _OFF:
+    elif word in FALSE_WORDS:
         enabled = False
     elif not word:
         enabled = backends_configured

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.config.steps import Window
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.workers.identity import WorkerIdentity, discrete_method_names
 
 
@@ -90,7 +90,7 @@ class Backend:
         step (run after them on nrlprof.process.finishing's thread); None where the record is complete."""
         return None
 
-    def complete_child_record(self, record: dict) -> dict:
+    def complete_child_record(self, record: WindowRecord) -> WindowRecord:
         """In a worker: the record of one of its child processes that the child left to it (`writes_own_record`)."""
         return record
 
@@ -104,17 +104,17 @@ class Backend:
     def end_call(self) -> None:
         """Discrete mode: the capture around the call ends."""
 
-    def record(self, files: list[str], status: str = "ok", message: str = "") -> WindowRecord:
+    def record(self, files: list[str], status: Status = Status.OK, message: str = "") -> WindowRecord:
         window = self.window
-        if self.late and status == "ok":
-            status = "late"
+        if self.late and status == Status.OK:
+            status = Status.LATE
             late = "window actions reached this worker late (it was busy): the trace may miss work"
             message = f"{late}; {message}" if message else late
         return WindowRecord(
             backend=self.kind,
             worker=self.role.worker_name,
             rank=self.role.rank,
-            steps=list(self.steps_seen),
+            steps=tuple(self.steps_seen),
             window=window.label if window else "",
             files=files,
             status=status,

@@ -23,7 +23,7 @@ from nrlprof.config.memory import memory_settings
 from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.process.import_hooks import imported
 
 MB = 1 << 20
@@ -161,7 +161,7 @@ class MemoryBackend(Backend):
             snapshot = self._dump_snapshot(label)
             if snapshot is not None:
                 files.append(str(snapshot))
-        record = self.record(files, "ok", "" if self.recording else "no CUDA in this process: figures only")
+        record = self.record(files, Status.OK, "" if self.recording else "no CUDA in this process: figures only")
         self.window = None
         return record
 
@@ -215,9 +215,8 @@ def arm_oom_snapshot(backend: MemoryBackend) -> bool:
         path = backend._path("oom", layout.MEMORY_SNAPSHOT_SUFFIX)
         write_snapshot(torch.cuda.memory._snapshot(), path)
         message = f"out of memory on device {device}: {allocated / MB:.0f} MB requested, {device_free / MB:.0f} MB free"
-        record = WindowRecord(
-            MEMORY, backend.role.worker_name, backend.role.rank, [], "oom", [str(path)], "oom", message
-        )
+        record = WindowRecord(MEMORY, backend.role.worker_name, backend.role.rank, (), "oom", (str(path),), Status.OOM,
+                              message)  # fmt: skip
         append_record(layout.manifest_dir(backend.role.session_dir, backend.role.plan.torch.directory), record)
         logger.error("memory: %s: %s; allocator snapshot %s", backend.role.worker_name, message, path)
 

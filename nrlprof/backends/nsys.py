@@ -1,23 +1,7 @@
-"""Nsight Systems: the worker runs under `nsys profile`; a window is one CUDA profiler capture range.
-
-A worker armed for nsys on demand runs under `nsys launch --session-new=<its session>` instead, and nsys collects
-nothing until a window is asked for: readying the worker for it starts a collection in its session (`nsys start
---session=<it> --capture-range=cudaProfilerApi --capture-range-end=stop -o <worker>_on-demand_<pid>.<k>`), and the
-window's cudaProfilerStart/Stop bound it; nsys writes that report when the window closes.
-
-nsys writes one report per capture range: `<name>.nsys-rep` with `--capture-range-end=stop`,
-`<name>.<k>.nsys-rep` for the k-th range with `repeat:K`; `%p` in the name is the pid of the process
-nsys launched (an ancestor of this one under Ray's uv hook). When it writes them (nsys 2025.3 on an H200):
-with `stop`, before the cudaProfilerStop that ends the range returns; with `repeat:K`, all K when the K-th range
-ends; with an unbounded `repeat` (discrete captures), only when the process exits. The record lists the files that
-exist, or says when nsys will write them (status `pending`).
-
-A process the worker started is traced by the same nsys session, and a capture range belongs to one CUDA
-context: each such child opens and closes its own range with the worker's window. nsys writes one report per
-capture range of its session, holding every process of the session, once the last open range closes. The
-worker stops its children's ranges before its own, so its own stop writes the report; it then names that
-report in its children's records (`complete_child_record`).
-"""
+"""Nsight Systems: the worker runs under `nsys profile` (or, armed for windows asked for, `nsys launch` with a session
+of its own); a window is one CUDA profiler capture range. When nsys writes each report, and the record of a window
+whose report comes later (`pending`): docs/design.md, "Steps, and gating". A process the worker started is traced by
+the worker's nsys session: the worker names the session's report in its children's records (`complete_child_record`)."""
 
 from __future__ import annotations
 
@@ -36,7 +20,7 @@ from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
 from nrlprof.config.variables import NSYS_SESSION_VARIABLE
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.ranges.step_ranges import StepRanges
 from nrlprof.workers.identity import WorkerIdentity
 
@@ -45,8 +29,6 @@ REPORT_WAIT_S = 10.0
 # `nsys start` took 0.10 s on an H200 (nsys 2025.3.1); a loaded node gets far more.
 NSYS_START_TIMEOUT_S = 60.0
 ON_DEMAND_LABEL = "on-demand"
-# A window's record while nsys has not written its report yet (`_written_later` says when it will be).
-PENDING = "pending"
 ANCESTOR_DEPTH = 4
 CHILD_NOTE = (
     "this process's capture range is in the report of its worker '{worker}' (nsys writes one report per capture "
@@ -177,13 +159,12 @@ class NsysBackend(Backend):
             problem = cuda_profiler_api.stop()
         self.written_later = None if problem or self.in_workers_session else self._written_later()
         if problem:
-            record = self.record(
-                [], "no-collection" if self.nsys_session and self.collection_output is None else "no-cuda", problem
-            )
+            status = Status.NO_COLLECTION if self.nsys_session and self.collection_output is None else Status.NO_CUDA
+            record = self.record([], status, problem)
         elif self.in_workers_session:
             record = self.record([], "ok", CHILD_NOTE.format(worker=self.role.parent.name))
         elif self.written_later is not None:
-            record = self.record([], PENDING, self.written_later)
+            record = self.record([], Status.PENDING, self.written_later)
         else:
             record = self._record_reports()
         self.window = None
@@ -205,19 +186,19 @@ class NsysBackend(Backend):
         pid = " (%p: the pid of the process nsys launched)" if "%p" in output else ""
         return f"nsys writes this window's report(s) {output}.<{ranges}>.nsys-rep {when}{pid}"
 
-    def complete_child_record(self, record: dict) -> dict:
+    def complete_child_record(self, record: WindowRecord) -> WindowRecord:
         """A child's record of the window that just closed here: the report of this session that holds it."""
-        if record.get("window") != self.last_window or record.get("status") not in ("ok", "late"):
+        if record.window != self.last_window or record.status not in (Status.OK, Status.LATE):
             return record
         if self.written_later is not None:
-            return {**record, "status": PENDING, "message": self.written_later}
+            return record.replaced(status=Status.PENDING, message=self.written_later)
         deadline = time.monotonic() + REPORT_WAIT_S
         while not (new := self._new_window_reports()) and time.monotonic() < deadline:
             time.sleep(0.1)
         if not new:
             missing = f"no report of this nsys session appeared within {REPORT_WAIT_S:.0f} s of the window's end"
-            return {**record, "status": "missing", "message": missing}
-        return {**record, "files": [str(p) for p in new]}
+            return record.replaced(status=Status.MISSING, message=missing)
+        return record.replaced(files=tuple(str(p) for p in new))
 
     def _new_window_reports(self) -> list[Path]:
         """This window's reports written since it started (`repeat:K` writes the earlier windows' with the last)."""
@@ -244,9 +225,9 @@ class NsysBackend(Backend):
                 f"nsys wrote only raw captures ({', '.join(p.name for p in unfinished)}): its importer failed "
                 "(see the raylet log; a missing libdw.so.1 is a known cause); open them with `nsys import`"
             )
-            return self.record(files + [str(p) for p in unfinished], "import-failed", message)
+            return self.record(files + [str(p) for p in unfinished], Status.IMPORT_FAILED, message)
         message = f"{expected - len(found)} of {expected} nsys report(s) not found after {REPORT_WAIT_S:.0f} s"
-        return self.record(files, "missing", message)
+        return self.record(files, Status.MISSING, message)
 
     def _session_reports(self) -> list[Path]:
         """Every report this process's nsys session has written so far."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from nrlprof.backends.base import Backend
 from nrlprof.config.plan import ROCPROF, BackendPlan
 from nrlprof.config.steps import Window
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.workers.identity import WorkerIdentity
 
 
@@ -30,6 +30,7 @@ class RocprofBackend(Backend):
         self.steps_seen.append(step)
 
     def stop_window(self) -> WindowRecord:
-        record = self.record([], "lifetime", "rocprof-sys traces the whole worker lifetime; written at worker exit")
+        lifetime = "rocprof-sys traces the whole worker lifetime; written at worker exit"
+        record = self.record([], Status.LIFETIME, lifetime)
         self.window = None
         return record

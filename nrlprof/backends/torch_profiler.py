@@ -38,13 +38,12 @@ from nrlprof.backends.warm_up import WarmUp
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.process.finishing import FINISHER
 from nrlprof.process.import_hooks import imported
 from nrlprof.process.kind import is_ray_worker
 
 STEP_MARKER = "ProfilerStep#{}"
-TRUNCATED = "truncated"
 # A window longer than this is listed by its first and last step in the trace's metadata.
 MAX_LISTED_STEPS = 10_000
 _WARNED: set[str] = set()
@@ -206,13 +205,13 @@ def _keep_as_written(exported: Path, target: Path) -> str | None:
 def _completed(finished: Finished, record: WindowRecord, beside: bool = True) -> WindowRecord:
     """A window's record once its files are finished: repaired names said, a file that failed an error; the time
     that took beside the next step (else it is part of `stop_ms`)."""
-    record.files = [kept for f in record.files if (kept := finished.kept.get(f, f)) is not None]
-    if finished.failures:
-        record.status = "error"
     notes = [record.message, _repair_note(finished.repairs) if finished.repairs else "", *finished.failures]
-    record.message = "; ".join(filter(None, notes))
-    record.finish_ms = finished.seconds * 1000 if beside else 0.0
-    return record
+    return record.replaced(
+        files=tuple(kept for f in record.files if (kept := finished.kept.get(f, f)) is not None),
+        status=Status.ERROR if finished.failures else record.status,
+        message="; ".join(filter(None, notes)),
+        finish_ms=finished.seconds * 1000 if beside else 0.0,
+    )
 
 
 def start_up_profiler(who: str, guard: OtherProfilerGuard | None = None) -> None:
@@ -478,7 +477,9 @@ class TorchBackend(Backend):
     def stop_window(self) -> WindowRecord:
         if self.profiler is not None and not self.discrete:
             self.files.append(self._finish_session(f"steps{self.window.label}"))
-        status = "skipped" if self.skipped and not self.files else TRUNCATED if self.truncated else "ok"
+        status = Status.TRUNCATED if self.truncated else Status.OK
+        if self.skipped and not self.files:
+            status = Status.SKIPPED
         record = self.record(list(self.files), status, "; ".join(filter(None, [self.truncated, self.skipped])))
         self.window = None
         return _completed(self.finished, record, beside=False) if self.finishes_in_step else record

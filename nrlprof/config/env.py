@@ -34,6 +34,7 @@ from nrlprof.config.steps import StepSelection, parse_step_spec
 from nrlprof.config.tool_env import environment_items
 from nrlprof.config.variables import (
     CONFIG_FILE_VARIABLE,
+    FALSE_WORDS,
     FRAMEWORK_CONFIG_VARIABLE,
     LOG_LEVEL_VARIABLE,
     MEMORY_DIR_VARIABLE,
@@ -59,6 +60,7 @@ from nrlprof.config.variables import (
     TORCH_FLAG_VARIABLES,
     TORCH_PREFIX,
     TORCH_STEP_VARIABLE,
+    TRUE_WORDS,
     is_configured,
     nsys_on_demand,
     on_demand_requested,
@@ -67,7 +69,7 @@ from nrlprof.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 RANK_TEXT_FORM = f"'all' or a comma list of ranks from 0 to {MAX_RANK} such as '0,1'"
-BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+BOOL_WORDS = {**dict.fromkeys(TRUE_WORDS, True), **dict.fromkeys(FALSE_WORDS, False)}
 BOOL_FORM = "one of 1/0, true/false, yes/no, on/off"
 JSON_OBJECT_FORM = 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\''
 MAX_TIMEOUT_S = 1e6

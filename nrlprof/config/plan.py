@@ -1,17 +1,16 @@
-"""The immutable profiling plan every other module reads, and its JSON form for workers."""
+"""The immutable profiling plan every other module reads, and its JSON form for workers (nrlprof.wire)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 
+from nrlprof import wire
 from nrlprof.config.steps import MAX_STEP, StepSelection
 
 NSYS = "nsys"
 TORCH = "torch"
 ROCPROF = "rocprof"
 MEMORY = "memory"
-BACKEND_KINDS = (NSYS, TORCH, ROCPROF, MEMORY)
 
 DEFAULT_TORCH_DIR = "torch_profiler_trace"
 DEFAULT_TIMEOUT_S = 120.0
@@ -111,6 +110,12 @@ class Plan:
     def active(self) -> bool:
         return bool(self.backends)
 
+    @property
+    def configured(self) -> bool:
+        """Something to do in a driver beside step anatomy: a backend, a step marker, the framework's own config,
+        windows asked for."""
+        return self.active or self.step_method is not None or self.framework_config or self.on_demand is not None
+
     def backend(self, kind: str) -> BackendPlan | None:
         for plan in self.backends:
             if plan.kind == kind:
@@ -122,94 +127,8 @@ class Plan:
         return replace(self, backends=(*others, backend))
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "backends": [_backend_to_dict(b) for b in self.backends],
-                "torch": self.torch.__dict__,
-                "log_level": self.log_level,
-                "timeout_s": self.timeout_s,
-                "sources": list(self.sources),
-                "step_method": None if self.step_method is None else self.step_method.__dict__,
-                "framework_config": self.framework_config,
-                "controller_nsys": [list(kv) for kv in self.controller_nsys],
-                "max_host_mb": self.max_host_mb,
-                "on_demand": None if self.on_demand is None else _on_demand_to_dict(self.on_demand),
-            },
-            sort_keys=True,
-        )
+        return wire.encode(self, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
-        data = json.loads(text)
-        return cls(
-            backends=tuple(_backend_from_dict(b) for b in data["backends"]),
-            torch=TorchSettings(**data["torch"]),
-            log_level=data["log_level"],
-            timeout_s=float(data["timeout_s"]),
-            sources=tuple(data.get("sources", ())),
-            step_method=None if data.get("step_method") is None else StepMethod(**data["step_method"]),
-            framework_config=bool(data.get("framework_config", False)),
-            controller_nsys=tuple((k, v) for k, v in data.get("controller_nsys", ())),
-            max_host_mb=data.get("max_host_mb"),
-            on_demand=None if data.get("on_demand") is None else _on_demand_from_dict(data["on_demand"]),
-        )
-
-
-def _on_demand_to_dict(on_demand: OnDemand) -> dict:
-    return {
-        "memory_dir": on_demand.memory_dir,
-        "memory_options": [list(kv) for kv in on_demand.memory_options],
-        "nsys": on_demand.nsys,
-    }
-
-
-def _on_demand_from_dict(data: dict) -> OnDemand:
-    return OnDemand(
-        memory_dir=data["memory_dir"],
-        memory_options=tuple((k, v) for k, v in data["memory_options"]),
-        nsys=bool(data.get("nsys", False)),
-    )
-
-
-def _backend_to_dict(plan: BackendPlan) -> dict:
-    return {
-        "kind": plan.kind,
-        "targets": [
-            {
-                "pattern": t.pattern,
-                "ranks": None if t.ranks is None else sorted(t.ranks),
-                "discrete": t.discrete,
-                "methods": list(t.methods),
-                "rlinf_groups": t.rlinf_groups,
-            }
-            for t in plan.targets
-        ],
-        "steps": None if plan.steps is None else plan.steps.to_json(),
-        "options": [list(kv) for kv in plan.options],
-        "flags": list(plan.flags),
-        "env": [list(kv) for kv in plan.env],
-        "output_dir": plan.output_dir,
-        "controller": plan.controller,
-    }
-
-
-def _backend_from_dict(data: dict) -> BackendPlan:
-    return BackendPlan(
-        kind=data["kind"],
-        targets=tuple(
-            Target(
-                pattern=t["pattern"],
-                ranks=None if t["ranks"] is None else frozenset(t["ranks"]),
-                discrete=t["discrete"],
-                methods=tuple(t["methods"]),
-                rlinf_groups=bool(t.get("rlinf_groups", False)),
-            )
-            for t in data["targets"]
-        ),
-        steps=None if data["steps"] is None else StepSelection.from_json(data["steps"]),
-        options=tuple((k, v) for k, v in data["options"]),
-        flags=tuple(data["flags"]),
-        env=tuple((k, v) for k, v in data["env"]),
-        output_dir=data["output_dir"],
-        controller=data["controller"],
-    )
+    def from_json(cls, text: str | bytes) -> Plan:
+        return wire.decode(text, cls)

@@ -9,11 +9,12 @@ then `closed` (the window's manifest records); or `refused`, with the reason.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 
+from nrlprof import wire
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, Target
+from nrlprof.manifest import WindowRecord
 
 NAMESPACE = "nrlprof"
 ARMED_PREFIX = "armed/"
@@ -62,48 +63,70 @@ class Request:
         return f"{self.backend} for {self.steps} step(s) of workers '{','.join(self.patterns)}'{ranks}"
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "job": self.job,
-                "backend": self.backend,
-                "patterns": list(self.patterns),
-                "steps": self.steps,
-                "ranks": None if self.ranks is None else sorted(self.ranks),
-                "node": self.node,
-            }
-        )
+        return wire.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Request:
         """The request a text holds; ValueError naming what is wrong (a request never stops the job)."""
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise ValueError("not a JSON request") from None
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        patterns, steps, ranks = data.get("patterns"), data.get("steps"), data.get("ranks")
-        if data.get("backend") not in REQUESTABLE:
-            raise ValueError(f"backend {data.get('backend')!r} is not one of {', '.join(REQUESTABLE)}")
-        if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) and p for p in patterns):
+        request = wire.decode(text, cls)
+        if request.backend not in REQUESTABLE:
+            raise ValueError(f"backend {request.backend!r} is not one of {', '.join(REQUESTABLE)}")
+        if not request.patterns or not all(request.patterns):
             raise ValueError("no worker pattern")
-        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-            raise ValueError(f"steps {steps!r} is not a count from 1 to {MAX_STEPS}")
-        if ranks is not None and not (isinstance(ranks, list) and all(isinstance(r, int) and r >= 0 for r in ranks)):
-            raise ValueError(f"ranks {ranks!r} are not a list of ranks")
-        if not isinstance(data.get("id"), str) or not isinstance(data.get("job"), str):
-            raise ValueError("no request id or job")
-        return cls(
-            job=data["job"],
-            backend=data["backend"],
-            patterns=tuple(patterns),
-            steps=steps,
-            ranks=None if ranks is None else frozenset(ranks),
-            node=str(data.get("node", "")),
-            id=data["id"],
-        )
+        if not 1 <= request.steps <= MAX_STEPS:
+            raise ValueError(f"steps {request.steps!r} is not a count from 1 to {MAX_STEPS}")
+        if request.ranks is not None and min(request.ranks, default=0) < 0:
+            raise ValueError(f"ranks {sorted(request.ranks)} are not a list of ranks")
+        return request
 
 
-def answer(state: str, message: str = "", **details: object) -> str:
-    return json.dumps({"state": state, "message": message, **details}, default=str)
+@dataclass(frozen=True)
+class WorkerRow:
+    """One worker name of a job and its ranks, as the card and the answers show them."""
+
+    name: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Card:
+    """An armed job, rewritten every HEARTBEAT_S: its controller, the step it is at, the workers a window can
+    select."""
+
+    job: str
+    controller: str
+    host: str
+    pid: int
+    step: int | None
+    workers: tuple[WorkerRow, ...]
+    at: float
+
+    def describe(self) -> str:
+        return f"job {self.job} (controller {self.controller} on {self.host} pid {self.pid})"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The job's answer to a request: `accepted`, `opened` (the steps the window covers), `closed` (the window's
+    records), or `refused` (why, in `message`); who answered."""
+
+    state: str
+    message: str = ""
+    job: str = ""
+    controller: str = ""
+    host: str = ""
+    pid: int = 0
+    backend: str = ""
+    window: str | None = None
+    first: int | None = None
+    last: int | None = None
+    workers: tuple[WorkerRow, ...] = ()
+    answered: int = 0
+    records: tuple[WindowRecord, ...] = ()
+
+    def to_json(self) -> str:
+        return wire.encode(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Reply:
+        return wire.decode(text, cls)

@@ -83,13 +83,6 @@ class StepSelection:
     def __contains__(self, step: object) -> bool:
         return isinstance(step, int) and self.window_of(step) is not None
 
-    def to_json(self) -> list[list[int]]:
-        return [[w.first, w.last] for w in self.windows]
-
-    @classmethod
-    def from_json(cls, data: list[list[int]]) -> StepSelection:
-        return cls(tuple(Window(int(a), int(b)) for a, b in data))
-
 
 def _parse_int(text: str, variable: str, spec: str, maximum: int = MAX_STEP) -> int:
     digits = text.strip()

@@ -73,6 +73,14 @@ CHANNEL_VARIABLE = "NRLPROF_CHANNEL"
 # The nsys session a worker armed for nsys on demand was launched in (`nsys launch --session-new`).
 NSYS_SESSION_VARIABLE = "NRLPROF_NSYS_SESSION"
 
+# The words a boolean variable is set with.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in TRUE_WORDS
+
 
 def is_configured(environ: Mapping[str, str]) -> bool:
     """A driver has something to profile: a selecting variable is set to a non-blank value."""
@@ -81,28 +89,29 @@ def is_configured(environ: Mapping[str, str]) -> bool:
 
 def steps_or_framework_requested(environ: Mapping[str, str]) -> bool:
     """A step marker, or the framework's own profiling config to read when its trainer starts."""
-    return bool((environ.get(STEP_METHOD_VARIABLE) or "").strip()) or (
-        (environ.get(FRAMEWORK_CONFIG_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on")
-    )
+    return bool((environ.get(STEP_METHOD_VARIABLE) or "").strip()) or is_true(environ.get(FRAMEWORK_CONFIG_VARIABLE))
 
 
-def may_activate(environ: Mapping[str, str]) -> bool:
-    """`import nrlprof` has work to do: a driver is configured (or asks for step anatomy, a step marker or
-    the framework's own config), or this process is a profiled worker or one the driver's job forwarded to."""
+def driver_configured(environ: Mapping[str, str]) -> bool:
+    """A driver has work to do: a worker selected for a profiler, step anatomy, a step marker, the framework's own
+    config, or windows asked for while the job runs."""
     return (
-        bool(environ.get(WORKER_VARIABLE) or environ.get(JOB_PLAN_VARIABLE))
-        or is_configured(environ)
+        is_configured(environ)
         or anatomy_requested(environ)
         or steps_or_framework_requested(environ)
         or on_demand_requested(environ)
     )
 
 
+def may_activate(environ: Mapping[str, str]) -> bool:
+    """`import nrlprof` has work to do: a driver is configured, or this process is a profiled worker or one the
+    driver's job forwarded to."""
+    return bool(environ.get(WORKER_VARIABLE) or environ.get(JOB_PLAN_VARIABLE)) or driver_configured(environ)
+
+
 def on_demand_requested(environ: Mapping[str, str]) -> bool:
     """NRL_PROFILE_ON_DEMAND arms the job by itself, with no window planned; so do nsys workers armed for it."""
-    return (environ.get(ON_DEMAND_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on") or nsys_on_demand(
-        environ
-    )
+    return is_true(environ.get(ON_DEMAND_VARIABLE)) or nsys_on_demand(environ)
 
 
 def nsys_on_demand(environ: Mapping[str, str]) -> bool:
@@ -112,4 +121,4 @@ def nsys_on_demand(environ: Mapping[str, str]) -> bool:
 
 def anatomy_requested(environ: Mapping[str, str]) -> bool:
     """NRL_STEP_ANATOMY turns step anatomy on by itself, with no profiler configured."""
-    return (environ.get(ANATOMY_VARIABLE) or "").strip().lower() in ("1", "true", "yes", "on")
+    return is_true(environ.get(ANATOMY_VARIABLE))

@@ -15,7 +15,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nrlprof import exit_codes
+from nrlprof import exit_codes, rayapi
 from nrlprof.layout import LOGS_DIR, MANIFEST_DIR, MANIFEST_GLOB, NSIGHT_DIR
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _run_job(steps: int, out: Path) -> tuple[list[Path], list[Path]]:
         workers = create_workers()
         run_steps(workers, steps, nrlprof.step, report=_print_step)
         nrlprof.finish()
-        session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())
+        session_dir = Path(rayapi.session_dir())
     finally:
         ray.shutdown()
     logs = session_dir / LOGS_DIR

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nrlprof import wire
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import Plan, Target
 from nrlprof.config.variables import NSYS_SESSION_VARIABLE, WORKER_VARIABLE
@@ -19,50 +20,23 @@ SETUP_HOOK = "nrlprof.runtime.worker_setup.setup"
 RAY_SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 
 
+@dataclass(frozen=True)
+class WorkerDescriptor:
+    """Who a matched worker is, the target each of its backends matched it through (its ranks left out: the match
+    is made), and the profiled worker that created it and gates it, if one did (NRLPROF_WORKER)."""
+
+    identity: WorkerIdentity
+    targets: dict[str, Target]
+    parent: str | None = None
+
+
 def worker_descriptor(identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> str:
-    """Who the worker is and the targets it matched; `parent`: the profiled worker that created it and gates it."""
-    return json.dumps(
-        {
-            "parent": parent,
-            "class_name": identity.class_name,
-            "actor_name": identity.actor_name,
-            "rank": identity.rank,
-            "explicit_name": identity.explicit_name,
-            "roles": list(identity.roles),
-            "framework": identity.framework,
-            "targets": {
-                m.backend.kind: {
-                    "pattern": m.target.pattern,
-                    "discrete": m.target.discrete,
-                    "methods": list(m.target.methods),
-                    "rlinf_groups": m.target.rlinf_groups,
-                }
-                for m in matches
-            },
-        }
-    )
+    targets = {m.backend.kind: replace(m.target, ranks=None) for m in matches}
+    return wire.encode(WorkerDescriptor(identity, targets, parent))
 
 
-def parse_worker_descriptor(text: str) -> tuple[WorkerIdentity, dict[str, Target]]:
-    """Who the worker is, and the target each of its backends matched it through."""
-    data = json.loads(text)
-    identity = WorkerIdentity(
-        data["class_name"],
-        data["actor_name"],
-        int(data["rank"]),
-        data["explicit_name"],
-        tuple(data.get("roles", ())),
-        data.get("framework"),
-    )
-    targets = {
-        kind: Target(t["pattern"], None, t["discrete"], tuple(t["methods"]), bool(t.get("rlinf_groups", False)))
-        for kind, t in data["targets"].items()
-    }
-    return identity, targets
-
-
-def worker_parent(text: str) -> str | None:
-    return json.loads(text).get("parent")
+def parse_worker_descriptor(text: str) -> WorkerDescriptor:
+    return wire.decode(text, WorkerDescriptor)
 
 
 def fragment_for(plan: Plan, identity: WorkerIdentity, matches: tuple[Match, ...], parent: str | None = None) -> dict:
@@ -113,12 +87,12 @@ def package_fragment() -> dict:
     """
     import tempfile
 
-    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+    from nrlprof import rayapi
 
     package_dir = Path(__file__).parent.parent  # nrlprof/, as `nrlprof.__file__` names it
     package = {"py_modules": [str(package_dir)], "excludes": ["__pycache__", "*.pyc"]}
     with tempfile.TemporaryDirectory(prefix="nrlprof-ship-") as scratch:
-        uploaded = upload_py_modules_if_needed(package, include_gitignore=False, scratch_dir=scratch)
+        uploaded = rayapi.upload_py_modules(package, scratch)
     return {"py_modules": list(uploaded["py_modules"])}
 
 

@@ -1,22 +1,10 @@
-"""What is left of a window's files once its profiler stopped, done beside the job's next step.
-
-A torch window's stop in the step is the profiler's stop. What follows it, Kineto's export (torch lets the GIL go
-while it writes), checking Kineto's text, compressing it, moving it into place and writing the window's record,
-runs on one daemon thread of the process, in the order it was handed over: a window's record after its files.
-A worker's jobs wait for its next remote call to begin (or `WAIT_FOR_NEXT_CALL_S`), so they never take the GIL or a
-core from the stop's answer, nor from the other workers' stops; the driver's wait for the end of `holding`, once
-its workers answered.
-
-Whatever needs the files waits for them first (`settle`): a worker's next remote call returns only once they are
-final (nrlprof.ranges.method_ranges), and so do the job's end (`nrlprof.finish`, `ray.shutdown`, the interpreter's
-exit), `ray.kill` of a worker, a window asked for (`nrlprof capture --wait`) and a worker's child process closing.
-"""
+"""What is left of a window's files once its profiler stopped (torch's export, the check, compression and move into
+place, the record), done on one thread of the process beside the job's next step, in order; whatever needs the files
+waits for them first (`settle`). docs/design.md, "Steps, and gating"."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
 import queue
 import sys
 import threading
@@ -26,6 +14,8 @@ from pathlib import Path
 
 from nrlprof import layout
 from nrlprof.log import logger
+from nrlprof.process.lifecycle import FINISHER as FINISHING
+from nrlprof.process.lifecycle import LIFECYCLE, Lifecycle
 
 Job = Callable[[], None]
 # A job that waits for the next call begins anyway after this long: a worker no call reaches (a compiled graph's
@@ -36,11 +26,14 @@ WAIT_FOR_NEXT_CALL_S = 1.0
 class Finisher:
     """One daemon thread running the jobs handed to it, in order, started at the first."""
 
-    def __init__(self, name: str = "nrlprof-finish") -> None:
+    def __init__(self, name: str = "nrlprof-finish", lifecycle: Lifecycle | None = None) -> None:
+        """`lifecycle`: where the process's own finisher settles at exit and starts afresh after a fork (the
+        parent's jobs and thread are not the child's)."""
         self.name = name
-        self._exit_hook = False
+        self.lifecycle = lifecycle
         self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # the parent's jobs and thread are not the child's
+        if lifecycle is not None:
+            lifecycle.on_fork(FINISHING, self._reset)
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
@@ -73,9 +66,8 @@ class Finisher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
                 self._thread.start()
-                if not self._exit_hook:
-                    self._exit_hook = True
-                    atexit.register(self.settle)  # daemon threads still run while atexit's hooks do
+                if self.lifecycle is not None:  # daemon threads still run while the exit hooks do
+                    self.lifecycle.add(FINISHING, self.settle)
         now = time.monotonic()
         self._jobs.put((now, now + wait_s, job))
 
@@ -154,4 +146,4 @@ def _run(job: Job) -> None:
 
 
 # The process's one finisher: its files and records in the order their windows stopped.
-FINISHER = Finisher()
+FINISHER = Finisher(lifecycle=LIFECYCLE)

@@ -1,24 +1,6 @@
-"""The process's one Session and the timings of annotated code.
-
-Read on every annotated call, so this module imports nothing and its objects are plain.
-
-The Session holds what nrlprof does in this process (its plan, gate, backends, open windows). The rest of the
-process-wide state nrlprof keeps lives in the module that uses it:
-- `process/patches.py` (`_installed`): every patch in place, with the original it replaced or the function that
-  undoes it (the environment variables set for the process's children, the fork handler's switch);
-- `process/import_hooks.py` (`_waiting`, `_finder`): what waits for a module's import, and the finder on
-  `sys.meta_path`;
-- `runtime/children/join.py` (`_fork_handler_registered`, `_fork_handler_active`): the fork handler, registered once
-  (`os.register_at_fork` cannot take it back) and switched on and off by its patch;
-- `rayfix/cluster_fix.py` (`_verdicts`): each node's verdict on Ray's plugin fix, once judged or read from Ray's KV;
-- `backends/kineto_first_start.py` (`_started_once`): whether a torch profiler started in this process yet;
-  `backends/torch_profiler.py` (`_WARNED`): the warnings already logged;
-- caches of what is looked up once: the `nvtx` module (`ranges/nvtx.py`), the CUDA runtime
-  (`backends/cuda_profiler_api.py`).
-Python's own registries hold the rest: the `nrlprof` logger's handler and level (`log.py`), the exit hooks given
-to `atexit` (the gate's, the step anatomy's, the controllers' at `ray.init`), and the variables nrlprof sets in
-`os.environ` outside its patches (`NRLPROF_PARENT`, a driver's `RAY_RUNTIME_ENV_PLUGINS`).
-"""
+"""The process's one Session and the timings of annotated code. Read on every annotated call, so this module imports
+nothing and its objects are plain. Where the rest of the process-wide state lives: docs/design.md, "Process-wide
+state"."""
 
 from __future__ import annotations
 
@@ -100,7 +82,4 @@ class Total:
 
 # The Session of this process (a driver or a matched worker), or None while nrlprof is inactive.
 session = None
-# In a worker no pattern matched: the Session a window asked for while the job runs made for it
-# (nrlprof.runtime.on_demand.worker), beside any other this process has.
-on_demand = None
 timings = Timings()

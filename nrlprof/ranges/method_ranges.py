@@ -50,8 +50,8 @@ def _traced(executor: Callable, label: str | None, method_name: str) -> Callable
 
 
 def _asked_label(method_name: str) -> str | None:
-    asked = state.on_demand
-    return None if asked is None else f"{asked.identity.name}.{method_name}"
+    identity = state.session.identity
+    return None if identity is None else f"{identity.name}.{method_name}"
 
 
 async def _closing_after(awaitable: Any, ranges: Any) -> Any:
@@ -86,7 +86,7 @@ async def _settled_on_a_thread() -> None:
 def install(worker_name: str | None) -> None:
     """Ranges named `<worker_name>.<method>`; with None, named after the worker a window asked for selects (no
     range outside such a window)."""
-    from ray._private.function_manager import FunctionActorManager
+    from nrlprof import rayapi
 
     def wrap(original: Callable) -> Callable:
         def make_executor(self: Any, method_name: str, method: Callable) -> Callable:
@@ -98,4 +98,4 @@ def install(worker_name: str | None) -> None:
 
         return make_executor
 
-    patches.install(PATCH_NAME, FunctionActorManager, "_make_actor_method_executor", wrap)
+    patches.install(PATCH_NAME, *rayapi.method_executor_factory(), wrap)

@@ -214,12 +214,6 @@ def _report(nodes: dict[str, str], verdicts: dict[str, AgentFix]) -> None:
             logger.debug("runtime-env agent of node %s (%s) has the fix: %s", node_id, nodes[node_id], verdict.reason)
 
 
-def forget_verdicts() -> None:
-    """Drop the cached verdicts (a new cluster in the same process)."""
-    with _judging:
-        _verdicts.clear()
-
-
 def _inherited(field: str) -> object:
     """A field of the job's (or the parent worker's) runtime_env, which Ray merges into an actor's own."""
     ray = sys.modules.get("ray")

@@ -16,12 +16,13 @@ from pathlib import Path
 
 from nrlprof.anatomy.settings import anatomy_settings
 from nrlprof.config.plan import Plan, Target
-from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, anatomy_requested
+from nrlprof.config.variables import JOB_PLAN_VARIABLE, PARENT_VARIABLE, driver_configured
 from nrlprof.errors import ConfigError
-from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor, worker_parent
+from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
-from nrlprof.process import import_hooks, patches, state
+from nrlprof.process import import_hooks, state
 from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.runtime.session import Session, in_ray_worker_process
 
 
@@ -50,11 +51,13 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     """
     configure_logging(plan.log_level)
     anatomy = anatomy_settings(os.environ, plan.active)
-    if not (plan.active or anatomy.enabled or plan.step_method or plan.framework_config or plan.on_demand):
+    if not (plan.configured or anatomy.enabled):
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
     session = state.session
+    if session is not None and session.kind != WORKER:
+        session.finish()  # its windows close in the lifecycle's order, while its closers are in place
     _remove_hooks()
     if session is not None and session.kind != WORKER:
         session.reconfigure(plan, _controller_targets(plan))
@@ -173,14 +176,15 @@ def activate_worker(environ: Mapping[str, str] = os.environ) -> Session | None:
     if not plan_text or not worker_text:
         return None
     plan = Plan.from_json(plan_text)
-    identity, targets = parse_worker_descriptor(worker_text)
+    descriptor = parse_worker_descriptor(worker_text)
+    identity, targets = descriptor.identity, descriptor.targets
     configure_logging(plan.log_level)
     from nrlprof import adapters
     from nrlprof.ranges import method_ranges
     from nrlprof.runtime import creation_hook, job_end
 
     session = Session(plan, identity, targets)
-    session.gated_by_parent = worker_parent(worker_text) is not None
+    session.gated_by_parent = descriptor.parent is not None
     creation_hook.install(session)
     job_end.install(session)
     method_ranges.install(identity.name)
@@ -255,22 +259,15 @@ def activate_from_env(environ: Mapping[str, str], kind: str = DRIVER) -> Session
         return activate_worker(environ) if in_ray_worker_process() else None
     if kind == CONTROLLER:
         return activate_controller(environ)
-    from nrlprof.config.env import is_configured, load_plan
-    from nrlprof.config.variables import on_demand_requested, steps_or_framework_requested
+    from nrlprof.config.env import load_plan
 
-    if not (
-        is_configured(environ)
-        or anatomy_requested(environ)
-        or steps_or_framework_requested(environ)
-        or on_demand_requested(environ)
-    ):
+    if not driver_configured(environ):
         return None
     return activate_driver(load_plan(environ))
 
 
 def _remove_hooks() -> None:
-    patches.uninstall_all()
-    import_hooks.remove_all()
+    LIFECYCLE.uninstall()
     if os.environ.get(PARENT_VARIABLE) == str(os.getpid()):
         del os.environ[PARENT_VARIABLE]
 

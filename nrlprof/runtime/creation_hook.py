@@ -1,24 +1,14 @@
-"""The actor-creation hook: matched actors get their runtime_env fragment and are tracked for windows.
-
-In a driver or controller, an actor is profiled when it matches a pattern. Inside a profiled worker, an
-actor it creates (an inference engine's tensor-parallel workers) is profiled with its parent, under the
-parent's backends and name (`<parent>.<child>`), ranked by creation order within the parent, unless it
-matches a pattern itself. So is an actor created in a process the worker started (vLLM's EngineCore process
-creates its `RayWorkerProc`s): that process is a Ray driver of its own, whose actors inherit nothing from
-the worker, so nrlprof ships itself to them as a driver does. An actor whose runtime_env sets
-`NRL_PROFILE_DISABLE=1` is never profiled.
-
-Where nrlprof runs nsys in an actor, an `nsight` key of its own runtime_env (verl's worker groups put one
-there) is replaced by nrlprof's: one nsys per process, and the log says so.
-"""
+"""The actor-creation hook: a matched actor gets its runtime_env fragment and is tracked for windows; an actor a
+profiled worker (or a process it started) creates is profiled with it as `<parent>.<child>` unless it matches itself;
+`NRL_PROFILE_DISABLE=1` in an actor's runtime_env keeps it out. docs/design.md, "Matching at actor creation"."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import weakref
 from typing import Any, Protocol
 
+from nrlprof import rayapi
 from nrlprof.config.plan import NSYS, Plan, Target
 from nrlprof.config.variables import DISABLE_VARIABLE
 from nrlprof.launch.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
@@ -57,23 +47,17 @@ class CreationHost(Protocol):
 
 
 def class_name_of(actor_class: Any) -> str:
-    meta = actor_class.__ray_metadata__
-    modified = getattr(meta, "modified_class", None)
-    if modified is not None:
-        return modified.__name__
-    return str(meta.class_name).rsplit(".", 1)[-1]
+    return rayapi.actor_class_name(actor_class)
 
 
 def framework_of(actor_class: Any) -> str | None:
     """The framework whose class the actor is (nrlprof.workers.frameworks): it says what a pattern means."""
-    return framework_of_class(getattr(actor_class.__ray_metadata__, "modified_class", None))
+    return framework_of_class(rayapi.modified_class(actor_class))
 
 
 def roles_of(actor_class: Any) -> tuple[str, ...]:
     """The roles a framework fused into one actor class (verl's WorkerDict), as its adapter recorded them."""
-    meta = actor_class.__ray_metadata__
-    modified = getattr(meta, "modified_class", None)
-    return tuple(getattr(modified, "__nrlprof_roles__", ()))
+    return tuple(getattr(rayapi.modified_class(actor_class), "__nrlprof_roles__", ()))
 
 
 def job_setup_hook() -> str | None:
@@ -92,13 +76,6 @@ def job_setup_hook() -> str | None:
     except Exception:
         return None
     return env_vars.get(RAY_SETUP_HOOK_VARIABLE)
-
-
-def parse_runtime_env(runtime_env: dict):
-    """Ray's own parsing of a runtime_env dict, as `.options(runtime_env=...)` does it."""
-    from ray._private.utils import parse_runtime_env_for_task_or_actor
-
-    return parse_runtime_env_for_task_or_actor(runtime_env)
 
 
 def _opted_out(runtime_env: object) -> bool:
@@ -213,8 +190,8 @@ class ActorCreationHook:
 
     def created(self, handle: Any, identity: WorkerIdentity, matched: bool = True) -> Any:
         """Every actor this process creates, matched or not: known to the step marker, named for the anatomy."""
-        with contextlib.suppress(AttributeError, TypeError):
-            actor_id = handle._actor_id.hex()
+        actor_id = rayapi.actor_id(handle)
+        if actor_id is not None:
             self.host.known_actors[actor_id] = identity
             if self.host.plan.on_demand is not None or self.host.kind == CHILD:
                 self.host.created_handles[actor_id] = weakref.ref(handle)
@@ -255,7 +232,7 @@ class ActorCreationHook:
         if (matches or NSYS_FRAGMENT_KEY in fragment) and needs_prefix(None if inherits else self.package()):
             # Some node's runtime-env agent would run Ray's unfixed plugin: nsys goes in front of the interpreter.
             merged = dict(prefixed_runtime_env(merged))
-        return {**actor_options, "runtime_env": parse_runtime_env(merged)}, identity, matches
+        return {**actor_options, "runtime_env": rayapi.parse_runtime_env(merged)}, identity, matches
 
     def controller_fragment(self, identity: WorkerIdentity) -> dict:
         """The controller actor under nsys with the controller's options (verl's controller_nsight_options)."""
@@ -270,8 +247,6 @@ NSYS_FRAGMENT_KEY = "_nsight"
 
 
 def install(host: CreationHost) -> ActorCreationHook:
-    from ray.actor import ActorClass
-
     hook = ActorCreationHook(host)
-    patches.install(PATCH_NAME, ActorClass, "_remote", hook.wrap)
+    patches.install(PATCH_NAME, *rayapi.actor_creation(), hook.wrap)
     return hook

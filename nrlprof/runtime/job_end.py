@@ -11,29 +11,32 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import DRIVER
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
 KILL_PATCH = "ray.kill (the actor's windows closed first)"
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     import ray
 
     patches.install(SHUTDOWN_PATCH, ray, "shutdown", lambda original: _first(original, session, _before_shutdown))
     patches.install(KILL_PATCH, ray, "kill", lambda original: _first(original, session, _before_kill))
 
 
-def _first(original: Callable, session: Any, before: Callable[..., None]) -> Callable:
+def _first(original: Callable, session: Session, before: Callable[..., None]) -> Callable:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if state.session is session and ray_connected():
+        if state.session is session and rayapi.connected():
             try:
                 before(session, *args, **kwargs)
             except Exception as err:  # the job's own call goes on whatever happens here
@@ -43,7 +46,7 @@ def _first(original: Callable, session: Any, before: Callable[..., None]) -> Cal
     return wrapper
 
 
-def _before_shutdown(session: Any, *args: Any, **kwargs: Any) -> None:
+def _before_shutdown(session: Session, *args: Any, **kwargs: Any) -> None:
     gate = session._gate
     if gate is not None and (gate.open or gate.prepared):
         logger.info("ray.shutdown() with a window open: nrlprof closes it first, in every worker")
@@ -60,7 +63,7 @@ def _before_shutdown(session: Any, *args: Any, **kwargs: Any) -> None:
     session.created_actors.clear()
 
 
-def _before_kill(session: Any, actor: Any = None, *args: Any, **kwargs: Any) -> None:
+def _before_kill(session: Session, actor: Any = None, *args: Any, **kwargs: Any) -> None:
     if actor is None:
         return
     gate = session._gate
@@ -72,11 +75,12 @@ def _before_kill(session: Any, actor: Any = None, *args: Any, **kwargs: Any) -> 
             _release(session, tracked)
 
 
-def _release(session: Any, tracked: Any) -> None:
+def _release(session: Session, tracked: Any) -> None:
     """In a worker or its child: an actor it created follows its windows, those open in this process."""
     backends = session.process.backends if session.has_process else {}
     kinds = [kind for kind, backend in backends.items() if backend.window is not None and kind in tracked.kinds]
     # Its files of windows stopped before are finished first too (nrlprof.process.finishing).
     settles = [Action(kind, SETTLE) for kind, backend in backends.items() if kind in tracked.kinds
                and backend.finishes_beside]  # fmt: skip
-    session.channel.release(tracked, (*(Action(kind, STOP) for kind in kinds), *settles))
+    channel = session.channel
+    channel.release(channel.transport.peer_of(tracked), (*(Action(kind, STOP) for kind in kinds), *settles))

@@ -11,17 +11,21 @@ controllers close their windows.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nrlprof import rayapi
 from nrlprof.config.variables import ANATOMY_DIR_VARIABLE, JOB_PLAN_VARIABLE
 from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import CONTROLLER
+from nrlprof.process.lifecycle import CONTROLLER_ACTORS, LIFECYCLE
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "ray.init (the job's env_vars)"
 PREFIX = "NRL_"
@@ -48,13 +52,7 @@ def starts_own_cluster(args: tuple, kwargs: Mapping[str, Any]) -> bool:
     Asks Ray's own reading of the address (the argument, RAY_ADDRESS, a cluster started here by `ray start`);
     anything it cannot read, or a Ray Client address, counts as a cluster of someone else's.
     """
-    address = kwargs.get("address", args[0] if args else None)
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-
-        return canonicalize_bootstrap_address(address, kwargs.get("_temp_dir")) is None
-    except Exception:
-        return False
+    return rayapi.starts_own_cluster(kwargs.get("address", args[0] if args else None), kwargs.get("_temp_dir"))
 
 
 @contextlib.contextmanager
@@ -72,7 +70,7 @@ def inherited(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     import ray
 
     def wrap(original_init):
@@ -85,8 +83,7 @@ def install(session: Any) -> None:
             else:
                 kwargs["runtime_env"] = with_variables(kwargs.get("runtime_env"), variables)
                 context = original_init(*args, **kwargs)
-            # Registered after Ray's own exit hook, so it runs first.
-            atexit.register(finish_controllers, session)
+            LIFECYCLE.add(CONTROLLER_ACTORS, lambda: finish_controllers(session))  # and after Ray's exit hook
             return context
 
         init.__wrapped__ = original_init
@@ -105,7 +102,7 @@ def finish_in_actor(_actor_instance: object) -> bool:
     return True
 
 
-def finish_controllers(session: Any) -> None:
+def finish_controllers(session: Session) -> None:
     """The actors this driver created (and still holds) that became controllers close their windows."""
     handles = [h for h in (ref() for ref in session.created_actors) if h is not None]
     if not handles or state.session is not session:
@@ -117,7 +114,7 @@ def finish_controllers(session: Any) -> None:
     refs = []
     for handle in handles:
         try:
-            refs.append(handle.__ray_call__.remote(finish_in_actor))
+            refs.append(rayapi.call_in_actor(handle, finish_in_actor))
         except Exception:
             continue
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=session.plan.timeout_s)
@@ -131,7 +128,7 @@ def finish_controllers(session: Any) -> None:
         logger.info("%d controller actor(s) closed their windows as the driver exits", finished)
 
 
-def remember_created(session: Any, handle: Any) -> None:
+def remember_created(session: Session, handle: Any) -> None:
     """An unmatched actor the driver creates may become a controller; held weakly, never kept alive."""
     with contextlib.suppress(TypeError):
         session.created_actors.append(weakref.ref(handle))

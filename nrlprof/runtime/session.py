@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nrlprof import rayapi
 from nrlprof.backends.base import ProcessRole
-from nrlprof.config.plan import Plan, Target
+from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
-from nrlprof.process import state
+from nrlprof.process import lifecycle, state
 from nrlprof.process.kind import CHILD, CONTROLLER, DRIVER, WORKER
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.steps.adoption import Adoption
 from nrlprof.runtime.steps.sources import StepSources
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.dispatch import actor_fanout
+from nrlprof.runtime.windows.fanout import Fanout, Posting
 from nrlprof.runtime.windows.gate import Gate
 from nrlprof.runtime.windows.profiler import Action, ProcessProfiler
 from nrlprof.workers.identity import RankCounter, WorkerIdentity
@@ -27,6 +29,7 @@ from nrlprof.workers.tracker import Tracker
 
 if TYPE_CHECKING:
     from nrlprof.anatomy.recorder import Recorder
+    from nrlprof.runtime.children.protocol import Enable
 
 
 class ChannelEnd(Protocol):
@@ -34,41 +37,30 @@ class ChannelEnd(Protocol):
 
     def close(self) -> None: ...
 
-    def close_inherited(self) -> None:
-        """In a forked process: let go of the end its parent holds, without ending the parent's side."""
+    def close_inherited(self) -> None: ...
 
 
 class ChildrenEnd(ChannelEnd, Protocol):
-    """A worker's end (nrlprof.runtime.children.channel.ChildChannel): window actions out, the children's records
-    back."""
+    """A worker's end (nrlprof.runtime.children.channel.ChildChannel)."""
 
     acting: AbstractContextManager
     worker_name: str
-
-    @property
-    def bound(self) -> bool:
-        """Whether the channel knows its worker (a worker no pattern matched learns it with a window asked for)."""
+    fanout: Fanout
+    bound: bool
 
     def bind(self, worker_name: str, rank: int, node_ip: str, write: Callable[[WindowRecord], None] | None) -> None: ...
 
     def __len__(self) -> int: ...
 
-    def post(self, actions: tuple[Action, ...]) -> Any: ...
+    def release(self, pid: int) -> Posting | None: ...
 
-    def collect(self, posting: Any) -> list[dict]: ...
-
-    def release(self, pid: int) -> list[dict]:
-        """The records of the windows a child ending now had open."""
-
-    def enable(self, backend: dict) -> None:
-        """The children add the backend of a window asked for (nrlprof.runtime.children.protocol.enable_message)."""
+    def enable(self, backend: Enable) -> None: ...
 
 
 class EngineProfilers(Protocol):
     """Engines' own profiler switches (nrlprof.runtime.children.engine_switches.EngineSwitches)."""
 
-    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
-        """The engines' records, and the actions left for the worker's children."""
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[WindowRecord], tuple[Action, ...]]: ...
 
 
 class Stoppable(Protocol):
@@ -130,7 +122,7 @@ class Session:
         self.windows = OpenWindows()
         self._process: ProcessProfiler | None = None
         self._gate: Gate | None = None
-        self._channel: WorkerChannel | None = None
+        self._channel: Fanout | None = None
         self.sources = StepSources(self._drive, plan.step_method is not None)
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
         self.step = _ignore_step if self.follows_windows else self._first_explicit_step
@@ -139,10 +131,6 @@ class Session:
     def follows_windows(self) -> bool:
         """A matched worker or its child: windows come from the controller, never from its own steps."""
         return self.kind in (WORKER, CHILD)
-
-    @property
-    def is_driver(self) -> bool:
-        return self.identity is None
 
     @property
     def process(self) -> ProcessProfiler:
@@ -157,15 +145,27 @@ class Session:
     def has_process(self) -> bool:
         return self._process is not None
 
+    def profile_as(self, identity: WorkerIdentity, kind: str, backend_plan: BackendPlan, target: Target) -> None:
+        """A window asked for selects this process as the worker `identity`: its `kind` backend joins this Session
+        (a Ray worker of an armed job no pattern matched becomes a worker, unless it is the job's controller)."""
+        if self.kind not in (WORKER, CHILD):
+            if self.stepped:
+                raise RuntimeError("this actor is the job's controller: it takes part in every window already")
+            self.kind, self.identity, self.step = WORKER, identity, _ignore_step
+            if self._process is not None and self._process.role.identity is None:
+                self._process = None  # built for the controller it never became
+        self.targets.setdefault(kind, target)
+        self.process.add_backend(kind, backend_plan, target)
+
     def use_process(self, process: ProcessProfiler) -> None:
         """A child's backends, built with its worker's Ray session (it has none of its own)."""
         self._process = process
 
     @property
-    def channel(self) -> WorkerChannel:
+    def channel(self) -> Fanout:
         """The tracked actors this process created, reached with window actions."""
         if self._channel is None:
-            self._channel = WorkerChannel(self.tracker, self.plan.timeout_s, self._write_record, _ray_session()[1])
+            self._channel = actor_fanout(self.tracker, self.plan.timeout_s, self._write_record, _ray_session()[1])
         return self._channel
 
     def _write_record(self, record: WindowRecord) -> None:
@@ -177,6 +177,7 @@ class Session:
             self._gate = Gate(self.plan, self.tracker, self.process, self.channel, self.adoption.take_answers)
             if self.anatomy is not None:
                 self._gate.marks = self.anatomy.marks
+            LIFECYCLE.add(lifecycle.GATE, self._gate.finish)
         return self._gate
 
     def built_gate(self) -> Gate | None:
@@ -226,19 +227,15 @@ class Session:
             )
 
     def finish(self) -> None:
-        if self.listener is not None:
-            self.listener.stop()
-            self.listener = None
-        if self._gate is not None:
-            self._gate.finish()
-        elif self._process is not None:
+        """Close the windows (their files written), in the lifecycle's order; the controller actors a driver created
+        close theirs when it exits."""
+        if self._gate is None and self._process is not None:
             self._process.close_all()
-        if self.anatomy is not None:
-            self.anatomy.finish()
+        LIFECYCLE.close(skip=(lifecycle.CONTROLLER_ACTORS,))
+        self.listener = None
 
     def reconfigure(self, plan: Plan, targets: Mapping[str, Target | None]) -> None:
-        """Close this session's windows (files kept) and take the new plan; tracked actors stay tracked."""
-        self.finish()
+        """Take the new plan, once `finish` closed this session's windows (files kept); tracked actors stay tracked."""
         self.anatomy = None
         self._configure(plan, targets)
 
@@ -252,14 +249,7 @@ def current() -> Session | None:
 
 
 def _ray_session() -> tuple[str | None, str]:
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None, ""
-    try:
-        node = ray._private.worker.global_worker.node
-        return node.get_session_dir_path(), node.node_ip_address
-    except Exception:
-        return None, ""
+    return rayapi.session_dir_and_node_ip()
 
 
 def _actor_description() -> str:
@@ -277,8 +267,4 @@ def _actor_description() -> str:
 
 
 def in_ray_worker_process() -> bool:
-    ray = sys.modules.get("ray")
-    if ray is None:
-        return False
-    worker = ray._private.worker.global_worker
-    return getattr(worker, "mode", None) == ray._private.worker.WORKER_MODE
+    return rayapi.in_worker_process()

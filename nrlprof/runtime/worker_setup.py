@@ -19,8 +19,8 @@ def setup() -> None:
         logger.error("nrlprof could not activate in this worker; it runs unprofiled: %s", err)
     earlier_hook = os.environ.get(USER_SETUP_HOOK_VARIABLE)
     if earlier_hook:
-        from ray._private.runtime_env.setup_hook import load_and_execute_setup_hook
+        from nrlprof import rayapi
 
-        error = load_and_execute_setup_hook(earlier_hook)
+        error = rayapi.run_setup_hook(earlier_hook)
         if error is not None:
             raise RuntimeError(error)

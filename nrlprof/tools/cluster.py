@@ -70,10 +70,10 @@ class NodeInfo:
 
 def locate(address: str | None) -> str:
     """The `host:port` Ray would join for `address` (None/"auto": RAY_ADDRESS or the local cluster)."""
-    from ray._private.services import canonicalize_bootstrap_address_or_die
+    from nrlprof import rayapi
 
     try:
-        return canonicalize_bootstrap_address_or_die(address or AUTO_ADDRESS)
+        return rayapi.bootstrap_address(address or AUTO_ADDRESS)
     except (ConnectionError, ValueError) as err:
         where = f"--address {address!r}" if address else "RAY_ADDRESS / the local Ray instance"
         raise NoClusterFound(f"no Ray cluster found from {where}: {err}") from None

@@ -25,11 +25,9 @@ class LiveActor:
 
 def live_actors(job_id: str | None = None) -> list[LiveActor]:
     """Every alive actor of the connected cluster (of one job, given its id in hex), oldest first."""
-    from ray._private.state import state
-    from ray.core.generated import gcs_pb2
+    from nrlprof import rayapi
 
-    table = state._connect_and_get_accessor().get_actor_table(None, "ALIVE")
-    rows = [gcs_pb2.ActorTableData.FromString(raw) for raw in table]
+    rows = rayapi.alive_actor_rows()
     if job_id is not None:
         rows = [row for row in rows if row.job_id.hex() == job_id]
     rows.sort(key=lambda row: (row.start_time, row.actor_id))

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.workers.identity import WorkerIdentity
 
 
@@ -32,10 +33,10 @@ class Tracker:
 
     def find(self, handle: Any) -> TrackedActor | None:
         """The tracked actor this handle reaches (handles compare by their actor's id)."""
-        actor_id = _actor_id(handle)
+        actor_id = rayapi.actor_id(handle)
         with self._lock:
             for actor in self._actors:
-                if actor.handle is handle or (actor_id is not None and _actor_id(actor.handle) == actor_id):
+                if actor.handle is handle or (actor_id is not None and rayapi.actor_id(actor.handle) == actor_id):
                     return actor
         return None
 
@@ -49,7 +50,3 @@ class Tracker:
 
     def __len__(self) -> int:
         return len(self._actors)
-
-
-def _actor_id(handle: Any) -> Any:
-    return getattr(handle, "_actor_id", None)

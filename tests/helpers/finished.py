@@ -73,3 +73,27 @@ class AsyncSlowFinishingPolicyWorker:
 
     async def pid(self) -> int:
         return os.getpid()
+
+
+def _failing_export() -> None:
+    """Kineto's export fails (a full disk, say): nothing of the trace is written."""
+    from nrlprof.backends import torch_profiler
+
+    def failing(profiler, exported) -> None:
+        raise OSError(28, "No space left on device (a test's stand-in)")
+
+    torch_profiler._export = failing
+
+
+@ray.remote(num_cpus=0)
+class ExportFailingPolicyWorker:
+    """A policy worker whose torch traces cannot be exported."""
+
+    def __init__(self) -> None:
+        _failing_export()
+
+    def train(self, step: int) -> int:
+        return _train(step)
+
+    def pid(self) -> int:
+        return os.getpid()

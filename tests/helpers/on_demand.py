@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Reply, Request
 
 
-def ask(nrlprof: Any, work: Callable[[int], object], request: Request, first_step: int) -> tuple[dict, int]:
+def ask(nrlprof: Any, work: Callable[[int], object], request: Request, first_step: int) -> tuple[Reply, int]:
     """Send the request and step the job (`work(step)` once per step) until its window has closed or it was
     refused; the last answer and the next step."""
     from nrlprof.tools.capture import client
@@ -25,15 +25,15 @@ def ask(nrlprof: Any, work: Callable[[int], object], request: Request, first_ste
         nrlprof.step(step)
         work(step)
         reply = client.wait_for(request, (OPENED,), timeout_s=0.3) or reply
-        if reply is not None and reply["state"] == OPENED:
+        if reply is not None and reply.state == OPENED:
             reply = client.wait_for(request, (CLOSED,), timeout_s=0.3) or reply
-        if reply is not None and reply["state"] in (CLOSED, REFUSED):
+        if reply is not None and reply.state in (CLOSED, REFUSED):
             return reply, step + 1
     raise AssertionError(f"no final answer: {reply}")
 
 
-def asked_steps(reply: dict) -> set[int]:
-    return set(range(reply["first"], reply["last"] + 1))
+def asked_steps(reply: Reply) -> set[int]:
+    return set(range(reply.first, reply.last + 1))
 
 
 def asked_records(ray: Any, request_id: str) -> list[dict]:
@@ -65,20 +65,21 @@ def ask_in_background(
         import ray
 
         job = ray.get_runtime_context().get_job_id()
-        while not any(card["job"] == job and (card["step"] or 0) >= after_step for card in client.armed_jobs()):
+        while not any(card.job == job and (card.step or 0) >= after_step for card in client.armed_jobs()):
             time.sleep(0.2)
         request = Request(job, backend, workers, steps)
         client.send(request)
-        print("ANSWER", json.dumps(client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)), flush=True)
+        reply = client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)
+        print("ANSWER", "null" if reply is None else reply.to_json(), flush=True)
 
     asker = threading.Thread(target=ask, name="asker", daemon=True)
     asker.start()
     return asker
 
 
-def printed_answer(stdout: str) -> dict:
+def printed_answer(stdout: str) -> Reply:
     """The answer `ask_in_background` printed."""
-    return json.loads(stdout.split("ANSWER", 1)[1].splitlines()[0])
+    return Reply.from_json(stdout.split("ANSWER", 1)[1].splitlines()[0])
 
 
 def asked_window_of(result: Any) -> set[int]:
@@ -86,9 +87,9 @@ def asked_window_of(result: Any) -> set[int]:
     checked: closed, opened at a step boundary after step 2, and (where the job printed `LAST <step>`) followed by
     more steps of the job."""
     answer = printed_answer(result.stdout)
-    assert answer["state"] == CLOSED, (answer, result.stderr[-6000:])
+    assert answer.state == CLOSED, (answer, result.stderr[-6000:])
     steps = asked_steps(answer)
     assert len(steps) == 2 and min(steps) >= 3, "the window opens at a step boundary after step 2 was seen"
     if "LAST" in result.stdout:
-        assert answer["last"] < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
+        assert answer.last < int(result.stdout.split("LAST")[1].split()[0]), "the job stepped on after the window"
     return steps

@@ -125,9 +125,9 @@ def test_an_armed_grpo_job_takes_a_window_asked_for_at_its_own_steps(ray_cluster
     result = run_job(ray_cluster, tmp_path, ARMED_GRPO_JOB, env)
     assert result.returncode == 0, result.stderr[-4000:]
     answer = printed_answer(result.stdout)
-    assert answer["state"] == "closed", (answer, result.stderr[-6000:])
+    assert answer.state == "closed", (answer, result.stderr[-6000:])
     steps = asked_steps(answer)
-    assert len(steps) == 2 and answer["last"] < 30
+    assert len(steps) == 2 and answer.last < 30
     assert "NeMo RL's maybe_gpu_profile_step" in result.stderr or "took over NeMo RL" in result.stderr
     assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == ["vllm_generation_worker"]
     (trace,) = traces_under(traces / "vllm_generation_worker")

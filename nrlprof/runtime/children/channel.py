@@ -1,22 +1,10 @@
-"""A worker's channel to the Python processes it starts: they register, and window actions reach them.
-
-The worker listens on an abstract Unix socket (no file; it goes with the worker; a peer of another user is
-refused) named in NRLPROF_CHANNEL, which its children inherit, with the start-up hook that makes them join
-(`nrlprof/runtime/children/site`, first on PYTHONPATH; `open_children`). A thread accepts them; window actions are sent
-by the thread that runs them to every live child at once, and their answers awaited together, up to
-NRL_PROFILE_TIMEOUT_S. A child that misses that is late for the rest of the window: later actions still reach
-it, flagged late, and are not waited on. A child whose connection closes during a window exited or was killed:
-the worker writes its record (`exited`), and nothing else is lost.
-
-In an armed job (NRL_PROFILE_ON_DEMAND) every Ray worker listens, matched or not: a window asked for gives the
-worker a backend it may not have had, and `enable` gives it to the children before the window's first action
-(children that register later get it as they register).
-"""
+"""A worker's channel to the Python processes it starts: an abstract Unix socket named in NRLPROF_CHANNEL (a peer of
+another user is refused), which carries the worker's fan-out of window actions to them (nrlprof.runtime.windows.fanout)
+and, in an armed job, the backend of a window asked for (`enable`, also to children that register later)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import selectors
@@ -24,23 +12,29 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nrlprof import wire
 from nrlprof.config.variables import CHANNEL_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import patches
 from nrlprof.runtime.children.protocol import (
     READ_SIZE,
+    Actions,
+    ChannelInfo,
+    Enable,
+    Hello,
     LineReader,
-    actions_message,
     encode,
     peer_ids,
     socket_address,
 )
-from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, Action
+from nrlprof.runtime.windows.deaths import child_gone_record
+from nrlprof.runtime.windows.fanout import BEHIND, Answer, Fanout, Gone, OpenWindow, Peer, Posting
+from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
 
 if TYPE_CHECKING:
     from nrlprof.runtime.session import Session
@@ -48,13 +42,8 @@ if TYPE_CHECKING:
 LISTEN_BACKLOG = 128
 ENVIRONMENT_PATCH = "os.environ[PYTHONPATH, NRLPROF_CHANNEL] (nrlprof children)"
 SITE_DIR = Path(__file__).resolve().parent / "site"
-
-
-@dataclass
-class OpenWindow:
-    window: str
-    steps: list[int]
-    started_at: float
+# Why a child is let go: it could not take a whole line of actions by the deadline.
+FELL_BEHIND = "fell behind"
 
 
 @dataclass(eq=False)
@@ -64,23 +53,7 @@ class ChildProcess:
     pid: int
     connection: socket.socket
     name: str = ""
-    owed: int = 0
-    late: bool = False
     reader: LineReader = field(default_factory=LineReader)
-    windows: dict[str, OpenWindow] = field(default_factory=dict)
-    # Backends stopped since the child last settled: their files may still be being finished.
-    stopped: set[str] = field(default_factory=set)
-    dead: bool = False
-
-
-@dataclass
-class Posting:
-    """Actions sent to children: the ones waited for, and when waiting ends."""
-
-    actions: tuple[Action, ...]
-    deadline: float
-    waited: list[ChildProcess]
-    records: list[dict] = field(default_factory=list)
 
 
 class ChildChannel:
@@ -95,10 +68,10 @@ class ChildChannel:
         timeout_s: float,
         write: Callable[[WindowRecord], None] | None,
     ) -> None:
+        self.fanout = Fanout(self, timeout_s)
         self.bind(worker_name, rank, node_ip, write)
-        self.timeout_s = timeout_s
         self.address = f"@nrlprof-{os.getpid()}-{secrets.token_hex(6)}"
-        self._children: list[ChildProcess] = []
+        self._peers: list[Peer] = []
         # `enable` lines sent so far, in order: a child that registers later gets them first.
         self._enables: list[bytes] = []
         self._lock = threading.Lock()
@@ -114,18 +87,18 @@ class ChildChannel:
         self.worker_name = worker_name
         self.rank = rank
         self.node_ip = node_ip
-        self.write = write
+        self.fanout.write = write
 
     @property
     def bound(self) -> bool:
-        return self.write is not None
+        return self.fanout.write is not None
+
+    @property
+    def timeout_s(self) -> float:
+        return self.fanout.timeout_s
 
     def __len__(self) -> int:
-        return len(self._children)
-
-    def children(self) -> tuple[ChildProcess, ...]:
-        with self._lock:
-            return tuple(self._children)
+        return len(self._peers)
 
     def _accept(self) -> None:
         while True:
@@ -143,111 +116,94 @@ class ChildChannel:
                     for line in self._enables:
                         connection.sendall(line, socket.MSG_NOSIGNAL)
                     connection.setblocking(False)
-                    self._children.append(ChildProcess(pid, connection))
+                    self._peers.append(Peer(ChildProcess(pid, connection)))
             except OSError:
                 connection.close()
                 continue
 
-    def enable(self, backend: dict) -> None:
-        """The children add a backend for windows asked for (`protocol.enable_message`), before the first action of
-        the window reaches them: lines on a connection are read in order. Nothing is waited for."""
-        line = encode({"enable": backend})
+    def enable(self, backend: Enable) -> None:
+        """The children add a backend for windows asked for, before the first action of the window reaches them:
+        lines on a connection are read in order. Nothing is waited for."""
+        line = encode(backend)
         with self._lock:
             self._enables.append(line)
-            children = tuple(self._children)
+            peers = tuple(self._peers)
         with self.acting:
-            posting = Posting((), time.monotonic() + self.timeout_s, [])
-            for child in children:
-                self._send(child, line, posting)
+            deadline = time.monotonic() + self.timeout_s
+            for peer in peers:
+                sent = self._send(peer, line, deadline)
+                if isinstance(sent, Gone):
+                    self.fanout.gone(peer, sent)
 
-    # --- window actions ---------------------------------------------------------------------------------------
+    def release(self, pid: int) -> Posting | None:
+        """The worker is about to end the child of this pid: its open windows close first, and its files are
+        finished (nrlprof.process.finishing) before it goes."""
+        with self.acting:
+            peer = next((p for p in self.peers() if p.link.pid == pid), None)
+            if peer is None:
+                return None
+            open_kinds = peer.sent_windows()
+            kinds = sorted(open_kinds | peer.finishing)
+            if not kinds:
+                return None
+            stops = [Action(kind, STOP) for kind in sorted(open_kinds)]
+            return self.fanout.release(peer, (*stops, *(Action(kind, SETTLE) for kind in kinds)), forget=False)
 
-    def post(self, actions: tuple[Action, ...], only: tuple[ChildProcess, ...] | None = None) -> Posting:
-        """Send the actions to every live child now (or `only` to those); `collect` waits for the answers."""
-        deadline = time.monotonic() + self.timeout_s
-        posting = Posting(actions, deadline, [], self._answered_meanwhile())
-        if any(a.op == START for a in actions):
-            for child in self.children():
-                child.late = child.owed > 0  # a new window: only children still busy stay late
-        plain = actions_message(actions, deadline)
-        flagged = actions_message(tuple(replace(a, late=True) for a in actions), deadline)
-        for child in self.children() if only is None else only:
-            if not self._send(child, flagged if child.late else plain, posting):
-                continue
-            child.owed += 1
-            self._follow(child, actions)
-            if not child.late:
-                posting.waited.append(child)
-        return posting
+    # --- the fan-out's transport ----------------------------------------------------------------------------
 
-    def _send(self, child: ChildProcess, message: bytes, posting: Posting) -> bool:
+    def peers(self) -> tuple[Peer, ...]:
+        with self._lock:
+            return tuple(self._peers)
+
+    def describe(self, peer: Peer) -> str:
+        return f"child process '{self._name(peer)}' (pid {peer.link.pid}) of worker '{self.worker_name}'"
+
+    def send(self, peer: Peer, actions: tuple[Action, ...], deadline: float) -> object:
+        return self._send(peer, encode(Actions(actions, deadline)), deadline)
+
+    def _send(self, peer: Peer, message: bytes, deadline: float) -> object:
         """The whole line, or nothing: a child that cannot take it by the deadline is let go (it fell far behind)."""
+        connection = peer.link.connection
         view = memoryview(message)
         while view:
             try:
-                view = view[child.connection.send(view, socket.MSG_NOSIGNAL) :]
+                view = view[connection.send(view, socket.MSG_NOSIGNAL) :]
             except BlockingIOError:
-                if not _writable(child.connection, posting.deadline):
-                    self._fell_behind(child, posting.actions)
-                    if len(view) < len(message):
-                        logger.warning("child process '%s' (pid %d) no longer joins windows: it fell behind",
-                                       self._name(child), child.pid)  # fmt: skip
-                        self._forget(child)
-                    return False
+                if _writable(connection, deadline):
+                    continue
+                return BEHIND if len(view) == len(message) else Gone(FELL_BEHIND)
             except OSError:
-                posting.records += self._lost(child)
-                return False
-        return True
+                return Gone()
+        return object()
 
-    def _follow(self, child: ChildProcess, actions: tuple[Action, ...]) -> None:
-        """What the child has open, as far as the actions sent say (its answers say it for sure)."""
-        for action in actions:
-            if action.op == START:
-                child.windows[action.kind] = OpenWindow(action.window.label, [action.step], time.time())
-            elif action.op == STEP and action.kind in child.windows:
-                child.windows[action.kind].steps.append(action.step)
-            elif action.op == STOP:
-                child.windows.pop(action.kind, None)
-                child.stopped.add(action.kind)
-            elif action.op == SETTLE:
-                child.stopped.discard(action.kind)
-
-    def collect(self, posting: Posting) -> list[dict]:
-        """The records the children answered with, waiting for each one sent to until the deadline."""
-        records = posting.records
-        waiting = {c for c in posting.waited if not c.dead and c.owed}
+    def wait(self, tokens: dict[object, Peer], wanted: set[object], deadline: float) -> dict[object, Answer | Gone]:
+        """Each child's answers in the order it was sent the actions, until every one `wanted` came or the deadline."""
+        queues: dict[Peer, list[object]] = {}
+        for token, peer in tokens.items():
+            queues.setdefault(peer, []).append(token)
+        answers: dict[object, Answer | Gone] = {}
+        pending = set(wanted)
         with selectors.DefaultSelector() as selector:
-            for child in self.children():
-                if child.owed and not child.dead:
-                    selector.register(child.connection, selectors.EVENT_READ, child)
-            while waiting and (remaining := posting.deadline - time.monotonic()) > 0:
-                for key, _ in selector.select(remaining):
-                    child = key.data
-                    records += self._read(child)
-                    if child.dead or not child.owed:
-                        selector.unregister(child.connection)
-                        waiting.discard(child)
-            for key, _ in selector.select(0):  # answers of late children that came meanwhile
-                records += self._read(key.data)
-        for child in waiting:
-            if not child.dead:
-                self._fell_behind(child, posting.actions)
-        return records
+            for peer in queues:
+                if peer.link.connection.fileno() >= 0:
+                    selector.register(peer.link.connection, selectors.EVENT_READ, peer)
+            while True:
+                remaining = deadline - time.monotonic() if pending else 0.0
+                for key, _ in selector.select(max(0.0, remaining)):
+                    queue = queues[key.data]
+                    for answer in self._read(key.data):
+                        token = queue.pop(0)
+                        answers[token] = answer
+                        pending.discard(token)
+                        if isinstance(answer, Gone) or not queue:
+                            pending -= set(queue)
+                            selector.unregister(key.fileobj)
+                            break
+                if remaining <= 0 or not pending:
+                    return answers
 
-    def _answered_meanwhile(self) -> list[dict]:
-        """What late children answered since the last actions, read without waiting."""
-        owing = [c for c in self.children() if c.owed and not c.dead]
-        if not owing:
-            return []
-        records: list[dict] = []
-        with selectors.DefaultSelector() as selector:
-            for child in owing:
-                selector.register(child.connection, selectors.EVENT_READ, child)
-            for key, _ in selector.select(0):
-                records += self._read(key.data)
-        return records
-
-    def _read(self, child: ChildProcess) -> list[dict]:
+    def _read(self, peer: Peer) -> list[Answer | Gone]:
+        child = peer.link
         try:
             data = child.connection.recv(READ_SIZE)
         except BlockingIOError:
@@ -255,86 +211,46 @@ class ChildChannel:
         except OSError:
             data = b""
         if not data:
-            return self._lost(child)
-        records: list[dict] = []
+            return [Gone()]
+        answers: list[Answer | Gone] = []
         for message in child.reader.feed(data):
-            if "hello" in message:
-                child.name = child.name or str(message["hello"].get("name") or "")
-                continue
-            child.owed = max(0, child.owed - 1)
-            child.name = str(message.get("name") or child.name)
-            open_kinds = set(message.get("open") or ())
-            for kind in set(child.windows) - open_kinds:
-                del child.windows[kind]
-            records += [r for r in message.get("records") or () if isinstance(r, dict)]
-        return records
+            if isinstance(message, Hello):
+                child.name = child.name or message.name
+            elif isinstance(message, Answer):
+                child.name = message.name or child.name
+                answers.append(message)
+        return answers
 
-    def _fell_behind(self, child: ChildProcess, actions: tuple[Action, ...]) -> None:
-        if child.late:
-            return
-        child.late = True
-        logger.warning(
-            "child process '%s' (pid %d) of worker '%s' did not answer %s within %.0f s (NRL_PROFILE_TIMEOUT_S): it "
-            "is busy; not waited on again in this window, and its record will say 'late'",
-            self._name(child),
-            child.pid,
-            self.worker_name,
-            "/".join(f"{a.kind} {a.op}" for a in actions),
-            self.timeout_s,
-        )
+    def forget(self, peer: Peer) -> None:
+        self._forget(peer)
 
-    def _forget(self, child: ChildProcess) -> None:
-        child.dead = True
+    def _forget(self, peer: Peer) -> None:
         with self._lock:
-            if child in self._children:
-                self._children.remove(child)
-        child.connection.close()
+            if peer in self._peers:
+                self._peers.remove(peer)
+        peer.link.connection.close()
 
-    def _lost(self, child: ChildProcess) -> list[dict]:
-        """The child's connection closed: it exited or was killed. Its open windows' records say so."""
-        self._forget(child)
-        records = []
-        for kind, window in child.windows.items():
-            record = WindowRecord(
-                backend=kind,
-                worker=self._name(child),
-                rank=self.rank,
-                steps=window.steps,
-                window=window.window,
-                status="exited",
-                message=f"the process (pid {child.pid}) exited or was killed during the window: its file of this "
-                "window is lost",
-                node_ip=self.node_ip,
-                pid=child.pid,
-                started_at=window.started_at,
-            )
-            if self.write is not None:
-                self.write(record)
-            records.append(asdict(record))
-        if child.windows:
-            logger.warning(
-                "child process '%s' (pid %d) of worker '%s' exited during a window: its files of the window are lost",
-                self._name(child),
-                child.pid,
-                self.worker_name,
-            )
-        child.windows.clear()
+    def gone_records(self, peer: Peer, gone: Gone, during: dict[str, OpenWindow], after: dict[str, OpenWindow],
+                     found_at: int | None) -> list[WindowRecord]:  # fmt: skip
+        """The child's connection closed: it exited or was killed. Each of its windows' records says so."""
+        if gone.cause == FELL_BEHIND:
+            logger.warning("%s no longer joins windows: it fell behind", self.describe(peer))
+            return []
+        name, pid = self._name(peer), peer.link.pid
+        records = [
+            child_gone_record(kind, name, self.rank, window, pid, found_at, self.node_ip, stopped)
+            for windows, stopped in ((during, False), (after, True))
+            for kind, window in windows.items()
+        ]
+        if during:
+            logger.warning("%s exited during a window: its files of the window are lost", self.describe(peer))
+        if after:
+            logger.warning("%s died after window %s stopped, before its files were known to be final",
+                           self.describe(peer), ", ".join(sorted({w.window for w in after.values()})))  # fmt: skip
         return records
 
-    def _name(self, child: ChildProcess) -> str:
-        return child.name or f"{self.worker_name}.pid{child.pid}"
-
-    def release(self, pid: int) -> list[dict]:
-        """The worker is about to end the child of this pid: its open windows close first, and its files are
-        finished (nrlprof.process.finishing) before it goes."""
-        with self.acting:
-            child = next((c for c in self.children()
-                          if c.pid == pid and (c.windows or c.stopped) and not c.dead), None)  # fmt: skip
-            if child is None:
-                return []
-            stops = [Action(kind, STOP) for kind in child.windows]
-            settles = [Action(kind, SETTLE) for kind in sorted({*child.windows, *child.stopped})]
-            return self.collect(self.post((*stops, *settles), only=(child,)))
+    def _name(self, peer: Peer) -> str:
+        return peer.link.name or f"{self.worker_name}.pid{peer.link.pid}"
 
     # --- closing ----------------------------------------------------------------------------------------------
 
@@ -348,9 +264,9 @@ class ChildChannel:
         """In a process forked from the worker: drop the copies of the worker's sockets, touching nothing else."""
         self._listener.close()
         with self._lock:
-            children, self._children = self._children, []
-        for child in children:
-            child.connection.close()
+            peers, self._peers = self._peers, []
+        for peer in peers:
+            peer.link.connection.close()
 
 
 def _writable(connection: socket.socket, deadline: float) -> bool:
@@ -372,8 +288,8 @@ def open_children(session: Session) -> None:
         process.write_manifest,
     )  # fmt: skip
     session.children = channel
-    info = {"address": channel.address, "session_dir": process.role.session_dir, "node_ip": process.role.node_ip}
-    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
+    info = ChannelInfo(channel.address, process.role.session_dir, process.role.node_ip)
+    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
 
 
 def open_unbound_children(session: Session) -> None:
@@ -384,8 +300,8 @@ def open_unbound_children(session: Session) -> None:
     if not isinstance(channel, ChildChannel):
         channel = ChildChannel("", 0, "", session.plan.timeout_s, None)
         session.children = channel
-    info = {"address": channel.address}
-    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(json.dumps(info)))
+    info = ChannelInfo(channel.address)
+    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
 
 
 def _children_environment(channel_info: str) -> Callable[[], None]:

@@ -1,28 +1,24 @@
-"""Actors that a process a worker started created (vLLM V2's `RayWorkerProc`s, made by its EngineCore process)
-join a window asked for through that process.
-
-Such a process is a Ray driver of its own: its actors inherit nothing from the worker, and in an armed job nothing
-knows, when they are created, whether a window will ever select the worker. So the process keeps a weak handle on
-each actor it creates (nrlprof.runtime.creation_hook), and when a window asked for selects its worker, readies each
-live one for the window as the controller readies a worker (`enable_in_actor`) and tracks it: the window's actions
-then reach it after the process's own, as a planned window's reach an engine's actors. They are named as a planned
-window names them, `<worker>.<class>`, ranked in creation order.
-"""
+"""Actors that a process a worker started created (vLLM V2's `RayWorkerProc`s) join a window asked for through that
+process: readied as the controller readies a worker, tracked, named `<worker>.<class>`. docs/design.md, "Windows asked
+for while the job runs"."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nrlprof import rayapi
 from nrlprof.config.plan import Plan, Target
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
 from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import live_created
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
 from nrlprof.workers.tracker import TrackedActor
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 
 class CreatedActorNames:
@@ -44,11 +40,11 @@ class CreatedActorNames:
 
 
 def enable_created_actors(
-    session: Any, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
+    session: Session, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
 ) -> None:
     """Ready every live actor this process created for the `kind` window asked for, and track it."""
     created = live_created(session)
-    if not created or not ray_connected():
+    if not created or not rayapi.connected():
         return
     import ray
 
@@ -58,7 +54,7 @@ def enable_created_actors(
         identity = names.of(actor_id, own, worker)
         descriptor = worker_descriptor(identity, (Match(backend, target, worker.name),), worker.name)
         try:
-            refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
+            refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
         except Exception as err:
             logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, err)
     timeout_s = session.plan.timeout_s
@@ -80,7 +76,7 @@ def enable_created_actors(
         )  # fmt: skip
 
 
-def _track(session: Any, handle: Any, identity: WorkerIdentity, kind: str) -> None:
+def _track(session: Session, handle: Any, identity: WorkerIdentity, kind: str) -> None:
     tracked = session.tracker.find(handle)
     if tracked is None:
         session.tracker.add(TrackedActor(handle, identity, (kind,)))

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nrlprof.log import logger
 from nrlprof.process import patches, state
-from nrlprof.runtime.windows.dispatch import written_child_record
+from nrlprof.runtime.windows.dispatch import written_child_records
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "os.kill (a child's windows closed first)"
 ENDING_SIGNALS = frozenset(
@@ -21,11 +24,11 @@ ENDING_SIGNALS = frozenset(
 )
 
 
-def install(session: Any) -> None:
+def install(session: Session) -> None:
     patches.install(PATCH_NAME, os, "kill", lambda original: _closing_first(original, session))
 
 
-def _closing_first(original: Callable[[int, int], None], session: Any) -> Callable[[int, int], None]:
+def _closing_first(original: Callable[[int, int], None], session: Session) -> Callable[[int, int], None]:
     def kill(pid: int, signal_number: int, /) -> None:
         if signal_number in ENDING_SIGNALS and state.session is session and session.children is not None:
             try:
@@ -37,13 +40,16 @@ def _closing_first(original: Callable[[int, int], None], session: Any) -> Callab
     return kill
 
 
-def close_child_windows(session: Any, pid: int) -> None:
-    records = [written_child_record(session, r) for r in session.children.release(pid)]
+def close_child_windows(session: Session, pid: int) -> None:
+    released = session.children.release(pid)
+    if released is None:
+        return
+    records = released.records + written_child_records(session, released.unwritten)
     if records:
         logger.info(
             "child process '%s' (pid %d) of worker '%s': its window closed before the worker ended it; files: %s",
-            records[0].get("worker"),
+            records[0].worker,
             pid,
             session.children.worker_name,
-            ", ".join(f for r in records for f in r.get("files") or ()) or "none",
+            ", ".join(f for r in records for f in r.files) or "none",
         )

@@ -1,17 +1,6 @@
-"""Inference engines' own torch profilers, driven in a worker's torch windows where they are switched on.
-
-vLLM and SGLang record their engine processes with their own torch profiler, switched by `start_profile()` /
-`stop_profile()` (vLLM's `LLM`, `LLMEngine`; SGLang's `Engine`). Whether it is switched on, and where it
-writes, is read from each engine (nrlprof.runtime.children.engine_profilers: vLLM's `profiler_config`, or the variable
-of older vLLM and of SGLang). Engines are found among the worker's attributes, two levels down (NeMo RL's
-`self.llm`, verl's `self.rollout.inference_engine`), by the package of their class and these method names.
-
-In a torch window of a worker whose engine's profiler is on, nrlprof switches it on and off and records the
-files it wrote in the manifest, named `<worker>.<engine class>`; the processes the worker started (the engine's)
-then get none of that window's torch actions (two torch profilers in one process crash it). Where the engine's
-profiler is off, or its `start_profile()` fails, nothing stands down: nrlprof's own torch profiler records the
-engine's processes, as for any child of a worker.
-"""
+"""Inference engines' own torch profilers (vLLM's, SGLang's `start_profile`/`stop_profile`), switched with a worker's
+torch windows where they are on; the worker's children then stand down in those windows. docs/design.md, "Engines'
+own profiler switches"."""
 
 from __future__ import annotations
 
@@ -19,12 +8,12 @@ import inspect
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import TORCH
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.runtime.children.engine_profilers import OwnProfiler, own_profiler, profile_prefix, stale_variable
 from nrlprof.runtime.windows.profiler import PREPARE, SETTLE, START, STEP, STOP, Action
 from nrlprof.workers.identity import snake_case
@@ -89,9 +78,9 @@ class EngineSwitches:
     engines_record: bool = False
     _said: set[str] = field(default_factory=set)
 
-    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[dict], tuple[Action, ...]]:
+    def apply(self, instance: object, actions: tuple[Action, ...]) -> tuple[list[WindowRecord], tuple[Action, ...]]:
         """Switch the engines for these actions; the records written, and the actions left for the children."""
-        records: list[dict] = []
+        records: list[WindowRecord] = []
         for_children: list[Action] = []
         for action in actions:
             if action.kind != TORCH or action.op == SETTLE:
@@ -162,11 +151,11 @@ class EngineSwitches:
             self._said.add(message)
             logger.info(message)
 
-    def _stop_all(self) -> list[dict]:
+    def _stop_all(self) -> list[WindowRecord]:
         switched, self.switched = self.switched, []
         return [self._stop(item) for item in switched]
 
-    def _stop(self, item: Switched) -> dict:
+    def _stop(self, item: Switched) -> WindowRecord:
         began = time.perf_counter()
         problem = item.problem
         if not problem:
@@ -180,19 +169,19 @@ class EngineSwitches:
         files = sorted(path for path, stamp in after.items() if item.before.get(path) != stamp)
         source = f"recorded by {item.label}'s own profiler ({item.profiler.source})"
         if item.problem:
-            status, message = "skipped", f"{problem}; nrlprof's own torch profiler recorded the engine's processes"
+            status, message = Status.SKIPPED, f"{problem}; nrlprof's own torch profiler recorded the engine's processes"
         elif problem:
-            status, message = "error", problem
+            status, message = Status.ERROR, problem
         else:
-            status = "ok" if files else "missing"
+            status = Status.OK if files else Status.MISSING
             message = source if files else f"{source}, which wrote no file during the window"
         record = WindowRecord(
             backend=TORCH,
             worker=f"{self.role.worker_name}.{snake_case(type(item.engine).__name__)}",
             rank=self.role.rank,
-            steps=item.steps,
+            steps=tuple(item.steps),
             window=item.window,
-            files=files,
+            files=tuple(files),
             status=status,
             message=message,
             node_ip=self.role.node_ip,
@@ -201,7 +190,7 @@ class EngineSwitches:
             stop_ms=stop_ms,
         )
         self.write(record)
-        return asdict(record)
+        return record
 
 
 def _close(result: object) -> None:

@@ -1,27 +1,10 @@
-"""A Python process a matched worker starts joins the worker's windows, with no code of its own; so does one that
-any Ray worker of an armed job (NRL_PROFILE_ON_DEMAND) starts, for the windows asked for.
-
-How it gets here: the worker names its channel in NRLPROF_CHANNEL and puts `nrlprof/runtime/children/site` (a
-`sitecustomize`) first on PYTHONPATH (nrlprof.runtime.children.channel.open_children), so any interpreter it
-starts with its environment (`multiprocessing` spawn and forkserver, `subprocess`) calls `join_worker` at
-start-up, whether or not nrlprof is installed there; a process forked from the worker or from a child joins
-through a fork handler. The helpers of `multiprocessing` (the forkserver, the resource tracker) do not join;
-the forkserver's forks do. NRL_PROFILE_DISABLE=1 in a child's environment keeps it out.
-
-Once joined, a thread blocks on the channel: nothing runs in the child per step outside windows. The worker's
-window actions run on that thread, on the child's own backends and on the actors the child created (engine
-children of the worker, nrlprof.runtime.creation_hook), and the records go back to the worker. The child is
-`<worker>.<child>` (nrlprof.runtime.children.names) with the worker's rank; its files and records are a worker's.
-
-A child of a worker no pattern matched has no plan and no worker in its environment: it joins with neither, and
-does nothing until a window asked for selects its worker. The worker's `enable` line then says who the worker is
-and which backend to add, before the window's first action (a matched worker's child adds the backend the same way).
-"""
+"""A Python process a matched worker starts (or any Ray worker of an armed job) joins the worker's windows, with no code
+of its own: found through NRLPROF_CHANNEL and the start-up shim in `site/`, or a fork handler; its window actions run
+on a thread that blocks on the channel. docs/design.md, "Processes a worker starts join its windows"."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -31,6 +14,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from nrlprof import wire
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.variables import CHANNEL_VARIABLE
@@ -38,9 +22,20 @@ from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_wor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CHILD, disabled, process_kind
+from nrlprof.process.lifecycle import CHILDREN, LIFECYCLE
 from nrlprof.runtime.children.channel import ENVIRONMENT_PATCH
 from nrlprof.runtime.children.names import child_part
-from nrlprof.runtime.children.protocol import READ_SIZE, LineReader, actions_of, encode, socket_address
+from nrlprof.runtime.children.protocol import (
+    READ_SIZE,
+    Actions,
+    ChannelInfo,
+    Enable,
+    Hello,
+    LineReader,
+    encode,
+    socket_address,
+)
+from nrlprof.runtime.windows.fanout import Answer
 from nrlprof.runtime.windows.profiler import ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
 
@@ -48,7 +43,6 @@ if TYPE_CHECKING:
     from nrlprof.runtime.children.created_actors import CreatedActorNames
     from nrlprof.runtime.session import Session
 
-FORK_PATCH = "os.register_at_fork(nrlprof children)"
 # Backends a child takes from its worker; rocprof-sys wraps the worker's own interpreter for its lifetime.
 CHILD_BACKENDS = (NSYS, TORCH, MEMORY)
 CONNECT_TIMEOUT_S = 10.0
@@ -58,22 +52,17 @@ _MULTIPROCESSING_HELPERS = (FORKSERVER, "resource_tracker", "semaphore_tracker")
 SPAWNED_FLAG = "--multiprocessing-fork"
 PREPARE_PATCH = "multiprocessing.spawn.prepare (nrlprof children)"
 
-_fork_handler_registered = False
-_fork_handler_active = False
-
 
 # --- the child's side ----------------------------------------------------------------------------------------
 
 
-def channel_info(environ: Mapping[str, str]) -> dict | None:
+def channel_info(environ: Mapping[str, str]) -> ChannelInfo | None:
     text = environ.get(CHANNEL_VARIABLE)
-    if not text:
-        return None
     try:
-        info = json.loads(text)
+        info = wire.decode(text, ChannelInfo) if text else None
     except ValueError:
         return None
-    return info if isinstance(info, dict) and info.get("address") else None
+    return info if info is not None and info.address else None
 
 
 def multiprocessing_helper(orig_argv: list[str]) -> str | None:
@@ -132,15 +121,15 @@ def _join_once_prepared(spawn: ModuleType) -> None:
     patches.install(PREPARE_PATCH, spawn, "prepare", wrap)
 
 
-def _join(environ: Mapping[str, str], info: dict) -> Session | None:
+def _join(environ: Mapping[str, str], info: ChannelInfo) -> Session | None:
     from nrlprof.runtime.session import Session
 
     plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
     if plan_text and worker_text:
         plan = Plan.from_json(plan_text)
-        worker, targets = parse_worker_descriptor(worker_text)
+        worker = parse_worker_descriptor(worker_text)
         configure_logging(plan.log_level)
-        session = Session(plan, worker, child_targets(targets, plan), kind=CHILD)
+        session = Session(plan, worker.identity, child_targets(worker.targets, plan), kind=CHILD)
     else:  # the worker was matched by no pattern: who it is comes with a window asked for
         session = Session(Plan(), None, {}, kind=CHILD)
     link = ParentLink(session, info)
@@ -183,7 +172,7 @@ def _on_ray_imported(session: Session) -> None:
 class ParentLink:
     """The child's end of its worker's channel, and the thread that runs the window actions arriving on it."""
 
-    def __init__(self, session: Session, info: dict) -> None:
+    def __init__(self, session: Session, info: ChannelInfo) -> None:
         self.session = session
         self.info = info
         self.connection: socket.socket | None = None
@@ -196,11 +185,11 @@ class ParentLink:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(CONNECT_TIMEOUT_S)
         try:
-            connection.connect(socket_address(self.info["address"]))
-            connection.sendall(encode({"hello": {"name": child_part()}}), socket.MSG_NOSIGNAL)
+            connection.connect(socket_address(self.info.address))
+            connection.sendall(encode(Hello(child_part())), socket.MSG_NOSIGNAL)
         except OSError as err:
             connection.close()
-            logger.debug("no worker to join at %s: %s", self.info["address"], err)
+            logger.debug("no worker to join at %s: %s", self.info.address, err)
             return False
         connection.settimeout(None)
         self.connection = connection
@@ -222,8 +211,10 @@ class ParentLink:
                 self._worker_gone()
                 return
             for message in reader.feed(data):
-                if "enable" in message:
-                    self._enable(message["enable"])
+                if isinstance(message, Enable):
+                    self._enable(message)
+                    continue
+                if not isinstance(message, Actions):
                     continue
                 reply = self._apply(message)
                 try:
@@ -232,29 +223,29 @@ class ParentLink:
                     self._worker_gone()
                     return
 
-    def _enable(self, asked: dict) -> None:
+    def _enable(self, asked: Enable) -> None:
         """A backend of a window asked for, added before the window's first action arrives."""
         session = self.session
         try:
-            plan = Plan.from_json(asked["plan"])
-            worker, targets = parse_worker_descriptor(asked["worker"])
-            kind = asked["kind"]
-            target = child_targets(targets).get(kind)
+            plan = Plan.from_json(asked.plan)
+            descriptor = parse_worker_descriptor(asked.worker)
+            worker, kind = descriptor.identity, asked.kind
+            target = child_targets(descriptor.targets).get(kind)
             backend_plan = plan.backend(kind)
             if target is None or backend_plan is None:
                 return
             if session.identity is None:
                 configure_logging(plan.log_level)
                 session.plan, session.identity = plan, worker
-            for key in ("session_dir", "node_ip"):
-                self.info[key] = self.info.get(key) or asked.get(key)
+            self.info.session_dir = self.info.session_dir or asked.session_dir
+            self.info.node_ip = self.info.node_ip or asked.node_ip
             self.enabled[kind] = (backend_plan, target)
             if session.has_process:
                 session.process.add_backend(kind, backend_plan, target)
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach this process (pid %d): %s", os.getpid(), err)
             return
-        self._enable_created_actors(asked["plan"], kind, worker, target)
+        self._enable_created_actors(asked.plan, kind, worker, target)
 
     def _enable_created_actors(self, plan_json: str, kind: str, worker: WorkerIdentity, target: Target) -> None:
         from nrlprof.runtime.children.created_actors import CreatedActorNames, enable_created_actors
@@ -268,28 +259,26 @@ class ParentLink:
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach the actors this process created: %s", err)
 
-    def _apply(self, message: dict) -> dict:
+    def _apply(self, message: Actions) -> Answer:
         """The actions of one message, here and in the actors this process created; the answer to send back."""
         session = self.session
-        records: list[dict] = []
-        open_kinds: list[str] = []
         if session.identity is None:  # its worker was never selected by a window asked for
-            return {"name": "", "open": open_kinds, "records": records}
+            return Answer()
         try:
             process = self.process()
-            actions = actions_of(message)
-            process.deadline = float(message.get("deadline") or 0) or None
+            actions = message.actions
+            process.deadline = message.deadline or None
             try:
-                records = process.apply(actions)
+                applied = process.apply(actions)
             finally:
                 process.deadline = None
+            records = applied.records
             if len(session.tracker):
-                records += session.channel.send(actions)
-            open_kinds = [kind for kind, backend in process.backends.items() if backend.window is not None]
+                records = records + session.channel.send(actions)
+            return Answer(process.open_kinds(), tuple(records), tuple(applied.unwritten), process.role.worker_name)
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("window actions failed in this process (pid %d): %s", os.getpid(), err)
-        name = session.process.role.worker_name if session.has_process else ""
-        return {"name": name, "open": open_kinds, "records": records}
+        return Answer(name=session.process.role.worker_name if session.has_process else "")
 
     def process(self) -> ProcessProfiler:
         """This process's backends, named at the first window action (a `multiprocessing` name is set by then)."""
@@ -299,7 +288,7 @@ class ParentLink:
         worker = session.identity
         part = child_part()
         identity = WorkerIdentity(part, None, worker.rank, f"{worker.name}.{part}")
-        role = ProcessRole(identity, session.plan, self.info.get("session_dir"), self.info.get("node_ip") or "", worker)
+        role = ProcessRole(identity, session.plan, self.info.session_dir, self.info.node_ip, worker)
         process = ProcessProfiler(role, session.targets, session.windows)
         for kind, (backend_plan, target) in self.enabled.items():
             process.add_backend(kind, backend_plan, target)
@@ -330,35 +319,18 @@ class ParentLink:
 
 
 def install_fork_handler() -> None:
-    """Processes forked from here join too: the handler is registered once and switched on and off."""
-    global _fork_handler_registered
-
-    def switch_on():
-        global _fork_handler_active
-        _fork_handler_active = True
-
-        def switch_off() -> None:
-            global _fork_handler_active
-            _fork_handler_active = False
-
-        return switch_off
-
-    if not _fork_handler_registered:
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-        _fork_handler_registered = True
-    patches.install_undoable(FORK_PATCH, switch_on)
+    """Processes forked from here join too (nrlprof.process.lifecycle runs the handler in them)."""
+    LIFECYCLE.on_fork(CHILDREN, _after_fork_in_child)
 
 
 def _after_fork_in_child() -> None:
-    if not _fork_handler_active:
-        return
     try:
-        inherited, state.session, state.on_demand = state.session, None, None
+        inherited, state.session = state.session, None
         if inherited is not None:
             for end in (inherited.children, inherited.parent_link):
                 if end is not None:
                     end.close_inherited()
-        patches.uninstall_all(keep=(FORK_PATCH, ENVIRONMENT_PATCH, PREPARE_PATCH))
+        patches.uninstall_all(keep=(ENVIRONMENT_PATCH, PREPARE_PATCH))
         import_hooks.remove_all()
         join_worker(os.environ, forked=True)
     except Exception as err:

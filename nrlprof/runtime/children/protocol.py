@@ -1,63 +1,85 @@
-"""What a worker and the processes it starts say over the worker's channel: one JSON object a line.
-
-- child -> worker, once, at connection: `{"hello": {"name": <provisional name>}}` (the pid comes from the socket).
-- worker -> child: `{"actions": [<Action fields>...], "deadline": <CLOCK_MONOTONIC s>}`; the deadline is when
-  the worker stops waiting (NRL_PROFILE_TIMEOUT_S after it sent them).
-- worker -> child, in an armed job, before the first action of a window asked for: `{"enable": {"plan": <plan
-  JSON with the backend asked for>, "worker": <worker descriptor>, "kind": <backend>, "session_dir": ...,
-  "node_ip": ...}}`: the child adds that backend (and, if its worker was matched by no pattern, learns who the
-  worker is). No answer.
-- child -> worker, one per actions line: `{"name": <its name>, "open": [<backend kinds with a window open>],
-  "records": [<window records>]}`.
-"""
+"""What a worker and the processes it starts say over the worker's channel: one message a line, `{"<kind>": <its
+fields>}` (`hello`, `actions`, `enable`, `answer`), each a dataclass read back checked (nrlprof.wire)."""
 
 from __future__ import annotations
 
 import json
 import socket
-from dataclasses import asdict
-from typing import Any
+from dataclasses import dataclass
 
+from nrlprof import wire
+from nrlprof.runtime.windows.fanout import Answer
 from nrlprof.runtime.windows.profiler import Action
 
 ABSTRACT_PREFIX = "@"
 READ_SIZE = 1 << 16  # bytes read from a channel connection at a time, either end
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+@dataclass(frozen=True)
+class Hello:
+    name: str
 
 
-def actions_message(actions: tuple[Action, ...], deadline: float) -> bytes:
-    return encode({"actions": [asdict(a) for a in actions], "deadline": deadline})
+@dataclass(frozen=True)
+class Actions:
+    actions: tuple[Action, ...]
+    deadline: float
 
 
-def enable_message(plan_json: str, descriptor: str, kind: str, session_dir: str | None, node_ip: str) -> dict:
-    """The `enable` line's body: what a child needs to add the `kind` backend of a window asked for."""
-    return {"plan": plan_json, "worker": descriptor, "kind": kind, "session_dir": session_dir, "node_ip": node_ip}
+@dataclass(frozen=True)
+class Enable:
+    """What a child needs to add the `kind` backend of a window asked for."""
+
+    plan: str
+    worker: str
+    kind: str
+    session_dir: str | None
+    node_ip: str
 
 
-def actions_of(message: dict[str, Any]) -> tuple[Action, ...]:
-    return tuple(Action(**fields) for fields in message["actions"])
+@dataclass
+class ChannelInfo:
+    """Where a worker's children find its channel (NRLPROF_CHANNEL), and the worker's Ray session and node, which a
+    worker no pattern matched learns with its first window asked for (then its children with `enable`)."""
+
+    address: str
+    session_dir: str | None = None
+    node_ip: str = ""
+
+
+Message = Hello | Actions | Enable | Answer
+KINDS: dict[str, type] = {"hello": Hello, "actions": Actions, "enable": Enable, "answer": Answer}
+_KIND_OF = {message: kind for kind, message in KINDS.items()}
+
+
+def encode(message: Message) -> bytes:
+    return json.dumps({_KIND_OF[type(message)]: wire.to_builtins(message)}, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> Message:
+    """The message of one line; WireError (a ValueError) for anything else."""
+    data = json.loads(line)
+    if not isinstance(data, dict) or len(data) != 1 or next(iter(data)) not in KINDS:
+        raise wire.WireError("not a channel message")
+    ((kind, fields),) = data.items()
+    return wire.convert(fields, KINDS[kind], kind)
 
 
 class LineReader:
-    """Bytes in, whole messages out; a line that is not a JSON object is dropped."""
+    """Bytes in, whole messages out; a line that is no message is dropped."""
 
     def __init__(self) -> None:
         self._buffer = b""
 
-    def feed(self, data: bytes) -> list[dict[str, Any]]:
+    def feed(self, data: bytes) -> list[Message]:
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         messages = []
         for line in lines:
             try:
-                message = json.loads(line)
-            except ValueError:
+                messages.append(decode(line))
+            except (ValueError, RecursionError):
                 continue
-            if isinstance(message, dict):
-                messages.append(message)
         return messages
 
 

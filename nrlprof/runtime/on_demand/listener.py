@@ -1,32 +1,26 @@
-"""The armed job's controller listens for windows asked for while it runs, on a thread of its own.
-
-Every POLL_S it reads the requests for its job from Ray's KV store (the only channel: no port is opened). A request is
-checked, its workers get their backend (off the step path), and the gate opens its window at the next step boundary.
-Each request, the node it came from and what was done with it go to the job's log. Nothing here raises into the job: a
-bad request is refused and logged. Every HEARTBEAT_S another thread rewrites the job's card (its step, its workers), so
-readying workers for a window (seconds: their profiler's start-up) never makes the job look gone to `nrlprof capture`.
-"""
+"""The armed job's controller listens for windows asked for, on threads of its own: requests read from Ray's KV store,
+checked, their workers readied, the window handed to the gate; the job's card rewritten every HEARTBEAT_S; every
+change answered. Nothing here raises into the job. docs/design.md, "Windows asked for while the job runs"."""
 
 from __future__ import annotations
 
-import atexit
-import json
 import os
 import socket
 import threading
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nrlprof import rayapi, wire
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan
 from nrlprof.config.requests import (
     ACCEPTED,
     HEARTBEAT_S,
-    NAMESPACE,
     POLL_S,
     REFUSED,
+    Card,
+    Reply,
     Request,
-    answer,
     answer_key,
     armed_key,
     request_prefix,
@@ -34,25 +28,29 @@ from nrlprof.config.requests import (
 from nrlprof.config.steps import Window
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
+from nrlprof.process import lifecycle
+from nrlprof.process.lifecycle import LIFECYCLE
 from nrlprof.runtime.on_demand.worker import enable_in_actor
 from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
 from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 # How long a request waits for the workers the controller has called but not yet heard from.
 ADOPTION_WAIT_S = 2.0
 
 
-def start_listening(session: Any) -> Listener:
+def start_listening(session: Session) -> Listener:
     import ray
 
     context = ray.get_runtime_context()
     listener = Listener(session, context.get_job_id(), _controller_name(context))
     listener.start()
-    # Registered before the gate's exit hook, so it runs after it: the windows closed at exit are answered.
-    atexit.register(listener.stop)
+    LIFECYCLE.add(lifecycle.LISTENER, listener.stop_taking)
+    LIFECYCLE.add(lifecycle.ANSWERS, listener.stop)
     logger.info(
         "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid %d)",
         listener.job,
@@ -71,7 +69,7 @@ def _controller_name(context: Any) -> str:
 
 
 class Listener:
-    def __init__(self, session: Any, job: str, controller: str) -> None:
+    def __init__(self, session: Session, job: str, controller: str) -> None:
         self.session = session
         self.job = job
         self.controller = controller
@@ -80,6 +78,7 @@ class Listener:
         self.asked: list[AskedWindow] = []
         self._written: dict[str, str] = {}
         self._stop = threading.Event()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="nrlprof-on-demand", daemon=True)
         self._card_thread = threading.Thread(target=self._keep_card, name="nrlprof-on-demand-card", daemon=True)
 
@@ -87,24 +86,29 @@ class Listener:
         self._card_thread.start()
         self._thread.start()
 
-    def stop(self) -> None:
-        """The job ends: no more requests; its card goes (a window asked for was closed by the gate)."""
-        if self._stop.is_set():
-            return
+    def stop_taking(self) -> None:
+        """No more requests: the threads end (the card stays until `stop`)."""
         self._stop.set()
         for thread in (self._thread, self._card_thread):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(timeout=5)
-        if ray_connected():
+
+    def stop(self) -> None:
+        """The job ends: what changed is answered (the windows the gate closed), and the job's card goes."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stop_taking()
+        if rayapi.connected():
             try:
                 self._answer_changes()
-                _kv()._internal_kv_del(armed_key(self.job), namespace=NAMESPACE)
+                rayapi.kv_delete(armed_key(self.job))
             except Exception as err:
                 logger.debug("could not take the armed job's card down: %s", err)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not ray_connected():
+            if not rayapi.connected():
                 return
             try:
                 self.tick()
@@ -114,42 +118,30 @@ class Listener:
 
     def _keep_card(self) -> None:
         while not self._stop.is_set():
-            if not ray_connected():
+            if not rayapi.connected():
                 return
             try:
-                _kv()._internal_kv_put(armed_key(self.job), self.card(), namespace=NAMESPACE)
+                rayapi.kv_put(armed_key(self.job), self.card())
             except Exception as err:  # the next beat tries again; a card older than STALE_S reads as a job gone
                 logger.debug("could not rewrite the armed job's card: %s", err)
             self._stop.wait(HEARTBEAT_S)
 
     def tick(self) -> None:
-        kv = _kv()
         self.session.adoption.take_answers()  # workers another actor created, that the controller called
         gate = self.session.built_gate()
         if gate is not None:
-            for key in kv._internal_kv_list(request_prefix(self.job), namespace=NAMESPACE):
-                text = kv._internal_kv_get(key, namespace=NAMESPACE)
-                kv._internal_kv_del(key, namespace=NAMESPACE)
+            for key in rayapi.kv_keys(request_prefix(self.job)):
+                text = rayapi.kv_get(key)
+                rayapi.kv_delete(key)
                 if text:
                     self.take(key.decode(errors="replace"), text, gate)
         self._answer_changes()
 
     def card(self) -> str:
         gate = self.session.built_gate()
-        on_demand = self.session.plan.on_demand
-        return json.dumps(
-            {
-                "job": self.job,
-                "controller": self.controller,
-                "host": self.host,
-                "pid": self.pid,
-                "step": None if gate is None else gate.last_step,
-                "workers": names_and_ranks(live_workers(self.session)),
-                "planned": [b.kind for b in self.session.plan.backends],
-                "nsys_armed": on_demand is not None and on_demand.nsys is not None,
-                "at": time.time(),
-            }
-        )
+        workers = names_and_ranks(live_workers(self.session))
+        step = None if gate is None else gate.last_step
+        return wire.encode(Card(self.job, self.controller, self.host, self.pid, step, workers, time.time()))
 
     def take(self, key: str, text: bytes, gate: Any) -> None:
         try:
@@ -157,7 +149,7 @@ class Listener:
         except ValueError as err:
             request_id = key.rsplit("/", 1)[-1]
             logger.warning("request %s for this job could not be read (%s): refused, nothing done", request_id, err)
-            self._write(request_id, answer(REFUSED, f"the request could not be read: {err}"))
+            self._write(request_id, Reply(REFUSED, f"the request could not be read: {err}"))
             return
         logger.info("request %s from node %s: %s", request.id, request.node or "?", request.describe())
         try:
@@ -166,7 +158,7 @@ class Listener:
             refusal = f"it failed in the job's controller: {err}"
         if refusal:
             logger.info("request %s refused, nothing done: %s", request.id, refusal)
-            self._write(request.id, answer(REFUSED, refusal, **self._about()))
+            self._write(request.id, Reply(REFUSED, refusal, **self._about()))
 
     def refusal(self, request: Request, gate: Any) -> str | None:
         """Why the request cannot be taken; None when it can."""
@@ -254,7 +246,7 @@ class Listener:
         for handle, match in chosen:
             descriptor = worker_descriptor(self._identity(handle, match), (match,))
             try:
-                refs[handle.__ray_call__.remote(enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
+                refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
                     handle,
                     match,
                 )
@@ -278,7 +270,7 @@ class Listener:
         return ready, problems
 
     def _identity(self, handle: Any, match: Any) -> Any:
-        return self.session.known_actors.get(handle._actor_id.hex()) or next(
+        return self.session.known_actors.get(rayapi.actor_id(handle)) or next(
             a.identity for a in self.session.tracker.actors() if a.handle is handle
         )
 
@@ -291,28 +283,16 @@ class Listener:
                 continue
             self._written[asked.request.id] = asked.state
             window = asked.window
-            details = {
-                **self._about(),
-                "backend": asked.kind,
-                "window": None if window is None else window.label,
-                "first": None if window is None else window.first,
-                "last": None if window is None else window.last,
-                "workers": names_and_ranks([(a.handle, a.identity) for a in asked.actors]),
-                "answered": asked.answered,
-                "records": asked.records,
-            }
-            self._write(asked.request.id, answer(asked.state, asked.message, **details))
+            workers = names_and_ranks([(a.handle, a.identity) for a in asked.actors])
+            span = {} if window is None else {"window": window.label, "first": window.first, "last": window.last}
+            self._write(asked.request.id, Reply(asked.state, asked.message, **self._about(), backend=asked.kind,
+                                                workers=workers, answered=asked.answered,
+                                                records=tuple(asked.records), **span))  # fmt: skip
             if asked.state != ACCEPTED:
                 logger.info("request %s: %s%s", asked.request.id, asked.state,
                             f" (steps {window.label})" if window else f": {asked.message}")  # fmt: skip
             if asked.finished:
                 self.asked.remove(asked)
 
-    def _write(self, request_id: str, text: str) -> None:
-        _kv()._internal_kv_put(answer_key(request_id), text, namespace=NAMESPACE)
-
-
-def _kv() -> Any:
-    from ray.experimental import internal_kv
-
-    return internal_kv
+    def _write(self, request_id: str, reply: Reply) -> None:
+        rayapi.kv_put(answer_key(request_id), reply.to_json())

@@ -1,35 +1,36 @@
-"""Profiled workers a controller calls but did not create, gated like the ones it created.
-
-OpenRLHF's PPOTrainer is a Ray actor that gets its actor groups from the driver; a driver may step workers an
-actor created. The first time a controller calls a method of an actor it does not know, it asks that actor,
-in order with the call, whether it is a profiled worker (and not an engine child, which its parent gates).
-The answers are taken before each window action: a worker joins the windows that start after its answer.
-
-In an armed job (NRL_PROFILE_ON_DEMAND) every actor answers who it is, matched or not, and the listener takes the
-answers too (nrlprof.runtime.on_demand.listener): a window asked for can select workers another actor created
-(NeMo RL's workers, created by its IsolatedWorkerInitializer actors). An unmatched actor names itself as the creation
-hook would (its class, actor name, framework, roles, `RANK` from its environment); without `RANK`, its rank is its
-place among the actors of its name this controller called, in the order it first called them.
-"""
+"""Profiled workers a controller calls but did not create (OpenRLHF's PPOTrainer's actor groups), asked once, in order
+with the call, who they are; they join the windows that start after their answer. In an armed job every actor answers,
+matched or not, so a window asked for can select it. docs/design.md, "Steps, and gating"."""
 
 from __future__ import annotations
 
 import os
 import threading
 import weakref
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.frameworks import framework_of_class
-from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars
-from nrlprof.workers.tracker import TrackedActor
+from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars
+from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
-def describe_in_actor(actor_instance: object) -> dict | None:
+@dataclass(frozen=True)
+class Described:
+    """An actor's answer to `describe_in_actor`: who it is (`ranked`: its rank is its own, not yet given here) and its
+    gated backends."""
+
+    identity: WorkerIdentity
+    kinds: tuple[str, ...]
+    ranked: bool = True
+
+
+def describe_in_actor(actor_instance: object) -> Described | None:
     """Runs inside an actor: who it is and its gated backends, if it is a profiled worker its parent does not gate;
     in an armed job, who any other actor is (no backends: windows asked for may select it)."""
     session = state.session
@@ -37,25 +38,36 @@ def describe_in_actor(actor_instance: object) -> dict | None:
         return None
     armed = session.plan.on_demand is not None
     if session.kind != WORKER:
-        return {"identity": _own_identity(actor_instance), "kinds": []} if armed else None
-    kinds = [kind for kind, target in session.targets.items() if target is not None and _gated(session, kind)]
+        return _own_identity(actor_instance) if armed else None
+    kinds = tuple(kind for kind, target in session.targets.items() if target is not None and _gated(session, kind))
     if not kinds and not armed:
         return None
-    return {"identity": session.identity.__dict__, "kinds": kinds}
+    return Described(session.identity, kinds)
 
 
-def _own_identity(actor_instance: object) -> dict:
-    """An unmatched actor's identity as the creation hook names actors; `rank` None where `RANK` does not say it."""
+def _own_identity(actor_instance: object) -> Described:
+    """An unmatched actor's identity as the creation hook names actors; not ranked where `RANK` does not say it."""
     import ray
 
     cls = type(actor_instance)
-    return WorkerIdentity(
+    rank = rank_from_env_vars(dict(os.environ))
+    identity = WorkerIdentity(
         cls.__name__,
         ray.get_runtime_context().get_actor_name() or None,
-        rank_from_env_vars(dict(os.environ)),
+        0 if rank is None else rank,
         roles=tuple(getattr(cls, "__nrlprof_roles__", ())),
         framework=framework_of_class(cls),
-    ).__dict__
+    )
+    return Described(identity, (), ranked=rank is not None)
+
+
+class AdoptionHost(Protocol):
+    """What adoption reads and fills of the controller's Session."""
+
+    ranks: RankCounter
+    known_actors: dict[str, WorkerIdentity]
+    created_handles: dict[str, Callable[[], Any]]
+    tracker: Tracker
 
 
 def _gated(session: Any, kind: str) -> bool:
@@ -64,7 +76,7 @@ def _gated(session: Any, kind: str) -> bool:
 
 
 class Adoption:
-    def __init__(self, host: Any) -> None:
+    def __init__(self, host: AdoptionHost) -> None:
         self.host = host
         self.asked: set[str] = set()
         self.pending: dict[Any, Any] = {}
@@ -72,9 +84,8 @@ class Adoption:
 
     def called(self, handle: Any) -> None:
         """A method of `handle` is being called by this controller."""
-        try:
-            actor_id = handle._actor_id.hex()
-        except AttributeError:
+        actor_id = rayapi.actor_id(handle)
+        if actor_id is None:
             return
         if actor_id in self.asked or actor_id in self.host.known_actors:
             return
@@ -83,7 +94,7 @@ class Adoption:
                 return
             self.asked.add(actor_id)
             try:
-                self.pending[handle.__ray_call__.remote(describe_in_actor)] = handle
+                self.pending[rayapi.call_in_actor(handle, describe_in_actor)] = handle
             except Exception as err:
                 logger.debug("could not ask actor %s whether it is profiled: %s", actor_id, err)
 
@@ -93,7 +104,7 @@ class Adoption:
         both take answers."""
         if not self.pending:
             return
-        if not ray_connected():
+        if not rayapi.connected():
             self.pending.clear()
             return
         import ray
@@ -114,23 +125,15 @@ class Adoption:
             return
         if not answer:
             return
-        data = answer["identity"]
-        identity = WorkerIdentity(
-            data["class_name"],
-            data["actor_name"],
-            0 if data["rank"] is None else data["rank"],
-            data["explicit_name"],
-            tuple(data["roles"]),
-            data.get("framework"),
-        )
-        if data["rank"] is None:
+        identity = answer.identity
+        if not answer.ranked:
             identity = replace(identity, rank=self.host.ranks.take(identity.name))
-        actor_id = handle._actor_id.hex()
+        actor_id = rayapi.actor_id(handle)
         self.host.known_actors[actor_id] = identity
-        if not answer["kinds"]:  # a worker of an armed job, which windows asked for may select
+        if not answer.kinds:  # a worker of an armed job, which windows asked for may select
             self.host.created_handles[actor_id] = weakref.ref(handle)
             return
-        self.host.tracker.add(TrackedActor(handle, identity, tuple(answer["kinds"])))
+        self.host.tracker.add(TrackedActor(handle, identity, answer.kinds))
         logger.info(
             "worker '%s' rank %d, created elsewhere and called by this controller, joins its windows",
             identity.name,

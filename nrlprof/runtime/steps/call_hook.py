@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nrlprof import rayapi
 from nrlprof.process import patches
 from nrlprof.runtime.steps.marker import StepMarker, actor_names
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.session import Session
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"
 GRAPH_PATCHES = ("execute", "execute_async")
 
 
 class CallWatcher:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         method = session.plan.step_method
         self.marker = StepMarker(method) if method is not None else None
@@ -64,15 +68,7 @@ class CallWatcher:
         """The (actor, method) of every method node of a compiled graph."""
         calls = self.graph_calls.get(compiled)
         if calls is None:
-            from ray.dag.class_node import ClassMethodNode
-
-            calls = []
-            for task in getattr(compiled, "idx_to_task", {}).values():
-                node = task.dag_node
-                if isinstance(node, ClassMethodNode):
-                    handle = node._get_actor_handle()
-                    if handle is not None:
-                        calls.append((handle, node.get_method_name()))
+            calls = rayapi.graph_method_calls(compiled)
             self.graph_calls[compiled] = calls
         return calls
 
@@ -89,15 +85,10 @@ class CallWatcher:
 
 
 def _actor_key(handle: Any) -> object:
-    try:
-        return handle._actor_id
-    except AttributeError:
-        return id(handle)
+    return rayapi.actor_key(handle)
 
 
-def install(session: Any) -> None:
-    from ray.actor import ActorMethod
-
+def install(session: Session) -> None:
     watcher = CallWatcher(session)
 
     def wrap(original_remote):
@@ -108,10 +99,9 @@ def install(session: Any) -> None:
         _remote.__wrapped__ = original_remote
         return _remote
 
-    patches.install(PATCH_NAME, ActorMethod, "_remote", wrap)
-    try:
-        from ray.dag.compiled_dag_node import CompiledDAG
-    except ImportError:
+    patches.install(PATCH_NAME, *rayapi.method_call(), wrap)
+    CompiledDAG = rayapi.compiled_graph_class()
+    if CompiledDAG is None:
         return
     for name in GRAPH_PATCHES:
         if hasattr(CompiledDAG, name):

@@ -14,6 +14,7 @@ import threading
 from fnmatch import fnmatchcase
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.config.plan import StepMethod
 from nrlprof.workers.identity import WorkerIdentity, snake_case
 
@@ -56,14 +57,8 @@ class StepMarker:
 
 def actor_names(handle: Any, known: dict[str, WorkerIdentity]) -> tuple[str, ...]:
     """The names a worker is matched under: from its creation in this process, else its class."""
-    try:
-        identity = known.get(handle._actor_id.hex())
-    except AttributeError:
-        identity = None
+    identity = known.get(rayapi.actor_id(handle) or "")
     if identity is not None:
         return identity.match_names
-    try:
-        class_name = handle._ray_actor_creation_function_descriptor.class_name.rsplit(".", 1)[-1]
-    except AttributeError:
-        return ()
-    return (class_name, snake_case(class_name))
+    class_name = rayapi.creation_class_name(handle)
+    return () if class_name is None else (class_name, snake_case(class_name))

@@ -1,9 +1,4 @@
-"""A window asked for while the job runs, from its acceptance to its close.
-
-The controller's listener (nrlprof.runtime.on_demand.listener) accepts a request and readies its workers on its own
-thread, then hands the window to the gate; the gate opens it at the next step boundary and closes it after the steps
-asked for. Each side writes its own fields; the listener reads the gate's to answer the command that asked.
-"""
+"""A window asked for while the job runs, from its acceptance (the listener's thread) to its close (the gate's)."""
 
 from __future__ import annotations
 
@@ -12,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from nrlprof.config.plan import BackendPlan
 from nrlprof.config.requests import ACCEPTED, CLOSED, OPENED, REFUSED, Request
 from nrlprof.config.steps import StepSelection, Window
+from nrlprof.manifest import WindowRecord
 from nrlprof.workers.tracker import TrackedActor
 
 
@@ -28,8 +24,8 @@ class AskedWindow:
     opened_at_step: int | None = None
     answered: int = 0
     # Records of its processes that came before it closed (a worker found dead during it).
-    records_before_close: list[dict] = field(default_factory=list)
-    records: list[dict] = field(default_factory=list)
+    records_before_close: list[WindowRecord] = field(default_factory=list)
+    records: list[WindowRecord] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -48,7 +44,7 @@ class AskedWindow:
         self.answered = answered
         self.state = OPENED
 
-    def closed(self, records: list[dict]) -> None:
+    def closed(self, records: list[WindowRecord]) -> None:
         self.records = records
         self.state = CLOSED
 

@@ -1,8 +1,9 @@
-"""A tracked worker found dead during a window, or before a window's files it was finishing were known to be final:
-the record that says which window and how it died.
+"""A peer found gone during a window, or before a window's files it was finishing were known to be final: the record
+that says which window and how it ended.
 
-The worker cannot say it (SIGKILL, the OOM killer); the process that tracks it writes the record, in its own
-manifest, with what Ray says of the death (`ActorDiedError`: the pid, the node, the exit detail).
+The peer cannot say it (SIGKILL, the OOM killer); the process that reaches it writes the record, in its own manifest:
+for a tracked worker, with what Ray says of the death (`ActorDiedError`: the pid, the node, the exit detail); for a
+worker's child process, whose channel closed, with its pid.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import re
 import socket
 from dataclasses import dataclass
 
-from nrlprof.manifest import WindowRecord
+from nrlprof.manifest import Status, WindowRecord
+from nrlprof.runtime.windows.fanout import OpenWindow
 
-DIED = "died"
+DIED = Status.DIED
 MAX_CAUSE_CHARS = 400
 _FIELD = re.compile(r"^\s*(pid|ip|class_name|actor_id|name|namespace):\s*(\S*)\s*$")
 
@@ -43,15 +45,6 @@ def death_cause(error: BaseException) -> DeathCause:
     return DeathCause(int(pid) if pid.isdigit() else None, fields.get("ip", ""), cause)
 
 
-@dataclass
-class OpenWindow:
-    """A window as the actions sent to a worker opened it: its label, the steps sent, when it began."""
-
-    window: str
-    steps: list[int]
-    started_at: float
-
-
 def died_record(
     kind: str,
     worker: str,
@@ -74,21 +67,28 @@ def died_record(
         where = "when the window closed" if found_at is None else f"at step {found_at}"
         last = f"; its last step sent was {window.steps[-1]}" if window.steps else ""
         message = f"the worker died during window {window.window} (found dead {where}{last}): {death.cause}"
-    record = WindowRecord(
-        backend=kind,
-        worker=worker,
-        rank=rank,
-        steps=list(window.steps),
-        window=window.window,
-        status=DIED,
-        message=message,
-        node_ip=death.ip or node_ip,
-        started_at=window.started_at,
+    host = death.ip if death.ip and death.ip != node_ip else socket.gethostname()
+    return _record(kind, worker, rank, window, DIED, message, death.ip or node_ip, host, death.pid)
+
+
+def child_gone_record(
+    kind: str, worker: str, rank: int, window: OpenWindow, pid: int, found_at: int | None, node_ip: str, stopped: bool
+) -> WindowRecord:
+    """A worker's child process whose channel closed: it exited or was killed in the window (`exited`), or after the
+    window stopped and before its files were known to be final (`died`)."""
+    if not stopped:
+        message = f"the process (pid {pid}) exited or was killed during the window: its file of this window is lost"
+        return _record(kind, worker, rank, window, Status.EXITED, message, node_ip, socket.gethostname(), pid)
+    where = "when the job ended" if found_at is None else f"at step {found_at}"
+    message = (
+        f"the process (pid {pid}) died after window {window.window} stopped (found gone {where}), before its files "
+        "were known to be final: if they were not, they are lost (a record of its own says if they were)"
     )
-    if death.pid is not None:
-        record.pid = death.pid
-    if death.ip and death.ip != node_ip:
-        record.host = death.ip
-    else:
-        record.host = socket.gethostname()
-    return record
+    return _record(kind, worker, rank, window, DIED, message, node_ip, socket.gethostname(), pid)
+
+
+def _record(kind: str, worker: str, rank: int | None, window: OpenWindow, status: Status, message: str, node_ip: str,
+            host: str, pid: int | None) -> WindowRecord:  # fmt: skip
+    record = WindowRecord(kind, worker, rank, tuple(window.steps), window.window, (), status, message, host, node_ip,
+                          started_at=window.started_at)  # fmt: skip
+    return record if pid is None else record.replaced(pid=pid)

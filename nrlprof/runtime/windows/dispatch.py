@@ -1,31 +1,21 @@
-"""Sending window actions to tracked actors through `__ray_call__`, in order with their work.
-
-A worker that does not answer an action in time (busy in a long call) is not waited on again until every
-window is closed: later actions still reach it, in order, but flagged late, so its record says so. A worker found
-dead during a window (SIGKILL, the OOM killer) gets a record that says so (nrlprof.runtime.windows.deaths); one that the
-job ends (`ray.kill`) closes its windows first (`release`). Nothing here calls Ray once the job has shut it down.
-
-Inside a worker, the actions reach the engines' own profiler switches, its own backends, the processes it
-started (over its own channel, all at once; nrlprof.runtime.children.channel; without the torch actions of a window
-an engine's own profiler records), then the actors it created.
-"""
+"""Window actions applied in a process (its engines' switches, its backends, the processes it started, the actors it
+created), and carried to the actors it tracks through `__ray_call__`, in order with their work: the fan-out's transport
+over Ray. Nothing here calls Ray once the job has shut it down."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from nrlprof.backends import backend_class
+from nrlprof import rayapi
 from nrlprof.config.plan import NSYS
 from nrlprof.log import logger
 from nrlprof.manifest import WindowRecord
 from nrlprof.process import state
-from nrlprof.process.kind import WORKER
-from nrlprof.runtime.ray_link import ray_connected
-from nrlprof.runtime.windows.deaths import OpenWindow, death_cause, died_record
-from nrlprof.runtime.windows.profiler import SETTLE, START, STEP, STOP, UNWRITTEN, Action, ProcessProfiler
+from nrlprof.runtime.windows.deaths import death_cause, died_record
+from nrlprof.runtime.windows.fanout import Answer, Fanout, Gone, OpenWindow, Peer
+from nrlprof.runtime.windows.profiler import STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
 
@@ -36,26 +26,24 @@ class ProcessWithChildren(Protocol):
     children: Any
 
 
-def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> list[dict]:
+def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> Answer:
     """Runs inside a worker: its engines, its own backends and child processes, then the actors it tracks."""
     session = state.session
-    if state.on_demand is not None and (session is None or session.kind != WORKER):
-        session = state.on_demand
     if session is None:
-        return []
-    records: list[dict] = []
+        return Answer()
+    records: list[WindowRecord] = []
     for_children = actions
     if session.engines is not None:
         records, for_children = session.engines.apply(actor_instance, actions)
     records = apply_with_children(session, actions, for_children) + records
     if len(session.tracker):
         records += session.channel.send(actions)
-    return records
+    return Answer(session.process.open_kinds(), tuple(records))
 
 
 def apply_with_children(
     session: ProcessWithChildren, actions: tuple[Action, ...], for_children: tuple[Action, ...] | None = None
-) -> list[dict]:
+) -> list[WindowRecord]:
     """This process's backends and those of the processes it started (`for_children`, by default the same
     actions), at once.
 
@@ -65,241 +53,126 @@ def apply_with_children(
     children = session.children
     for_children = actions if for_children is None else for_children
     if children is None or not len(children) or not for_children:
-        return session.process.apply(actions)
+        return list(session.process.apply(actions).records)
     with children.acting:
-        posting = children.post(for_children)
+        posting = children.fanout.post(for_children)
         if any(a.op == STOP and a.kind == NSYS for a in for_children):
-            child_records = children.collect(posting)
-            records = session.process.apply(actions)
+            child_records = children.fanout.collect(posting)
+            records = list(session.process.apply(actions).records)
         else:
-            records = session.process.apply(actions)
-            child_records = children.collect(posting)
-    return records + [written_child_record(session, r) for r in child_records]
+            records = list(session.process.apply(actions).records)
+            child_records = children.fanout.collect(posting)
+    return records + child_records + written_child_records(session, posting.unwritten)
 
 
-def written_child_record(session: ProcessWithChildren, record: dict) -> dict:
-    """A child's record it left to its worker (nsys: the report is the worker's), completed and written."""
-    if not record.pop(UNWRITTEN, False):
-        return record
-    backend = session.process.backends.get(record.get("backend"))
-    if backend is not None:
-        record = backend.complete_child_record(record)
-    session.process.write_manifest(WindowRecord(**record))
-    return record
+def written_child_records(session: ProcessWithChildren, records: list[WindowRecord]) -> list[WindowRecord]:
+    """The records the children left to their worker (nsys: the report is the worker's), completed and written."""
+    written = []
+    for record in records:
+        backend = session.process.backends.get(record.backend)
+        if backend is not None:
+            record = backend.complete_child_record(record)
+        session.process.write_manifest(record)
+        written.append(record)
+    return written
 
 
-@dataclass
-class Posted:
-    """Actions sent to the tracked actors, not yet waited for: the answers awaited, the records already in."""
+class RayPeers:
+    """The actors a process tracks, as peers of its fan-out."""
 
-    actions: tuple[Action, ...]
-    waiting: dict[object, TrackedActor]
-    records: list[dict]
-
-
-class WorkerChannel:
-    """The tracked actors of one process, reached with window actions; remembers who fell behind."""
-
-    def __init__(
-        self,
-        tracker: Tracker,
-        timeout_s: float,
-        write: Callable[[WindowRecord], None] | None = None,
-        node_ip: str = "",
-    ) -> None:
+    def __init__(self, tracker: Tracker, node_ip: str = "") -> None:
         self.tracker = tracker
-        self.timeout_s = timeout_s
-        # Writes a record in this process's manifest: that of a worker found dead.
-        self.write = write
         self.node_ip = node_ip
-        self.late: set[TrackedActor] = set()
-        self.unanswered: dict[object, TrackedActor] = {}
-        self.answered = 0
-        # The windows the actions sent so far opened, per backend: what a worker found dead was in.
-        self.windows: dict[str, OpenWindow] = {}
-        self.starting: dict[str, OpenWindow] = {}
-        # Windows stopped whose files each worker finishes beside its next call, until a settle or the backend's
-        # next window: a worker found dead before then may not have written them.
-        self.finishing: dict[str, OpenWindow] = {}
-        self.found_at: int | None = None
+        self._peers: dict[object, Peer] = {}
 
-    def send(self, actions: tuple[Action, ...]) -> list[dict]:
-        """Apply the actions in every tracked actor; the window records that came back."""
-        return self.collect(self.post(actions))
-
-    def post(self, actions: tuple[Action, ...]) -> Posted | None:
-        """Send the actions to every tracked actor without waiting: what `collect` waits for (None: Ray is gone)."""
-        if not ray_connected():
-            return None
-        import ray
-
-        self._opening(actions)
-        records = self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
-        if any(a.op == START for a in actions):
-            # A new window: only workers still busy with earlier actions stay late.
-            self.late = set(self.unanswered.values())
-        late_actions = tuple(replace(a, late=True) for a in actions)
-        waiting: dict[object, TrackedActor] = {}
+    def peers(self) -> tuple[Peer, ...]:
+        if not rayapi.connected():
+            return ()
+        live = {}
         for actor in self.tracker.actors():
-            is_late = actor in self.late
-            try:
-                ref = actor.handle.__ray_call__.remote(apply_in_actor, late_actions if is_late else actions)
-            except Exception as err:
-                logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
-                continue
-            (self.unanswered if is_late else waiting)[ref] = actor
-        self.answered = 0
-        return Posted(actions, waiting, records)
+            key = rayapi.actor_key(actor.handle)
+            peer = live[key] = self._peers.get(key) or Peer(actor)
+            peer.link, peer.kinds = actor, frozenset(actor.kinds)
+        self._peers = live
+        return tuple(live.values())
 
-    def collect(self, posted: Posted | None) -> list[dict]:
-        """Wait for the actions `post` sent (NRL_PROFILE_TIMEOUT_S at most); the window records that came back."""
-        if posted is None:
-            return []
-        import ray
+    def peer_of(self, actor: TrackedActor) -> Peer:
+        self.peers()
+        return self._peers.get(rayapi.actor_key(actor.handle)) or Peer(actor, frozenset(actor.kinds))
 
-        actions, waiting, records = posted.actions, posted.waiting, posted.records
-        if waiting:
-            ready, missed = ray.wait(list(waiting), num_returns=len(waiting), timeout=self.timeout_s)
-            self.answered = len(ready)
-            records += self._collect(ready, waiting)
-            for ref in missed:
-                self._fell_behind(waiting[ref], actions)
-                self.unanswered[ref] = waiting[ref]
-        if any(a.op == STOP for a in actions):
-            records += self._collect(ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=0)[0])
-        self._opened(actions)
-        return records
+    def describe(self, peer: Peer) -> str:
+        identity = peer.link.identity
+        return f"worker '{identity.name}' rank {identity.rank}"
 
-    def _opening(self, actions: tuple[Action, ...]) -> None:
-        """Before the actions go out: the windows they start (a worker found dead now never began them)."""
-        self.found_at = max((a.step for a in actions if a.op in (START, STEP)), default=None)
-        self.starting = {a.kind: OpenWindow(a.window.label, [], time.time()) for a in actions if a.op == START}
+    def send(self, peer: Peer, actions: tuple[Action, ...], deadline: float) -> object | None:
+        try:
+            return rayapi.call_in_actor(peer.link.handle, apply_in_actor, actions)
+        except Exception as err:
+            logger.warning("could not reach %s: %s", self.describe(peer), err)
+            return None
 
-    def _opened(self, actions: tuple[Action, ...]) -> None:
-        """Once they were applied: the windows they closed and opened, the steps they marked."""
-        for action in actions:
-            if action.op == STOP:
-                stopped = self.windows.pop(action.kind, None)
-                if stopped is not None and backend_class(action.kind).finishes_beside:
-                    self.finishing[action.kind] = stopped
-            elif action.op == SETTLE:
-                self.finishing.pop(action.kind, None)
-            elif action.op == START and action.kind in self.starting:
-                self.finishing.pop(action.kind, None)
-                self.windows[action.kind] = self.starting.pop(action.kind)
-            if action.op in (START, STEP) and action.kind in self.windows:
-                self.windows[action.kind].steps.append(action.step)
-        self.starting = {}
-
-    def release(self, actor: TrackedActor, actions: tuple[Action, ...]) -> list[dict]:
-        """The job is about to end this actor (`ray.kill`): its windows close first, then it is no longer tracked."""
-        records: list[dict] = []
-        if actions and ray_connected():
-            import ray
-
-            try:
-                ref = actor.handle.__ray_call__.remote(apply_in_actor, actions)
-                # A worker busy since earlier actions (hung, maybe: the reason to end it) is not waited for.
-                ready, _ = ray.wait([ref], timeout=0 if actor in self.late else self.timeout_s)
-            except Exception as err:
-                ready = []
-                logger.warning("could not reach worker '%s' rank %s: %s", actor.identity.name, actor.identity.rank, err)
-            if ready:
-                records = self._collect(ready, {ready[0]: actor})
-            else:
-                logger.warning(
-                    "worker '%s' rank %s did not close its windows before the job ended it (it is busy; "
-                    "NRL_PROFILE_TIMEOUT_S=%.0f): its files of the window may be lost",
-                    actor.identity.name,
-                    actor.identity.rank,
-                    self.timeout_s,
-                )
-        self.tracker.remove(actor)
-        self.late.discard(actor)
-        for ref in [ref for ref, owner in self.unanswered.items() if owner == actor]:
-            del self.unanswered[ref]
-        return records
-
-    def drain(self) -> list[dict]:
-        """At the end of the job: what late workers still owe, waited for once more."""
-        if not self.unanswered or not ray_connected():
-            return []
-        import ray
-
-        ready, missed = ray.wait(list(self.unanswered), num_returns=len(self.unanswered), timeout=self.timeout_s)
-        records = self._collect(ready)
-        for ref in missed:
-            actor = self.unanswered.pop(ref)
-            logger.warning(
-                "worker '%s' rank %s never answered its window actions; its files may be incomplete",
-                actor.identity.name,
-                actor.identity.rank,
-            )
-        return records
-
-    def _fell_behind(self, actor: TrackedActor, actions: tuple[Action, ...]) -> None:
-        self.late.add(actor)
-        logger.warning(
-            "worker '%s' rank %s did not answer %s within %.0f s (NRL_PROFILE_TIMEOUT_S): it is busy; not waited "
-            "on again in this window, and its record will say 'late'",
-            actor.identity.name,
-            actor.identity.rank,
-            "/".join(f"{a.kind} {a.op}" for a in actions),
-            self.timeout_s,
-        )
-
-    def _collect(self, refs: list, pending: dict | None = None) -> list[dict]:
-        """The records of answers already in (`ray.wait` said so): one `ray.get` for all, one each if any failed."""
+    def wait(self, tokens: dict[object, Peer], wanted: set[object], deadline: float) -> dict[object, Answer | Gone]:
+        """The answers in by the deadline (those `wanted`; the others, without waiting): one `ray.get` for all, one
+        each if any failed."""
+        if not rayapi.connected():
+            return {}
         import ray
         from ray.exceptions import RayActorError
 
-        owners = [(ref, (pending if pending is not None and ref in pending else self.unanswered).pop(ref))
-                  for ref in refs]  # fmt: skip
+        waited = [ref for ref in tokens if ref in wanted]
+        ready = []
+        if waited:
+            timeout = max(0.0, deadline - time.monotonic())
+            ready = ray.wait(waited, num_returns=len(waited), timeout=timeout)[0]
+        others = [ref for ref in tokens if ref not in wanted]
+        if others:
+            ready += ray.wait(others, num_returns=len(others), timeout=0)[0]
+        if not ready:
+            return {}
         try:
-            return [record for answer in ray.get(refs) for record in answer]
+            return dict(zip(ready, ray.get(ready), strict=True))
         except Exception:
             pass
-        records: list[dict] = []
-        for ref, actor in owners:
+        answers: dict[object, Answer | Gone] = {}
+        for ref in ready:
             try:
-                records += ray.get(ref)
+                answers[ref] = ray.get(ref)
             except RayActorError as err:
-                records += self._died(actor, err)
+                answers[ref] = Gone(death_cause(err))
             except Exception as err:
-                logger.warning(
-                    "worker '%s' rank %s failed a window action: %s", actor.identity.name, actor.identity.rank, err
-                )
-        return records
+                logger.warning("%s failed a window action: %s", self.describe(tokens[ref]), err)
+                answers[ref] = Answer()
+        return answers
 
-    def _died(self, actor: TrackedActor, error: BaseException) -> list[dict]:
-        """A tracked worker is dead: no longer profiled, and each window it was in gets a record that says so."""
-        self.tracker.remove(actor)
-        self.late.discard(actor)
-        death = death_cause(error)
-        records = []
-        windows: dict[bool, set[str]] = {False: set(), True: set()}  # during them, and stopped but not known final
-        identity = actor.identity
-        for kind in actor.kinds:
-            for window, stopped in ((self.windows.get(kind) or self.starting.get(kind), False),
-                                    (self.finishing.get(kind), True)):  # fmt: skip
-                if window is None:
-                    continue
-                record = died_record(kind, identity.name, identity.rank, window, death, self.found_at, self.node_ip,
-                                     stopped)  # fmt: skip
-                if self.write is not None:
-                    self.write(record)
-                records.append(asdict(record))
-                windows[stopped].add(window.window)
-        during = " during window " + ", ".join(sorted(windows[False])) if windows[False] else ""
-        after = (f" after window {', '.join(sorted(windows[True]))} stopped, before its files were known to be final"
-                 if windows[True] else "")  # fmt: skip
+    def forget(self, peer: Peer) -> None:
+        self.tracker.remove(peer.link)
+        self._peers.pop(rayapi.actor_key(peer.link.handle), None)
+
+    def gone_records(self, peer: Peer, gone: Gone, during: dict[str, OpenWindow], after: dict[str, OpenWindow],
+                     found_at: int | None) -> list[WindowRecord]:  # fmt: skip
+        """A tracked worker is dead: each window it was in (or stopped, its files not known final) says so."""
+        identity, death = peer.link.identity, gone.cause
+        records = [
+            died_record(kind, identity.name, identity.rank, window, death, found_at, self.node_ip, stopped)
+            for windows, stopped in ((during, False), (after, True))
+            for kind, window in windows.items()
+        ]
+        in_during = " during window " + ", ".join(sorted({w.window for w in during.values()})) if during else ""
+        in_after = (f" after window {', '.join(sorted({w.window for w in after.values()}))} stopped, before its "
+                    "files were known to be final" if after else "")  # fmt: skip
         logger.warning(
             "worker '%s' rank %s%s is dead%s%s; it is no longer profiled: %s",
-            actor.identity.name,
-            actor.identity.rank,
+            identity.name,
+            identity.rank,
             f" (pid {death.pid})" if death.pid is not None else "",
-            during,
-            after,
+            in_during,
+            in_after,
             death.cause,
         )
         return records
+
+
+def actor_fanout(tracker: Tracker, timeout_s: float, write: Callable[[WindowRecord], None] | None = None,
+                 node_ip: str = "") -> Fanout:  # fmt: skip
+    """The fan-out to the actors a process tracks."""
+    return Fanout(RayPeers(tracker, node_ip), timeout_s, write)

@@ -11,19 +11,21 @@ wherever the job needs them: its end, a worker it ends, a window asked for that 
 
 from __future__ import annotations
 
-import atexit
 import bisect
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable
 
+from nrlprof import rayapi
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
+from nrlprof.manifest import Status, WindowRecord
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
-from nrlprof.runtime.windows.dispatch import WorkerChannel
+from nrlprof.runtime.windows.fanout import Fanout
 from nrlprof.runtime.windows.profiler import PREPARE, SETTLE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
@@ -34,7 +36,7 @@ class Gate:
         plan: Plan,
         tracker: Tracker,
         controller: ProcessProfiler,
-        channel: WorkerChannel,
+        channel: Fanout,
         before_actions: Callable[[], None] | None = None,
     ) -> None:
         self.plan = plan
@@ -52,7 +54,6 @@ class Gate:
         self.prepared: dict[str, Window] = {}
         self.done: dict[str, set[Window]] = {b.kind: set() for b in self.gated}
         self.last_step: int | None = None
-        self._exit_hook_registered = False
         self._checked_unmatched: set[str] = set()
         # False in a controller that steps only the workers it created for another (slime's RolloutManager and its
         # engines): the job's controller tells which patterns select no worker, once.
@@ -160,21 +161,18 @@ class Gate:
             self._log_stopped(records, None)
 
     def _run(self, actions: tuple[Action, ...], step: int | None) -> None:
-        if not self._exit_hook_registered:
-            # Registered now, after ray.init: atexit runs it before Ray's own shutdown hook.
-            atexit.register(self.finish)
-            self._exit_hook_registered = True
         began, began_ns = time.perf_counter(), time.time_ns()
         if self.before_actions is not None:
             self.before_actions()
         # The workers' actions go out first: their stops (profiler stop, export) run beside the controller's own,
         # whose export waits for their answers.
         with self.controller.finisher.holding():
-            posted = self.channel.post(actions) if len(self.tracker) else None
+            posted = self.channel.post(actions) if len(self.tracker) and rayapi.connected() else None
             if len(self.tracker) and posted is None:
                 self._say_ray_is_gone(actions)
-            records = self.controller.apply(actions)
-            records += self.channel.collect(posted)
+            records = list(self.controller.apply(actions).records)
+            if posted is not None:
+                records += self.channel.collect(posted)
         answered = self.channel.answered if posted is not None else 0
         elapsed_ms = (time.perf_counter() - began) * 1000
         if self.marks is not None:
@@ -228,7 +226,9 @@ class Gate:
                 if before is not None:
                     self.tracker.add(before)
 
-    def _tell_asked(self, actions: tuple[Action, ...], step: int | None, answered: int, records: list[dict]) -> None:
+    def _tell_asked(
+        self, actions: tuple[Action, ...], step: int | None, answered: int, records: list[WindowRecord]
+    ) -> None:
         """Windows asked for that opened or closed now: what their command waits for."""
         for action in actions:
             if action.op == START and (asked := self.asked.get((action.kind, action.window))) is not None:
@@ -264,7 +264,8 @@ class Gate:
         kinds = [kind for kind in (*self.open, *self.prepared) if kind in actor.kinds]
         stops = [Action(kind, STOP) for kind in dict.fromkeys(kinds)]
         settles = [Action(kind, SETTLE) for kind in sorted({*self.unsettled, *self.open}) if kind in actor.kinds]
-        records = self.channel.release(actor, (*stops, *settles))
+        released = self.channel.release(self.channel.transport.peer_of(actor), (*stops, *settles))
+        records = released.records if released is not None else []
         if records:
             logger.info(
                 "worker '%s' rank %s: its window closed before the job ended it (ray.kill); files on %s",
@@ -303,18 +304,18 @@ class Gate:
                     elapsed_ms,
                 )
 
-    def _log_stopped(self, records: list[dict], step: int | None) -> None:
-        by_kind: dict[str, list[dict]] = {}
+    def _log_stopped(self, records: list[WindowRecord], step: int | None) -> None:
+        by_kind: dict[str, list[WindowRecord]] = {}
         for record in records:
-            if record.get("event") == "window":
-                by_kind.setdefault(record["backend"], []).append(record)
+            if record.event == "window":
+                by_kind.setdefault(record.backend, []).append(record)
         for kind, kind_records in by_kind.items():
-            late = sum(1 for r in kind_records if r.get("status") == "late")
+            not_ok = Counter(r.status.value for r in kind_records if r.status != Status.OK)
             logger.info(
                 "%s window stopped in %d process(es)%s%s; files on %s",
                 kind,
                 len(kind_records),
-                f" ({late} late)" if late else "",
+                f" ({', '.join(f'{n} {status}' for status, n in sorted(not_ok.items()))})" if not_ok else "",
                 "" if step is None else f" at step {step}",
                 _places(kind_records),
             )
@@ -333,8 +334,8 @@ def _action_words(action: Action) -> str:
     return f"{action.op} {action.kind} {action.window.label}{asked}"
 
 
-def _records_of(records: list[dict], kind: str, label: str) -> list[dict]:
-    return [r for r in records if r.get("backend") == kind and r.get("window") == label]
+def _records_of(records: list[WindowRecord], kind: str, label: str) -> list[WindowRecord]:
+    return [r for r in records if r.backend == kind and r.window == label]
 
 
 def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> tuple[list[int], list[int]]:
@@ -353,12 +354,12 @@ def _relevant_intervals(gated: tuple[BackendPlan, ...], warms_up: set[str]) -> t
     return starts, ends
 
 
-def _places(records: list[dict]) -> str:
+def _places(records: list[WindowRecord]) -> str:
     """`host:common directory` of the files each host wrote."""
     directories: dict[str, list[str]] = {}
     for record in records:
-        for path in record.get("files") or ():
-            directories.setdefault(record["host"], []).append(os.path.dirname(path))
+        for path in record.files:
+            directories.setdefault(record.host, []).append(os.path.dirname(path))
     if not directories:
         return "no file (see the manifest)"
     return "; ".join(f"{host}:{os.path.commonpath(dirs)}" for host, dirs in sorted(directories.items()))

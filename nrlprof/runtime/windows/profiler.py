@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nrlprof import layout
 from nrlprof.backends import backend_class
@@ -13,15 +13,14 @@ from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import WindowRecord, append_record, record_dict
+from nrlprof.manifest import Status, WindowRecord, append_record
 from nrlprof.process.finishing import FINISHER, Finisher
 from nrlprof.process.state import OpenWindows
 
 PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
-# Wait for the files of the windows stopped so far to be finished (nrlprof.process.finishing).
+# Wait for the files of the windows stopped so far to be finished (nrlprof.process.finishing); the records of the
+# windows the same actions stopped are then answered completed, as the manifest holds them.
 SETTLE = "settle"
-# Marks a record a child process returns for its worker to complete and write (nsys: the worker's report).
-UNWRITTEN = "unwritten"
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,22 @@ class Action:
     @property
     def window(self) -> Window:
         return Window(self.first, self.last)
+
+
+@dataclass
+class Finishing:
+    """A window's record once its files are finished beside the next step (None until then)."""
+
+    record: WindowRecord | None = None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a process's backends give back for a batch of actions: its own records, and those its worker completes
+    and writes (nsys in a worker's child: the report is the worker's)."""
+
+    records: list[WindowRecord]
+    unwritten: list[WindowRecord]
 
 
 class ProcessProfiler:
@@ -100,12 +115,18 @@ class ProcessProfiler:
                 except Exception as err:
                     logger.error("discrete %s capture failed to stop: %s", backend.kind, err)
 
-    def apply(self, actions: tuple[Action, ...]) -> list[dict]:
-        """Run the actions meant for this process's backends; the records of windows closed."""
-        records = []
+    def apply(self, actions: tuple[Action, ...]) -> Applied:
+        """Run the actions meant for this process's backends: the records of windows closed (completed where the
+        actions settle them), and those its worker completes and writes (`writes_own_record`)."""
+        records: list[WindowRecord] = []
+        unwritten: list[WindowRecord] = []
+        finishing: list[tuple[int, Finishing]] = []
         for action in actions:
             if action.op == SETTLE:
                 self.finisher.settle()
+                for index, done in finishing:
+                    records[index] = done.record or records[index]
+                finishing.clear()
                 continue
             backend = self.backends.get(action.kind)
             if backend is None:
@@ -114,23 +135,28 @@ class ProcessProfiler:
                 record = self._apply_one(backend, action)
             except Exception as err:  # a profiler failure must never reach the training loop
                 logger.error("%s %s for %s failed: %s", action.kind, action.op, self.role.worker_name, err)
-                record = backend.record([], "error", f"{action.op}: {err}") if backend.window else None
+                record = backend.record([], Status.ERROR, f"{action.op}: {err}") if backend.window else None
                 self._discard(backend)
             if record is None:
                 continue
-            self._late_if_past_deadline(record)
-            if backend.writes_own_record:
-                records.append(record_dict(record))
-                self._write_when_finished(backend, record)
-            else:
-                records.append({**record_dict(record), UNWRITTEN: True})
-        return records
+            record = self._late_if_past_deadline(record)
+            if not backend.writes_own_record:
+                unwritten.append(record)
+                continue
+            done = self._write_when_finished(backend, record)
+            if done is not None:
+                finishing.append((len(records), done))
+            records.append(record)
+        return Applied(records, unwritten)
 
-    def _late_if_past_deadline(self, record: WindowRecord) -> None:
-        if self.deadline is not None and record.status == "ok" and time.monotonic() > self.deadline:
-            record.status = "late"
-            late = "this window's stop ended after its worker stopped waiting (NRL_PROFILE_TIMEOUT_S)"
-            record.message = f"{late}; {record.message}" if record.message else late
+    def open_kinds(self) -> tuple[str, ...]:
+        return tuple(kind for kind, backend in self.backends.items() if backend.window is not None)
+
+    def _late_if_past_deadline(self, record: WindowRecord) -> WindowRecord:
+        if self.deadline is None or record.status != Status.OK or time.monotonic() <= self.deadline:
+            return record
+        late = "this window's stop ended after its worker stopped waiting (NRL_PROFILE_TIMEOUT_S)"
+        return record.replaced(status=Status.LATE, message=f"{late}; {record.message}" if record.message else late)
 
     def _apply_one(self, backend: Backend, action: Action) -> WindowRecord | None:
         backend.late = backend.late or action.late
@@ -161,18 +187,23 @@ class ProcessProfiler:
             record = backend.stop_window()
         finally:
             self.windows.closed(backend.kind)
-        record.stop_ms = (time.perf_counter() - began) * 1000
-        record.start_ms = backend.start_ms
-        return record
+        return record.replaced(stop_ms=(time.perf_counter() - began) * 1000, start_ms=backend.start_ms)
 
-    def _write_when_finished(self, backend: Backend, record: WindowRecord) -> None:
-        """The record in the manifest, at once, or after the window's files where they are finished beside the step."""
+    def _write_when_finished(self, backend: Backend, record: WindowRecord) -> Finishing | None:
+        """The record in the manifest, at once, or after the window's files where they are finished beside the step
+        (then what holds the completed record once they are)."""
         completion = backend.completion()
         if completion is None:
             self.write_manifest(record)
-            return
-        final = replace(record, steps=list(record.steps), files=list(record.files))
-        self.finisher.run(lambda: self.write_manifest(completion(final)))
+            return None
+        done = Finishing()
+
+        def complete_and_write() -> None:
+            done.record = completion(record)
+            self.write_manifest(done.record)
+
+        self.finisher.run(complete_and_write)
+        return done
 
     def _discard(self, backend: Backend) -> None:
         if backend.window is not None:
@@ -180,13 +211,11 @@ class ProcessProfiler:
             self.windows.closed(backend.kind)
         backend.discard_prepared()
 
-    def close_all(self) -> list[dict]:
-        actions = tuple(Action(kind, STOP) for kind, b in self.backends.items() if b.window is not None)
-        records = self.apply(actions)
+    def close_all(self) -> None:
+        self.apply(tuple(Action(kind, STOP) for kind, b in self.backends.items() if b.window is not None))
         for backend in self.backends.values():
             self._discard(backend)  # a warm-up still running for a window that will not come
         self.finisher.settle()
-        return records
 
     def write_manifest(self, record: WindowRecord) -> None:
         try:

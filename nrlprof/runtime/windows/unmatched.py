@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
+from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.log import logger
-from nrlprof.runtime.ray_link import ray_connected
 from nrlprof.workers.frameworks import PATTERN_MEANS
 from nrlprof.workers.identity import WorkerIdentity, snake_case
 from nrlprof.workers.matching import matched_name
@@ -29,7 +29,7 @@ def tell_unmatched_patterns(backend: BackendPlan, tracked: Iterable[WorkerIdenti
     that never started Ray, whose window start must not wait for Ray's import)."""
     tracked = list(tracked)
     unmatched = [t for t in backend.targets if not any(selects(t, identity) for identity in tracked)]
-    if not unmatched or not ray_connected():
+    if not unmatched or not rayapi.connected():
         return ()
     try:
         workers = job_workers()
@@ -72,7 +72,7 @@ def _described(actor) -> WorkerIdentity:
     text = actor.env_vars.get(WORKER_VARIABLE)
     if text:
         try:
-            return parse_worker_descriptor(text)[0]
+            return parse_worker_descriptor(text).identity
         except (ValueError, KeyError, TypeError):
             pass
     return actor.identity

@@ -6,18 +6,18 @@ writes its answers there; nothing else is reached.
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
 
+from nrlprof import rayapi, wire
 from nrlprof.config.requests import (
     ARMED_PREFIX,
     CLOSED,
-    NAMESPACE,
     REFUSED,
     STALE_S,
+    Card,
+    Reply,
     Request,
     answer_key,
     armed_key,
@@ -34,38 +34,26 @@ class NotArmed(BadInput):
     """No armed job on the cluster, or not the one asked for."""
 
 
-def _kv() -> Any:
-    from ray.experimental import internal_kv
-
-    return internal_kv
-
-
-def armed_jobs(now: float | None = None) -> list[dict]:
+def armed_jobs(now: float | None = None) -> list[Card]:
     """The cards of the armed jobs that are running (a card not rewritten for STALE_S is a job gone), by job id."""
-    kv = _kv()
     now = time.time() if now is None else now
-    cards = []
-    for key in kv._internal_kv_list(ARMED_PREFIX, namespace=NAMESPACE):
-        text = kv._internal_kv_get(key, namespace=NAMESPACE)
-        try:
-            card = json.loads(text) if text else None
-        except ValueError:
-            continue
-        if isinstance(card, dict) and now - float(card.get("at", 0)) <= STALE_S:
-            cards.append(card)
-    return sorted(cards, key=lambda card: str(card.get("job")))
+    cards = [card for key in rayapi.kv_keys(ARMED_PREFIX) if (card := _card(rayapi.kv_get(key))) is not None]
+    return sorted((card for card in cards if now - card.at <= STALE_S), key=lambda card: card.job)
 
 
-def describe_card(card: dict) -> str:
-    return f"job {card['job']} (controller {card['controller']} on {card['host']} pid {card['pid']})"
+def _card(text: bytes | None) -> Card | None:
+    try:
+        return wire.decode(text, Card) if text else None
+    except ValueError:
+        return None
 
 
-def choose_job(cards: list[dict], job: str | None) -> dict:
+def choose_job(cards: list[Card], job: str | None) -> Card:
     """The one armed job, or the one `--job` names; NotArmed saying which there are."""
-    there = "; ".join(describe_card(card) for card in cards) or "none"
+    there = "; ".join(card.describe() for card in cards) or "none"
     if job is not None:
         for card in cards:
-            if str(card["job"]) == job:
+            if card.job == job:
                 return card
         raise NotArmed(f"--job {job!r} is not an armed job on this cluster; the armed jobs: {there} "
                        "(a job is armed by NRL_PROFILE_ON_DEMAND=1 at its start)")  # fmt: skip
@@ -89,10 +77,9 @@ def this_node() -> str:
 
 def send(request: Request) -> None:
     """The request, where only its job's controller reads it; refused if its job is no longer armed."""
-    kv = _kv()
-    if not kv._internal_kv_get(armed_key(request.job), namespace=NAMESPACE):
+    if not rayapi.kv_get(armed_key(request.job)):
         raise NotArmed(f"job {request.job} is not armed (or has ended)")
-    kv._internal_kv_put(f"{request_prefix(request.job)}{request.id}", request.to_json(), namespace=NAMESPACE)
+    rayapi.kv_put(f"{request_prefix(request.job)}{request.id}", request.to_json())
 
 
 def wait_for(
@@ -100,18 +87,17 @@ def wait_for(
     states: tuple[str, ...],
     timeout_s: float = ANSWER_TIMEOUT_S,
     job_alive: Callable[[], bool] | None = None,
-) -> dict | None:
+) -> Reply | None:
     """The job's latest answer once it is in `states` (or refused or closed); None when none came in time, or the
     job's card went. The answer is taken off the store once final."""
-    kv = _kv()
     deadline = time.monotonic() + timeout_s
     alive = job_alive or (lambda: _card_is_fresh(request.job))
     while True:
-        text = kv._internal_kv_get(answer_key(request.id), namespace=NAMESPACE)
-        reply = json.loads(text) if text else None
-        if reply is not None and reply.get("state") in (*states, REFUSED, CLOSED):
-            if reply.get("state") in (REFUSED, CLOSED):
-                kv._internal_kv_del(answer_key(request.id), namespace=NAMESPACE)
+        text = rayapi.kv_get(answer_key(request.id))
+        reply = Reply.from_json(text) if text else None
+        if reply is not None and reply.state in (*states, REFUSED, CLOSED):
+            if reply.state in (REFUSED, CLOSED):
+                rayapi.kv_delete(answer_key(request.id))
             return reply
         if time.monotonic() >= deadline or not alive():
             return None
@@ -120,14 +106,10 @@ def wait_for(
 
 def _card_is_fresh(job: str) -> bool:
     """The job's card is there and was rewritten within STALE_S: its controller still listens."""
-    text = _kv()._internal_kv_get(armed_key(job), namespace=NAMESPACE)
-    try:
-        return bool(text) and time.time() - float(json.loads(text).get("at", 0)) <= STALE_S
-    except (ValueError, AttributeError, TypeError):
-        return False
+    card = _card(rayapi.kv_get(armed_key(job)))
+    return card is not None and time.time() - card.at <= STALE_S
 
 
 def withdraw(request: Request) -> None:
     """A request no one answered is taken back, so a job that comes later never acts on it."""
-    kv = _kv()
-    kv._internal_kv_del(f"{request_prefix(request.job)}{request.id}", namespace=NAMESPACE)
+    rayapi.kv_delete(f"{request_prefix(request.job)}{request.id}")

@@ -129,9 +129,9 @@ def session_listing(temp_dir: str) -> dict[str, Any]:
 
 def list_sessions(temp_dir: str) -> dict[str, Any]:
     """Runs on a node: its session dirs, whether each holds manifests, and the node's current session."""
-    import ray
+    from nrlprof import rayapi
 
-    current = Path(ray._private.worker._global_node.get_session_dir_path()).name
+    current = Path(rayapi.node_session_dir()).name
     return {"current": current, **session_listing(temp_dir)}
 
 
@@ -320,9 +320,9 @@ def describe_files(found: dict[str, str], known: dict[str, list]) -> list[Remote
 
 
 def node_temp_dir() -> str:
-    import ray
+    from nrlprof import rayapi
 
-    return ray._private.worker._global_node.get_temp_dir_path()
+    return rayapi.node_temp_dir()
 
 
 def list_node_outputs(sessions: list[str] | None, allowed_roots: list[str], known: dict[str, list]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ import sys
 from nrlprof import exit_codes
 from nrlprof.config.env import parse_patterns, parse_ranks
 from nrlprof.config.plan import MEMORY, NSYS, TORCH
-from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Request
+from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Card, Reply, Request
 from nrlprof.errors import NrlprofError
+from nrlprof.manifest import Status
 from nrlprof.tools.commands.options import UsageError, add_option, positive_int
 
 COMMAND = "capture"
-OK_STATUS = "ok"
 
 
 class Refused(NrlprofError):
@@ -56,20 +56,20 @@ def run(args: argparse.Namespace) -> int:
         if args.list:
             return _list(cards, args.job)
         card = client.choose_job(cards, args.job)
-        request = Request(str(card["job"]), args.backend, patterns, args.steps, ranks, node=client.this_node())
+        request = Request(card.job, args.backend, patterns, args.steps, ranks, node=client.this_node())
         client.send(request)
-        print(f"nrlprof capture: asked {client.describe_card(card)} for request {request.id}: {request.describe()}")
+        print(f"nrlprof capture: asked {card.describe()} for request {request.id}: {request.describe()}")
         sys.stdout.flush()
         reply = client.wait_for(request, (OPENED,))
         if reply is None:
             client.withdraw(request)
             raise Refused(f"job {request.job} did not answer request {request.id} (it ended, or its controller is "
                           "stuck); the request is withdrawn")  # fmt: skip
-        if reply["state"] == REFUSED:
-            raise Refused(f"job {request.job} refused request {request.id}: {reply['message']}")
+        if reply.state == REFUSED:
+            raise Refused(f"job {request.job} refused request {request.id}: {reply.message}")
         _print_opened(reply)
         if not args.wait:
-            return exit_codes.OK if reply["state"] != CLOSED else _print_closed(reply)
+            return exit_codes.OK if reply.state != CLOSED else _print_closed(reply)
         closed = client.wait_for(request, (CLOSED,), timeout_s=float("inf"))
         if closed is None:
             print(f"nrlprof capture: job {request.job} ended before the window closed", file=sys.stderr)
@@ -77,53 +77,51 @@ def run(args: argparse.Namespace) -> int:
         return _print_closed(closed)
 
 
-def _list(cards: list[dict], job: str | None) -> int:
-    from nrlprof.tools.capture.client import choose_job, describe_card
+def _list(cards: list[Card], job: str | None) -> int:
+    from nrlprof.tools.capture.client import choose_job
 
     if job is not None:
         cards = [choose_job(cards, job)]
     if not cards:
         print("no armed job on this cluster (a job is armed by NRL_PROFILE_ON_DEMAND=1 at its start)")
     for card in cards:
-        step = card.get("step")
-        print(f"{describe_card(card)}: step {'not yet' if step is None else step}")
-        for row in card.get("workers", []):
-            print(f"  {row['name']}: rank{'s' if len(row['ranks']) > 1 else ''} {','.join(map(str, row['ranks']))}")
-        if not card.get("workers"):
+        print(f"{card.describe()}: step {'not yet' if card.step is None else card.step}")
+        for row in card.workers:
+            print(f"  {row.name}: rank{'s' if len(row.ranks) > 1 else ''} {','.join(map(str, row.ranks))}")
+        if not card.workers:
             print("  no worker yet")
     return exit_codes.OK
 
 
-def _print_opened(reply: dict) -> None:
-    workers = ", ".join(f"{row['name']} ({','.join(map(str, row['ranks']))})" for row in reply.get("workers", []))
+def _print_opened(reply: Reply) -> None:
+    workers = ", ".join(f"{row.name} ({','.join(map(str, row.ranks))})" for row in reply.workers)
     print(
-        f"nrlprof capture: job {reply['job']}, controller {reply['controller']} on {reply['host']} pid {reply['pid']}: "
-        f"{reply['backend']} window of steps {reply['window']} (steps {reply['first']} to {reply['last']}) in "
-        f"{reply.get('answered', 0)} worker(s) [{workers}]{' and the controller' if _controllers(reply) else ''}"
+        f"nrlprof capture: job {reply.job}, controller {reply.controller} on {reply.host} pid {reply.pid}: "
+        f"{reply.backend} window of steps {reply.window} (steps {reply.first} to {reply.last}) in "
+        f"{reply.answered} worker(s) [{workers}]{' and the controller' if _controllers(reply) else ''}"
     )
     sys.stdout.flush()
 
 
-def _controllers(reply: dict) -> int:
+def _controllers(reply: Reply) -> int:
     """The controller takes part in a window asked for, but for nsys (it is not launched under nsys)."""
-    return 0 if reply.get("backend") == NSYS else 1
+    return 0 if reply.backend == NSYS else 1
 
 
-def _print_closed(reply: dict) -> int:
+def _print_closed(reply: Reply) -> int:
     """The files of the window as the manifest records name them; PARTIAL when a process was late or gone."""
-    records = reply.get("records") or []
-    expected = sum(len(row["ranks"]) for row in reply.get("workers", [])) + _controllers(reply)
+    records = reply.records
+    expected = sum(len(row.ranks) for row in reply.workers) + _controllers(reply)
     complete = len(records) >= expected
-    for record in sorted(records, key=lambda r: (r.get("worker", ""), r.get("rank") is not None, r.get("rank") or 0)):
-        rank = "" if record.get("rank") is None else f" rank {record['rank']}"
-        status = record.get("status", "?")
-        complete = complete and status == OK_STATUS
-        note = "" if status == OK_STATUS else f" [{status}: {record.get('message', '')}]"
-        print(f"{record.get('worker')}{rank} on {record.get('host')}{note}")
-        for path in record.get("files") or ():
+    for record in sorted(records, key=lambda r: (r.worker, r.rank is not None, r.rank or 0)):
+        rank = "" if record.rank is None else f" rank {record.rank}"
+        complete = complete and record.status == Status.OK
+        note = "" if record.status == Status.OK else f" [{record.status}: {record.message}]"
+        print(f"{record.worker}{rank} on {record.host}{note}")
+        for path in record.files:
             print(f"  {path}")
     if len(records) < expected:
         print(f"nrlprof capture: {expected - len(records)} process(es) of the window sent no record (gone)",
               file=sys.stderr)  # fmt: skip
-    print(f"nrlprof capture: window {reply['window']} closed in {len(records)} process(es)")
+    print(f"nrlprof capture: window {reply.window} closed in {len(records)} process(es)")
     return exit_codes.outcome(complete)

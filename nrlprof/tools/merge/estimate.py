@@ -16,7 +16,6 @@ its steps kept, times OUTPUT_PER_INPUT_BYTE (merge writes each event compactly w
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,14 +108,3 @@ def too_large(estimated: int, suggestions: list[str], limit: int = PERFETTO_UI_L
         f"Perfetto's UI can open in a browser; these would fit: {fits}; or --force to write it all "
         f"(open it with trace_processor --httpd)"
     )
-
-
-def gzip_text_size(path: Path) -> int:
-    """The JSON text of a timeline nrlprof wrote (`.gz`: one gzip member, read to its end)."""
-    if not path.name.endswith(".gz"):
-        return os.path.getsize(path)
-    total = 0
-    with gzip.open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            total += len(block)
-    return total

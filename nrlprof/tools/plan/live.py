@@ -1,4 +1,5 @@
-"""The live actors of a running cluster: the names each can be matched by, and those a plan would profile."""
+"""The live actors of a running cluster: the names each can be matched by, and the backends a plan would profile
+them with."""
 
 from __future__ import annotations
 
@@ -7,19 +8,11 @@ from nrlprof.workers.live import LiveActor, live_actors
 from nrlprof.workers.matching import match_worker
 
 
-def live_matches(plan: Plan, address: str | None) -> list[dict]:
-    """Alive actors of a reachable cluster that the plan would profile, ranked by start time per name, each with
-    the interpreter its runtime_env names (`py_executable`; None: the worker's own, Ray's default command).
-
-    The cluster is joined as `ray.init` joins it (BadInput when it cannot be); actors are read from the
-    GCS, so no dashboard is needed.
-    """
-    return [row for row in live_rows(plan, address) if row["backend"] is not None]
-
-
 def live_rows(plan: Plan, address: str | None) -> list[dict]:
-    """Every alive actor, with the names a pattern can match it by; one row per backend that would profile it
-    (one row with `backend` None where none would)."""
+    """Every alive actor, ranked by start time per name, with the names a pattern can match it by and the
+    interpreter its runtime_env names (`py_executable`; None: the worker's own); one row per backend that would
+    profile it (one row with `backend` None where none would). The cluster is joined as `ray.init` joins it
+    (BadInput when it cannot be); actors are read from the GCS, so no dashboard is needed."""
     from nrlprof.tools.cluster import connected
 
     with connected(address):

@@ -80,7 +80,7 @@ def overview(
     else:
         why = "on by default: a backend is configured" if plan.active else "off by default: no backend is configured"
     return PlanOverview(
-        configured=may_activate(environ) or plan.active or plan.framework_config or plan.step_method is not None,
+        configured=may_activate(environ) or plan.configured,
         anatomy={"enabled": anatomy.enabled, "directory": anatomy.directory, "why": why, "what": ANATOMY},
         steps=step_sources(plan),
         controller=controller_capture(plan),
