@@ -23,6 +23,7 @@ import weakref
 from fnmatch import fnmatchcase
 from typing import Any
 
+from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches
 from nrlprof.process.kind import WORKER
@@ -61,7 +62,7 @@ HOSTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def take_scheduler(session: Any, module: Any) -> None:
     scheduler = module.RayScheduler
-    server_class = module.RayRPCServer.__ray_metadata__.modified_class
+    server_class = rayapi.modified_class(module.RayRPCServer)
 
     def wrap_init(original):
         def __init__(self, *args, **kwargs):
