@@ -38,6 +38,37 @@ class Status(str, Enum):
         return self.value
 
 
+# Trigger.cause: the step's wall time against the median of the steps before it, or one rank's call against its peers'.
+SLOW_STEP = "slow step"
+STRAGGLER = "straggler"
+
+
+@dataclass(frozen=True)
+class Slowest:
+    """The worker rank whose call held a step longest (or straggled): the call, and the median of the same method's
+    calls of its group's other ranks in that step (None where it has no peers)."""
+
+    worker: str
+    rank: int
+    method: str
+    ms: float
+    peers_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a window opened by itself, or a step's trace was kept (NRL_*_STEP_RANGE=slow, slow:keep): step `step` took
+    `wall_ms`, `factor` times `median_ms`, the median of the steps before it; for a straggler, `factor` is its call's
+    over its peers' median."""
+
+    step: int
+    wall_ms: float
+    median_ms: float
+    factor: float
+    slowest: Slowest | None = None
+    cause: str = SLOW_STEP
+
+
 @dataclass(frozen=True)
 class WindowRecord:
     """One window of one backend in one process: a manifest line, and what a process answers a window's stop with.
@@ -46,6 +77,7 @@ class WindowRecord:
     finish_ms: how long finishing its files took beside the next step (a torch trace checked, compressed, and the
     controller's exported), once the stop had returned.
     asked: the request id of a window asked for while the job ran (`nrlprof capture`); empty for a planned window.
+    trigger: what opened a window for a slow step, or kept a slow step's trace; None otherwise (and not in the line).
     """
 
     backend: str
@@ -66,6 +98,7 @@ class WindowRecord:
     finish_ms: float = 0.0
     event: str = "window"
     asked: str = ""
+    trigger: Trigger | None = None
 
     def __post_init__(self) -> None:
         set_field = object.__setattr__
@@ -78,7 +111,12 @@ class WindowRecord:
 
     def as_dict(self) -> dict:
         """The record as its manifest line holds it."""
-        return {**vars(self), "steps": list(self.steps), "files": list(self.files), "status": self.status.value}
+        line = {**vars(self), "steps": list(self.steps), "files": list(self.files), "status": self.status.value}
+        if self.trigger is None:
+            del line["trigger"]
+        else:
+            line["trigger"] = wire.to_builtins(self.trigger)
+        return line
 
     @classmethod
     def from_dict(cls, data: dict) -> WindowRecord:

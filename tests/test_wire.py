@@ -12,9 +12,9 @@ import pytest
 from nrlprof import wire
 from nrlprof.config.env import plan_from_env
 from nrlprof.config.plan import Plan, Target
-from nrlprof.config.requests import Card, Reply, Request, WorkerRow
+from nrlprof.config.requests import Card, Reply, Request, SlowBudget, WorkerRow
 from nrlprof.launch.runtime_env import WorkerDescriptor, parse_worker_descriptor, worker_descriptor
-from nrlprof.manifest import Status, WindowRecord
+from nrlprof.manifest import Slowest, Status, Trigger, WindowRecord
 from nrlprof.runtime.children.protocol import Actions, ChannelInfo, Enable, Hello, LineReader, encode
 from nrlprof.runtime.steps.adoption import Described
 from nrlprof.runtime.windows.fanout import Answer
@@ -27,23 +27,25 @@ PLAN = dataclasses.replace(plan_from_env({
     "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4,7",
     "NRL_TORCH_PROFILE_RANKS": "0,1", "NRL_NSYS_WORKER_PATTERNS": "*gen*", "NRL_NSYS_PROFILE_STEP_RANGE": "3",
     "NRL_NSYS_EXTRA_OPTIONS": '{"s": "none"}', "NRL_PROFILE_ON_DEMAND": "1", "NRL_STEP_METHOD": "*policy*.train",
-    "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*ref*", "NRL_MEMORY_PROFILE_STEP_RANGE": "5",
+    "NRL_MEMORY_PROFILE_WORKER_PATTERNS": "*ref*", "NRL_MEMORY_PROFILE_STEP_RANGE": "slow:keep",
+    "NRL_PROFILE_SLOW_FACTOR": "2", "NRL_PROFILE_SLOW_STEPS": "2", "NRL_PROFILE_SLOW_MAX": "5",
 }), log_level="DEBUG", timeout_s=30.0, sources=("verl",), framework_config=True, controller_nsys=(("t", "cuda"),),
     max_host_mb=512)  # fmt: skip
 IDENTITY = WorkerIdentity("WorkerDict", "wd-0", 3, None, ("actor_rollout", "critic"), "verl")
+TRIGGER = Trigger(1, 512.0, 100.0, 5.1, Slowest("policy", 1, "train", 412.0, 101.0), "straggler")
 RECORD = WindowRecord("torch", "policy", 1, (2, 3), "2-3", ("/t/a.json",), Status.LATE, "busy", "node7", "10.0.0.7",
-                      42, 1.5, 2.5, 3.0, 4.0, 5.0, "call", "r1")  # fmt: skip
+                      42, 1.5, 2.5, 3.0, 4.0, 5.0, "call", "r1", TRIGGER)  # fmt: skip
 ROW = WorkerRow("policy", (0, 1))
 # One of each message, its every field set.
 MESSAGES = [
     PLAN,
     WorkerDescriptor(IDENTITY, {"torch": Target("*dict*", None, True, ("train",), True)}, "parent"),
     Request("01000000", "torch", ("*policy*", "*ref*"), 3, frozenset({0, 2}), "h (1.2.3.4)", "abc"),
-    Card("01000000", "driver", "h", 7, 12, (ROW,), 1.25),
+    Card("01000000", "driver", "h", 7, 12, (ROW,), 1.25, False, SlowBudget(("torch slow",), 1.5, 1, 3, (7,))),
     Reply("closed", "m", "01000000", "driver", "h", 7, "torch", "4-5", 4, 5, (ROW,), 2, (RECORD,)),
     RECORD,
     Hello("engine_core_0"),
-    Actions((Action("torch", START, 4, 5, 4, True, "r1"), Action("torch", STOP)), 12.5),
+    Actions((Action("torch", START, 4, 5, 4, True, "r1", TRIGGER), Action("torch", STOP)), 12.5),
     Enable("{}", "{}", "memory", "/tmp/ray/session_1", "10.0.0.7"),
     Answer(("torch",), (RECORD,), (RECORD,), "engine_core_0"),
     ChannelInfo("@nrlprof-1-ab", "/tmp/ray/session_1", "10.0.0.7"),

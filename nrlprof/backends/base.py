@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.config.steps import Window
-from nrlprof.manifest import Status, WindowRecord
+from nrlprof.manifest import Status, Trigger, WindowRecord
 from nrlprof.workers.identity import WorkerIdentity, discrete_method_names
 
 
@@ -61,6 +61,10 @@ class Backend:
         self.late = False
         # The request id of the window asked for that is open (nrlprof.runtime.windows.asked), else empty.
         self.asked = ""
+        # Why the open window opened by itself (a slow step), or why a slow:keep step is kept; None otherwise.
+        self.trigger: Trigger | None = None
+        # The open window is a slow:keep recording of one step (`begin_kept`).
+        self.keeping = False
 
     @staticmethod
     def runtime_env_fragment(backend_plan: BackendPlan, identity: WorkerIdentity) -> dict:
@@ -84,6 +88,15 @@ class Backend:
 
     def stop_window(self) -> WindowRecord:
         raise NotImplementedError
+
+    def begin_kept(self, step: int) -> bool:
+        """slow:keep: record `step` (a window of that one step) unless this backend keeps no steps; True if it does."""
+        return False
+
+    def end_kept(self, trigger: Trigger | None) -> WindowRecord | None:
+        """slow:keep: the step recorded ends: its files and record where `trigger` says it was slow, else nothing
+        kept."""
+        return None
 
     def completion(self) -> Callable[[WindowRecord], WindowRecord] | None:
         """Right after `stop_window`: what completes its record once the window's files are finished beside the next
@@ -122,4 +135,5 @@ class Backend:
             node_ip=self.role.node_ip,
             started_at=self.started_at,
             asked=self.asked,
+            trigger=self.trigger,
         )

@@ -80,3 +80,22 @@ def copy_repaired(source: BinaryIO, sink: BinaryIO | None, chunk_bytes: int = CH
             sink.write(fixed)
         if not block:
             return repairs
+
+
+def safe_metadata(value):
+    """Kineto pastes metadata into the trace as JSON text but turns every backslash into `/`, which breaks any
+    JSON escape: strings keep only printable ASCII other than `"` and `\\` (the rest becomes `_`)."""
+    if isinstance(value, str):
+        return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in value)
+    if isinstance(value, dict):
+        return {safe_metadata(k): safe_metadata(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [safe_metadata(v) for v in value]
+    return value
+
+
+def repair_note(repairs: int) -> str:
+    return (
+        f"torch wrote {repairs} event name(s) with a raw quote, which nrlprof escaped to keep the trace valid JSON "
+        "(a Python frame of code freed during the window can be named with stray bytes)"
+    )

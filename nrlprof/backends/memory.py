@@ -16,14 +16,14 @@ import os
 import time
 from pathlib import Path
 
-from nrlprof import layout
+from nrlprof import layout, wire
 from nrlprof.backends.base import Backend
 from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
 from nrlprof.config.memory import memory_settings
 from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import Status, WindowRecord
+from nrlprof.manifest import Status, Trigger, WindowRecord
 from nrlprof.process.import_hooks import imported
 
 MB = 1 << 20
@@ -165,6 +165,25 @@ class MemoryBackend(Backend):
         self.window = None
         return record
 
+    def begin_kept(self, step: int) -> bool:
+        """slow:keep: this step's figures (and, with CUDA, its allocator history), kept only if it is slow."""
+        self.trigger = None
+        self.start_window(Window(step, step), step)
+        self.keeping = True
+        return True
+
+    def end_kept(self, trigger: Trigger | None) -> WindowRecord | None:
+        self.keeping = False
+        if trigger is not None:
+            self.trigger = trigger
+            return self.stop_window()
+        self.step_started = None  # nothing written
+        if self.recording and not self.on_oom:
+            cuda_in_use().memory._record_memory_history(enabled=None)
+        self.recording = False
+        self.window = None
+        return None
+
     def _write_figures(self, label: str) -> Path:
         path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
         document = {
@@ -178,6 +197,8 @@ class MemoryBackend(Backend):
             },
             "steps": self.samples,
         }
+        if self.trigger is not None:
+            document["nrlprof"]["trigger"] = wire.to_builtins(self.trigger)
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(document, indent=1))
         os.replace(partial, path)

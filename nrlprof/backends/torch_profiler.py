@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from nrlprof import layout
+from nrlprof import layout, wire
 from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
 from nrlprof.backends.cupti_clash import avoid_clash
@@ -34,6 +34,7 @@ from nrlprof.backends.host_budget import HostBudget
 from nrlprof.backends.inductor_unimported import inductor_left_unimported
 from nrlprof.backends.kineto_first_start import without_thread_complaint
 from nrlprof.backends.torch_guard import OtherProfilerGuard, another_profiler_running
+from nrlprof.backends.torch_kept import KeptSessions
 from nrlprof.backends.warm_up import WarmUp
 from nrlprof.config.plan import TORCH
 from nrlprof.config.steps import Window
@@ -105,25 +106,6 @@ class _WarmUpThenRecord:
         return ProfilerAction.RECORD if self.recording else ProfilerAction.WARMUP
 
 
-def _kineto_safe(value):
-    """Kineto pastes metadata into the trace as JSON text but turns every backslash into `/`, which breaks any
-    JSON escape: strings keep only printable ASCII other than `"` and `\\` (the rest becomes `_`)."""
-    if isinstance(value, str):
-        return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in value)
-    if isinstance(value, dict):
-        return {_kineto_safe(k): _kineto_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_kineto_safe(v) for v in value]
-    return value
-
-
-def _repair_note(repairs: int) -> str:
-    return (
-        f"torch wrote {repairs} event name(s) with a raw quote, which nrlprof escaped to keep the trace valid JSON "
-        "(a Python frame of code freed during the window can be named with stray bytes)"
-    )
-
-
 # Compression runs on the finisher's thread beside the next step (zlib lets the GIL go): on a torch trace
 # (bench/bench_trace_gzip.py), level 3 compresses ~8x faster than gzip's default 9 to a file ~1.4x larger (still
 # ~1/12 of the text).
@@ -183,7 +165,7 @@ def _finish_file(profiler, exported: Path, target: Path, compress: bool, finishe
     else:
         finished.repairs += repairs
         if repairs:
-            logger.warning("%s: %s (%s)", who, _repair_note(repairs), target)
+            logger.warning("%s: %s (%s)", who, kineto_text.repair_note(repairs), target)
         logger.debug("torch trace for %s: %s", who, target)
     finally:
         finished.seconds += time.perf_counter() - began
@@ -205,7 +187,7 @@ def _keep_as_written(exported: Path, target: Path) -> str | None:
 def _completed(finished: Finished, record: WindowRecord, beside: bool = True) -> WindowRecord:
     """A window's record once its files are finished: repaired names said, a file that failed an error; the time
     that took beside the next step (else it is part of `stop_ms`)."""
-    notes = [record.message, _repair_note(finished.repairs) if finished.repairs else "", *finished.failures]
+    notes = [record.message, kineto_text.repair_note(finished.repairs) if finished.repairs else "", *finished.failures]
     return record.replaced(
         files=tuple(kept for f in record.files if (kept := finished.kept.get(f, f)) is not None),
         status=Status.ERROR if finished.failures else record.status,
@@ -245,7 +227,7 @@ def profiler_activities() -> list:
     return activities
 
 
-class TorchBackend(Backend):
+class TorchBackend(KeptSessions, Backend):
     kind = TORCH
     warms_up = True
     finishes_beside = True
@@ -268,10 +250,9 @@ class TorchBackend(Backend):
         self.finishes_in_step = role.is_controller and is_ray_worker(sys.argv)
         self._directory: Path | None = None
 
-    def _metadata(self, window: Window) -> dict[str, str]:
-        rank = self.role.rank if self.role.rank is not None else 0
-        world_size = int(os.environ.get("WORLD_SIZE", "0") or 0) or rank + 1
-        nrlprof_block = {
+    def _nrlprof_json(self, window: Window) -> str:
+        """The trace's `nrlprof` block: who, where, which steps, and why a window opened by itself (`trigger`)."""
+        block = {
             "worker": self.role.worker_name,
             "rank": self.role.rank,
             "steps": list(window.steps) if len(window.steps) <= MAX_LISTED_STEPS else [window.first, window.last],
@@ -280,7 +261,14 @@ class TorchBackend(Backend):
             "pid": os.getpid(),
             "backend": TORCH,
         }
-        metadata = {"nrlprof": json.dumps(_kineto_safe(nrlprof_block))}
+        if self.trigger is not None:
+            block["trigger"] = wire.to_builtins(self.trigger)
+        return json.dumps(kineto_text.safe_metadata(block))
+
+    def _metadata(self, window: Window) -> dict[str, str]:
+        rank = self.role.rank if self.role.rank is not None else 0
+        world_size = int(os.environ.get("WORLD_SIZE", "0") or 0) or rank + 1
+        metadata = {"nrlprof": self._nrlprof_json(window)}
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):

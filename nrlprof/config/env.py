@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 
 from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE, parse_host_budget
 from nrlprof.config.memory import (
@@ -30,6 +31,7 @@ from nrlprof.config.plan import (
     Target,
     TorchSettings,
 )
+from nrlprof.config.slow import KEEP, KEEP_TEXT, SLOW_TEXT, WINDOW, slow_mode, slow_settings_from_env
 from nrlprof.config.steps import StepSelection, parse_step_spec
 from nrlprof.config.tool_env import environment_items
 from nrlprof.config.variables import (
@@ -132,7 +134,7 @@ def selection(
     patterns_variable = f"{prefix}_WORKER_PATTERNS"
     patterns = parse_patterns(environ.get(patterns_variable, ""))
     step_text = environ.get(step_variable, "")
-    steps = parse_step_spec(step_text, step_variable) if step_text.strip() else None
+    steps = _step_selection(step_text, step_variable)
     if patterns and steps is None and steps_required:
         raise ConfigError(
             step_variable,
@@ -160,19 +162,41 @@ def selection(
     return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 
 
+def _step_selection(text: str, variable: str) -> StepSelection | None:
+    """The steps a STEP_RANGE value plans; none for a backend armed for slow steps (its windows open themselves)."""
+    if not text.strip():
+        return None
+    if slow_mode(text) is not None:
+        return StepSelection(())
+    return parse_step_spec(text, variable)
+
+
+def _slow_mode(environ: Mapping[str, str], prefix: str, variable: str, targets: tuple[Target, ...]) -> str:
+    """WINDOW or KEEP where the variable arms its backend for slow steps, else ''."""
+    mode = slow_mode(environ.get(variable, "")) or ""
+    if mode == KEEP and any(t.discrete for t in targets):
+        raise ConfigError(
+            variable,
+            environ[variable],
+            f"'{SLOW_TEXT}' or a step range such as '3:5' because "
+            f"{prefix}_DISCRETE or _DISCRETE_METHODS is set ({KEEP_TEXT} records whole steps)",
+        )
+    return mode
+
+
 def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
     text = environ.get(variable, "")
     return parse_json_object(text, variable) if text.strip() else {}
 
 
-def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
+def nsys_on_demand_from_env(environ: Mapping[str, str], value: str = NSYS_ON_DEMAND) -> BackendPlan:
     """Workers launched in an nsys session of their own with nothing collected until a window is asked for
     (NRL_NSYS_PROFILE_STEP_RANGE=on-demand): each window asked for starts a collection in the worker's session
     (`nsys start`), whose report nsys writes when the window closes."""
     patterns_variable = f"{NSYS_PREFIX}_WORKER_PATTERNS"
     patterns = parse_patterns(environ.get(patterns_variable, ""))
     if not patterns:
-        because = f"because {NSYS_STEP_VARIABLE}={NSYS_ON_DEMAND}"
+        because = f"because {NSYS_STEP_VARIABLE}={value}"
         raise ConfigError(
             patterns_variable, environ.get(patterns_variable, ""), f"patterns such as '*policy*' {because}"
         )
@@ -187,6 +211,19 @@ def nsys_on_demand_from_env(environ: Mapping[str, str]) -> BackendPlan:
 def nsys_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     if nsys_on_demand(environ):
         return nsys_on_demand_from_env(environ)
+    text = environ.get(NSYS_STEP_VARIABLE, "")
+    mode = slow_mode(text)
+    if mode == KEEP:
+        raise ConfigError(
+            NSYS_STEP_VARIABLE,
+            text,
+            f"'{SLOW_TEXT}', '{NSYS_ON_DEMAND}' or a step range such as '3:5' "
+            f"({KEEP_TEXT} is for torch and memory: nsys cannot keep a step it did not capture)",
+        )
+    if mode == WINDOW:
+        # Launched in an nsys session of their own as for on-demand; each window starts a collection in it.
+        armed = nsys_on_demand_from_env(environ, SLOW_TEXT)
+        return replace(armed, steps=StepSelection(()), slow=WINDOW, controller=False)
     selected = selection(environ, NSYS_PREFIX, NSYS_STEP_VARIABLE, steps_required=True)
     if selected is None:
         return None
@@ -202,10 +239,19 @@ def torch_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     if selected is None:
         return None
     targets, steps = selected
-    return BackendPlan(TORCH, targets, steps)
+    return BackendPlan(TORCH, targets, steps, slow=_slow_mode(environ, TORCH_PREFIX, TORCH_STEP_VARIABLE, targets))
 
 
 def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
+    text = environ.get(ROCPROF_STEP_VARIABLE, "")
+    if slow_mode(text) is not None:
+        raise ConfigError(
+            ROCPROF_STEP_VARIABLE,
+            text,
+            "a step range such as '3:5', or unset (rocprof-sys profiles each "
+            f"selected worker's whole lifetime: no window opens for a slow step, '{SLOW_TEXT}' and "
+            f"'{KEEP_TEXT}' are for torch, memory and nsys)",
+        )
     selected = selection(environ, ROCPROF_PREFIX, ROCPROF_STEP_VARIABLE, steps_required=False)
     if selected is None:
         return None
@@ -248,7 +294,8 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     if selected is None:
         return None
     targets, steps = selected
-    return BackendPlan(MEMORY, targets, steps, options=options, output_dir=directory)
+    slow = _slow_mode(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, targets)
+    return BackendPlan(MEMORY, targets, steps, options=options, output_dir=directory, slow=slow)
 
 
 def on_demand_from_env(environ: Mapping[str, str], default: OnDemand | None) -> OnDemand | None:
@@ -319,6 +366,7 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         controller_nsys=plan.controller_nsys,
         max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
         on_demand=on_demand_from_env(environ, plan.on_demand),
+        slow=slow_settings_from_env(environ, any(b.slow for b in plan.backends)),
     )
 
 

@@ -24,6 +24,7 @@ from nrlprof.config.variables import (
     ROCPROF_ENV_VARIABLE,
     ROCPROF_OUTPUT_DIR_VARIABLE,
     SELECTING_VARIABLES,
+    SLOW_VARIABLES,
     STEP_METHOD_VARIABLE,
     TIMEOUT_VARIABLE,
     TORCH_DIR_VARIABLE,
@@ -37,7 +38,7 @@ def known_variables() -> frozenset[str]:
     """Every NRL_* variable nrlprof reads."""
     per_backend = ("_WORKER_PATTERNS", "_RANKS", "_DISCRETE", "_DISCRETE_METHODS")
     names = {f"{prefix}{suffix}" for prefix in BACKEND_PREFIXES for suffix in per_backend}
-    names |= set(SELECTING_VARIABLES) | set(TORCH_FLAG_VARIABLES.values())
+    names |= set(SELECTING_VARIABLES) | set(TORCH_FLAG_VARIABLES.values()) | set(SLOW_VARIABLES)
     names |= {
         LOG_LEVEL_VARIABLE,
         TIMEOUT_VARIABLE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from nrlprof import wire
+from nrlprof.config.slow import SlowSettings
 from nrlprof.config.steps import MAX_STEP, StepSelection
 
 NSYS = "nsys"
@@ -44,6 +45,9 @@ class BackendPlan:
     env: tuple[tuple[str, str], ...] = ()
     output_dir: str | None = None
     controller: bool = True
+    # Armed for slow steps (nrlprof.config.slow): WINDOW (a window opens at the step after a slow one) or KEEP (every
+    # step recorded, the slow ones kept); its steps then hold no planned window, only those slow steps open.
+    slow: str = ""
 
     @property
     def options_dict(self) -> dict[str, str]:
@@ -101,6 +105,8 @@ class Plan:
     # NRL_PROFILE_MAX_HOST_MB: None, a share of the node's memory per process; 0, no budget.
     max_host_mb: int | None = None
     on_demand: OnDemand | None = None
+    # Set where a backend is armed for slow steps (BackendPlan.slow).
+    slow: SlowSettings | None = None
 
     @property
     def controller_nsys_options(self) -> dict[str, str]:
@@ -115,6 +121,12 @@ class Plan:
         """Something to do in a driver beside step anatomy: a backend, a step marker, the framework's own config,
         windows asked for."""
         return self.active or self.step_method is not None or self.framework_config or self.on_demand is not None
+
+    @property
+    def armed(self) -> bool:
+        """Windows open while the job runs without a plan of steps: asked for (`nrlprof capture`), or for slow
+        steps."""
+        return self.on_demand is not None or self.slow is not None
 
     def backend(self, kind: str) -> BackendPlan | None:
         for plan in self.backends:

@@ -89,9 +89,26 @@ class WorkerRow:
 
 
 @dataclass(frozen=True)
+class SlowBudget:
+    """A job armed for slow steps: its backends and modes (`torch slow:keep`), what counts as slow, the windows or
+    kept steps it has used of its budget, and the steps that triggered them."""
+
+    backends: tuple[str, ...]
+    factor: float
+    used: int
+    max_triggers: int
+    steps: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        steps = f" (slow steps {', '.join(map(str, self.steps))})" if self.steps else ""
+        return (f"armed for slow steps ({', '.join(self.backends)}; >= {self.factor:g}x the median): "
+                f"{self.max_triggers - self.used} of {self.max_triggers} left{steps}")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Card:
     """An armed job, rewritten every HEARTBEAT_S: its controller, the step it is at, the workers a window can
-    select."""
+    select; whether it takes windows asked for (`asks`: NRL_PROFILE_ON_DEMAND), and its budget for slow steps."""
 
     job: str
     controller: str
@@ -100,6 +117,8 @@ class Card:
     step: int | None
     workers: tuple[WorkerRow, ...]
     at: float
+    asks: bool = True
+    slow: SlowBudget | None = None
 
     def describe(self) -> str:
         return f"job {self.job} (controller {self.controller} on {self.host} pid {self.pid})"

@@ -37,6 +37,11 @@ FRAMEWORK_CONFIG_VARIABLE = "NRL_PROFILE_FRAMEWORK_CONFIG"
 ON_DEMAND_VARIABLE = "NRL_PROFILE_ON_DEMAND"
 # NRL_NSYS_PROFILE_STEP_RANGE's value that launches the nsys workers with no window until one is asked for.
 NSYS_ON_DEMAND = "on-demand"
+# Windows that open themselves when a step is slow: NRL_<backend>_STEP_RANGE=slow (or slow:keep), and their settings.
+SLOW_STEPS_VARIABLE = "NRL_PROFILE_SLOW_STEPS"
+SLOW_FACTOR_VARIABLE = "NRL_PROFILE_SLOW_FACTOR"
+SLOW_MAX_VARIABLE = "NRL_PROFILE_SLOW_MAX"
+SLOW_VARIABLES = (SLOW_STEPS_VARIABLE, SLOW_FACTOR_VARIABLE, SLOW_MAX_VARIABLE)
 # Read by `nrlprof explain`, not by the job: the RL phase of each worker method (tools.advice.phases).
 PHASES_VARIABLE = "NRL_PHASES"
 

@@ -74,7 +74,9 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     state.session = session
     session.read_framework_config = configure_quietly
     session.on_controller = None
-    if plan.on_demand is not None:
+    if (
+        plan.armed
+    ):  # the job's card (`nrlprof capture --list`), and windows asked for where NRL_PROFILE_ON_DEMAND is set
         from nrlprof.runtime.on_demand.listener import start_listening
 
         session.on_controller = start_listening

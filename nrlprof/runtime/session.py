@@ -30,6 +30,7 @@ from nrlprof.workers.tracker import Tracker
 if TYPE_CHECKING:
     from nrlprof.anatomy.recorder import Recorder
     from nrlprof.runtime.children.protocol import Enable
+    from nrlprof.runtime.slow.calls import CallClock
 
 
 class ChannelEnd(Protocol):
@@ -124,6 +125,8 @@ class Session:
         self._gate: Gate | None = None
         self._channel: Fanout | None = None
         self.sources = StepSources(self._drive, plan.step_method is not None)
+        # Armed for slow steps, once this process steps: what times the calls it submits (the call hook's).
+        self.call_clock: CallClock | None = None
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
         self.step = _ignore_step if self.follows_windows else self._first_explicit_step
 
@@ -177,8 +180,20 @@ class Session:
             self._gate = Gate(self.plan, self.tracker, self.process, self.channel, self.adoption.take_answers)
             if self.anatomy is not None:
                 self._gate.marks = self.anatomy.marks
+            if self.plan.slow is not None:
+                from nrlprof.runtime.slow.watch import watch_for
+
+                self._gate.slow, self.call_clock = watch_for(self.plan, self._call_identity)
             LIFECYCLE.add(lifecycle.GATE, self._gate.finish)
         return self._gate
+
+    def _call_identity(self, handle: Any) -> tuple[str, int] | None:
+        """The name and rank of an actor this controller calls, for the slow steps' verdicts; None if not known."""
+        identity = self.known_actors.get(rayapi.actor_id(handle) or "")
+        if identity is None:
+            tracked = self.tracker.find(handle)
+            identity = tracked.identity if tracked is not None else None
+        return None if identity is None else (identity.name, identity.rank)
 
     def built_gate(self) -> Gate | None:
         """The gate once a step built it (another thread reads it here, never building it)."""

@@ -21,10 +21,12 @@ from nrlprof.config.requests import (
     Card,
     Reply,
     Request,
+    SlowBudget,
     answer_key,
     armed_key,
     request_prefix,
 )
+from nrlprof.config.slow import KEEP
 from nrlprof.config.steps import Window
 from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
@@ -51,13 +53,15 @@ def start_listening(session: Session) -> Listener:
     listener.start()
     LIFECYCLE.add(lifecycle.LISTENER, listener.stop_taking)
     LIFECYCLE.add(lifecycle.ANSWERS, listener.stop)
-    logger.info(
-        "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid %d)",
-        listener.job,
-        listener.controller,
-        listener.host,
-        listener.pid,
-    )
+    if session.plan.on_demand is not None:
+        logger.info(
+            "job %s is armed: windows asked for with `nrlprof capture` open at the next step (controller %s on %s pid "
+            "%d)",
+            listener.job,
+            listener.controller,
+            listener.host,
+            listener.pid,
+        )
     return listener
 
 
@@ -141,7 +145,21 @@ class Listener:
         gate = self.session.built_gate()
         workers = names_and_ranks(live_workers(self.session))
         step = None if gate is None else gate.last_step
-        return wire.encode(Card(self.job, self.controller, self.host, self.pid, step, workers, time.time()))
+        asks = self.session.plan.on_demand is not None
+        card = Card(
+            self.job, self.controller, self.host, self.pid, step, workers, time.time(), asks, self.slow_budget()
+        )
+        return wire.encode(card)
+
+    def slow_budget(self) -> SlowBudget | None:
+        plan = self.session.plan
+        if plan.slow is None:
+            return None
+        gate = self.session.built_gate()
+        watch = gate.slow if gate is not None else None
+        backends = tuple(f"{b.kind} {'slow:keep' if b.slow == KEEP else 'slow'}" for b in plan.backends if b.slow)
+        used, steps = (watch.used, tuple(t.step for t in watch.triggers)) if watch is not None else (0, ())
+        return SlowBudget(backends, plan.slow.factor, used, plan.slow.max_triggers, steps)
 
     def take(self, key: str, text: bytes, gate: Any) -> None:
         try:
@@ -164,6 +182,13 @@ class Listener:
         """Why the request cannot be taken; None when it can."""
         if request.job != self.job:
             return f"it is for job {request.job}, and reached job {self.job}"
+        plan = self.session.plan
+        if plan.on_demand is None:
+            return ("this job is armed for slow steps only: it opens no window asked for (NRL_PROFILE_ON_DEMAND=1 at "
+                    "its start arms it for them)")  # fmt: skip
+        keeping = plan.backend(request.backend)
+        if keeping is not None and keeping.slow == KEEP:
+            return f"this job records every step with {request.backend} for slow:keep; ask for another backend"
         if request.backend == NSYS and not self.session.plan.on_demand.nsys:
             return (
                 "nsys cannot attach to a running process: a worker profiled by nsys on demand is launched under nsys. "

@@ -17,17 +17,24 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from nrlprof import rayapi
 from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import Status, WindowRecord
+from nrlprof.manifest import Status, Trigger, WindowRecord
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
 from nrlprof.runtime.windows.fanout import Fanout
-from nrlprof.runtime.windows.profiler import PREPARE, SETTLE, START, STEP, STOP, Action, ProcessProfiler
+from nrlprof.runtime.windows.profiler import ARM, KEEP_STEP, PREPARE, SETTLE, START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
+
+if TYPE_CHECKING:
+    from nrlprof.runtime.slow.watch import SlowWatch
+
+# Actions no answer is waited for: they go out in order with the workers' next calls (slow:keep's every step).
+UNWAITED = (ARM, KEEP_STEP)
 
 
 class Gate:
@@ -68,6 +75,9 @@ class Gate:
         self._closing: list[AskedWindow] = []
         # Tracked actors as they were before a window asked for joined them (None: not tracked before).
         self._before_asked: dict[int, tuple[TrackedActor, TrackedActor | None]] = {}
+        # A job armed for slow steps (nrlprof.runtime.slow.watch), and the windows its slow steps opened.
+        self.slow: SlowWatch | None = None
+        self.triggered: dict[tuple[str, Window], Trigger] = {}
 
     def _relevant(self, step: int) -> bool:
         index = bisect.bisect_right(self._starts, step) - 1
@@ -78,18 +88,21 @@ class Gate:
             return
         if self.marks is not None:
             self.marks.append((step, time.time_ns()))
-        if not self.open and not self.prepared and not self.asked_waiting and not self._relevant(step):
+        slow = self.slow.boundary(self, step) if self.slow is not None else ()
+        if not slow and not self.open and not self.prepared and not self.asked_waiting and not self._relevant(step):
             self.last_step = step
             return
         if self.asked_waiting:
             self._take_asked(step)
         going_back = self.last_step is not None and step < self.last_step
         self.last_step = step
-        actions: list[Action] = []
+        actions: list[Action] = list(slow)
         for backend in self.gated:
             actions.extend(self._transitions(backend, step, going_back))
         if actions:
             self._run(tuple(actions), step)
+        if self.slow is not None and (self.open or self.prepared or any(a.op not in UNWAITED for a in actions)):
+            self.slow.unclean = True  # a profiled step, or one that holds window actions: no verdict, not in the median
 
     def _transitions(self, backend: BackendPlan, step: int, going_back: bool) -> list[Action]:
         kind = backend.kind
@@ -115,8 +128,17 @@ class Gate:
             self.open[kind] = target
             self.prepared.pop(kind, None)
             asked = self.asked.get((kind, target))
+            trigger = self.triggered.get((kind, target))
             actions.append(
-                Action(kind, START, target.first, target.last, step, asked=asked.request.id if asked else "")
+                Action(
+                    kind,
+                    START,
+                    target.first,
+                    target.last,
+                    step,
+                    asked=asked.request.id if asked else "",
+                    trigger=trigger,
+                )
             )
         else:
             actions.append(Action(kind, STEP, step=step))
@@ -137,9 +159,19 @@ class Gate:
         self.prepared[kind] = upcoming
         return [Action(kind, PREPARE, upcoming.first, upcoming.last, step)]
 
+    def open_triggered(self, kind: str, window: Window, trigger: Trigger) -> None:
+        """A window a slow step opened (nrlprof.runtime.slow.watch): it starts at this step, as planned ones do."""
+        backend = self.plan.backend(kind)
+        if backend is None:
+            return
+        self.gated = with_asked_window(self.gated, backend, window)
+        self._starts, self._ends = _relevant_intervals(self.gated, self.warms_up)
+        self.done.setdefault(kind, set())
+        self.triggered[(kind, window)] = trigger
+
     def finish(self) -> None:
         """Close every open window and wait for the files, also those of workers that fell behind."""
-        actions = []
+        actions = self.slow.ending(self) if self.slow is not None else []
         for asked in self.asked_waiting:
             asked.refuse("the job ended before its next step")
         self.asked_waiting.clear()
@@ -166,13 +198,14 @@ class Gate:
             self.before_actions()
         # The workers' actions go out first: their stops (profiler stop, export) run beside the controller's own,
         # whose export waits for their answers.
+        waits = any(a.op not in UNWAITED for a in actions)
         with self.controller.finisher.holding():
             posted = self.channel.post(actions) if len(self.tracker) and rayapi.connected() else None
             if len(self.tracker) and posted is None:
                 self._say_ray_is_gone(actions)
             records = list(self.controller.apply(actions).records)
-            if posted is not None:
-                records += self.channel.collect(posted)
+            if posted is not None:  # unwaited: their answers are taken in with the next actions'
+                records += self.channel.collect(posted) if waits else posted.records
         answered = self.channel.answered if posted is not None else 0
         elapsed_ms = (time.perf_counter() - began) * 1000
         if self.marks is not None:
@@ -293,12 +326,15 @@ class Gate:
                 backend = next((b for b in self.gated if b.kind == action.kind), None)
                 in_controller = (asked is None or action.kind != NSYS) and (backend is None or backend.controller)
                 controller = f" and the controller ({socket.gethostname()} pid {os.getpid()})" if in_controller else ""
+                why = "" if asked is None else f" (asked for: request {asked.request.id})"
+                if action.trigger is not None:
+                    why = f" (slow step {action.trigger.step}: {action.trigger.factor:.1f}x)"
                 logger.info(
                     "step %d: %s window %s%s started in %d worker(s)%s in %.0f ms",
                     step,
                     action.kind,
                     action.window.label,
-                    "" if asked is None else f" (asked for: request {asked.request.id})",
+                    why,
                     answered,
                     controller,
                     elapsed_ms,
@@ -307,7 +343,8 @@ class Gate:
     def _log_stopped(self, records: list[WindowRecord], step: int | None) -> None:
         by_kind: dict[str, list[WindowRecord]] = {}
         for record in records:
-            if record.event == "window":
+            kept = record.trigger is not None and record.window == str(record.trigger.step)  # said at its verdict
+            if record.event == "window" and not kept:
                 by_kind.setdefault(record.backend, []).append(record)
         for kind, kind_records in by_kind.items():
             not_ok = Counter(r.status.value for r in kind_records if r.status != Status.OK)

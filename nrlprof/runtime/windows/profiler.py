@@ -13,7 +13,7 @@ from nrlprof.backends.base import Backend, ProcessRole
 from nrlprof.config.plan import BackendPlan, Target
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import Status, WindowRecord, append_record
+from nrlprof.manifest import Status, Trigger, WindowRecord, append_record
 from nrlprof.process.finishing import FINISHER, Finisher
 from nrlprof.process.state import OpenWindows
 
@@ -21,6 +21,10 @@ PREPARE, START, STEP, STOP = "prepare", "start", "step", "stop"
 # Wait for the files of the windows stopped so far to be finished (nrlprof.process.finishing); the records of the
 # windows the same actions stopped are then answered completed, as the manifest holds them.
 SETTLE = "settle"
+# Armed for slow steps (nrlprof.config.slow): ARM gets ready for a window that opens with no warm-up (torch's
+# once-per-process start-up); KEEP_STEP (`slow:keep`) ends the step's recording (its trace kept where `trigger` says the
+# step was slow, else dropped) and begins the next one's (`step`; 0: none).
+ARM, KEEP_STEP = "arm", "keep"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class Action:
     late: bool = False
     # A window asked for while the job runs: its request id, which its records carry.
     asked: str = ""
+    # A window opened for a slow step, or (KEEP_STEP) the verdict on the step that ends: why; its records carry it.
+    trigger: Trigger | None = None
 
     @property
     def window(self) -> Window:
@@ -131,23 +137,36 @@ class ProcessProfiler:
             backend = self.backends.get(action.kind)
             if backend is None:
                 continue
-            try:
-                record = self._apply_one(backend, action)
-            except Exception as err:  # a profiler failure must never reach the training loop
-                logger.error("%s %s for %s failed: %s", action.kind, action.op, self.role.worker_name, err)
-                record = backend.record([], Status.ERROR, f"{action.op}: {err}") if backend.window else None
-                self._discard(backend)
-            if record is None:
-                continue
-            record = self._late_if_past_deadline(record)
-            if not backend.writes_own_record:
-                unwritten.append(record)
-                continue
-            done = self._write_when_finished(backend, record)
-            if done is not None:
-                finishing.append((len(records), done))
-            records.append(record)
+            record = self._applied(backend, action)
+            if record is not None:
+                record = self._late_if_past_deadline(record)
+                if not backend.writes_own_record:
+                    unwritten.append(record)
+                else:
+                    done = self._write_when_finished(backend, record)
+                    if done is not None:
+                        finishing.append((len(records), done))
+                    records.append(record)
+            if action.op == KEEP_STEP and action.step:  # after the record above took the ended step's files
+                self._begin_kept(backend, action.step)
         return Applied(records, unwritten)
+
+    def _applied(self, backend: Backend, action: Action) -> WindowRecord | None:
+        try:
+            return self._apply_one(backend, action)
+        except Exception as err:  # a profiler failure must never reach the training loop
+            logger.error("%s %s for %s failed: %s", action.kind, action.op, self.role.worker_name, err)
+            record = backend.record([], Status.ERROR, f"{action.op}: {err}") if backend.window else None
+            self._discard(backend)
+            return record
+
+    def _begin_kept(self, backend: Backend, step: int) -> None:
+        try:
+            if backend.begin_kept(step):
+                self.windows.opened(backend.kind, step)
+        except Exception as err:
+            logger.error("%s: recording step %d for slow:keep failed: %s", self.role.worker_name, step, err)
+            self._discard(backend)
 
     def open_kinds(self) -> tuple[str, ...]:
         return tuple(kind for kind, backend in self.backends.items() if backend.window is not None)
@@ -160,6 +179,12 @@ class ProcessProfiler:
 
     def _apply_one(self, backend: Backend, action: Action) -> WindowRecord | None:
         backend.late = backend.late or action.late
+        if action.op == KEEP_STEP:
+            return self._end_kept(backend, action.trigger)
+        if action.op == ARM:
+            if backend.window is None:
+                backend.ready_for_asked()
+            return None
         if action.op == PREPARE:
             if backend.window is None:
                 backend.prepare_window(action.window)
@@ -167,6 +192,7 @@ class ProcessProfiler:
             if backend.window is not None:
                 self._write_when_finished(backend, self._stop(backend))
             began = time.perf_counter()
+            backend.trigger = action.trigger
             backend.start_window(action.window, action.step)
             backend.start_ms = (time.perf_counter() - began) * 1000
             backend.late = action.late
@@ -176,10 +202,23 @@ class ProcessProfiler:
             backend.mark_step(action.step)
             self.windows.step_marked(action.step)
         elif action.op == STOP:
+            if backend.keeping:  # a slow:keep recording with no verdict (the job's end): nothing kept
+                return self._end_kept(backend, None)
             if backend.window is not None:
                 return self._stop(backend)
             backend.discard_prepared()
         return None
+
+    def _end_kept(self, backend: Backend, trigger: Trigger | None) -> WindowRecord | None:
+        """slow:keep: the step's recording ends; its record where it was slow (`trigger`), its files kept."""
+        if backend.window is None:
+            return None
+        began = time.perf_counter()
+        try:
+            record = backend.end_kept(trigger)
+        finally:
+            self.windows.closed(backend.kind)
+        return None if record is None else record.replaced(stop_ms=(time.perf_counter() - began) * 1000)
 
     def _stop(self, backend: Backend) -> WindowRecord:
         began = time.perf_counter()

@@ -83,9 +83,14 @@ def _list(cards: list[Card], job: str | None) -> int:
     if job is not None:
         cards = [choose_job(cards, job)]
     if not cards:
-        print("no armed job on this cluster (a job is armed by NRL_PROFILE_ON_DEMAND=1 at its start)")
+        print("no armed job on this cluster (a job is armed by NRL_PROFILE_ON_DEMAND=1 at its start, or by "
+              "NRL_*_STEP_RANGE=slow)")  # fmt: skip
     for card in cards:
         print(f"{card.describe()}: step {'not yet' if card.step is None else card.step}")
+        if card.slow is not None:
+            print(f"  {card.slow.describe()}")
+        if not card.asks:
+            print("  takes no window asked for (NRL_PROFILE_ON_DEMAND is not set)")
         for row in card.workers:
             print(f"  {row.name}: rank{'s' if len(row.ranks) > 1 else ''} {','.join(map(str, row.ranks))}")
         if not card.workers:
