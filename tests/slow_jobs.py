@@ -1,0 +1,71 @@
+"""A Ray job with slow steps planted, for the windows that open themselves (NRL_*_STEP_RANGE=slow, slow:keep): two
+policy ranks and a reward worker called every step, each step `base_s` of sleep (robust on a busy machine: a slow step
+is several times a normal one) plus a few torch ops; `slow` steps take longer on every rank, `straggle` steps on rank 1
+only, `controller_s` is the controller's own time in each step. Importable by Ray's workers (tests/ on their path)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+class PolicyWorker:
+    def train(self, step: int, seconds: float) -> int:
+        import torch
+
+        with torch.profiler.record_function(f"policy.train.{step}"):
+            x = torch.ones(64, 64)
+            for _ in range(3):
+                x = x @ x / 64
+        time.sleep(seconds)
+        return step
+
+
+@ray.remote(num_cpus=0)
+class RewardWorker:
+    def score(self, step: int) -> float:
+        time.sleep(0.005)
+        return float(step)
+
+
+@dataclass
+class SlowPlan:
+    steps: int = 30
+    base_s: float = 0.1
+    controller_s: float = 0.0
+    slow: dict[int, float] = field(default_factory=dict)  # step -> seconds more on every rank
+    straggle: dict[int, float] = field(default_factory=dict)  # step -> seconds more on rank 1
+    # `step`: nrlprof.step(n) at each step's top; `marker`: none (NRL_STEP_METHOD finds them).
+    steps_from: str = "step"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> SlowPlan:
+        data = json.loads(text)
+        for key in ("slow", "straggle"):
+            data[key] = {int(step): seconds for step, seconds in data[key].items()}
+        return cls(**data)
+
+
+def run_job(plan: SlowPlan) -> None:
+    import nrlprof
+
+    ranks = [PolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
+    reward = RewardWorker.remote()
+    for step in range(1, plan.steps + 1):
+        if plan.steps_from == "step":
+            nrlprof.step(step)
+        time.sleep(plan.controller_s)
+        seconds = plan.base_s + plan.slow.get(step, 0.0)
+        calls = [rank.train.remote(step, seconds + (plan.straggle.get(step, 0.0) if r == 1 else 0.0))
+                 for r, rank in enumerate(ranks)]  # fmt: skip
+        ray.get([*calls, reward.score.remote(step)])
+        print("STEP", step, flush=True)
+    nrlprof.finish()
+    print("DONE", flush=True)

@@ -1,0 +1,124 @@
+"""Windows that open themselves when a step is slow, on real Ray jobs with slow steps planted (tests/slow_jobs.py) on
+the shared cluster: a window at the step after a slow one (`slow`), the slow step's own traces (`slow:keep`), in every
+matched worker and the controller, with the trigger in the manifest and the trace; a run of slow steps and a
+straggler; the budget; nothing else profiled."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.clusters import joining_env
+from helpers.trace_reading import load_trace, marker_steps, traces_under
+from slow_jobs import SlowPlan
+
+import nrlprof
+
+TESTS = Path(__file__).parent
+PROGRAM = TESTS / "programs" / "slow_steps.py"
+PYTHONPATH = os.pathsep.join([str(TESTS), str(Path(nrlprof.__file__).parent.parent)])
+
+
+def run(ray_cluster, tmp_path: Path, plan: SlowPlan, **variables: str) -> subprocess.CompletedProcess:
+    env = {**joining_env(ray_cluster.get_runtime_context().gcs_address), "PYTHONPATH": PYTHONPATH,
+           "NRL_TORCH_PROFILE_DIR": str(tmp_path / "traces"), "NRL_STEP_ANATOMY": "0", **variables}  # fmt: skip
+    result = subprocess.run([sys.executable, str(PROGRAM), plan.to_json()], env=env, capture_output=True, text=True,
+                            timeout=600, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-6000:]
+    return result
+
+
+def records_of(ray_cluster, directory: Path) -> list[dict]:
+    """The manifest records (of the shared cluster's session) whose files are under `directory`, or that name no
+    file but came from this test's workers."""
+    session = Path(ray_cluster._private.worker.global_worker.node.get_session_dir_path())
+    found = []
+    for manifest in (session / "logs" / "nrlprof").glob("manifest-*.jsonl"):
+        for line in manifest.read_text().splitlines():
+            record = json.loads(line)
+            if any(str(directory) in path for path in record["files"]):
+                found.append(record)
+    return found
+
+
+def trace_steps(directory: Path) -> dict[str, set[int]]:
+    """Each trace under `directory`, by its path below it, with the planted workers' steps it holds."""
+    return {
+        str(t.relative_to(directory)): marker_steps(load_trace(t), "policy.train.") for t in traces_under(directory)
+    }
+
+
+def torch_slow(mode: str = "slow", **more: str) -> dict[str, str]:
+    return {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": mode, **more}
+
+
+def test_a_slow_step_opens_a_window_at_the_next_step_in_every_matched_worker_and_the_controller(ray_cluster, tmp_path):
+    plan = SlowPlan(steps=20, slow={12: 0.6})
+    result = run(ray_cluster, tmp_path, plan, **torch_slow())
+    traces = tmp_path / "traces"
+    found = trace_steps(traces)
+    assert {name.split("/")[0] for name in found} == {
+        "policy_worker",
+        f"controller.steps13.{_pid(result)}.pt.trace.json",
+    }
+    policy = {name: steps for name, steps in found.items() if name.startswith("policy_worker/")}
+    assert sorted(policy) == [f"policy_worker/{r}/" + n for r, n in _names(policy)], "one trace per rank"
+    assert set(map(frozenset, policy.values())) == {frozenset({13})}, "the window is the step after the slow one"
+    (line,) = [m for m in result.stderr.splitlines() if "slow step 12: " in m and "opens" in m]
+    assert re.search(r"step 13: torch window 13 \(slow step 12: [\d.]+x\) started in 2 worker", result.stderr)
+    assert re.search(r"slow step 12: \d+ ms, [\d.]+x the median of \d+ ms \(NRL_PROFILE_SLOW_FACTOR\); slowest: "
+                     r"policy_worker rank [01]'s train \d+ ms against \d+ ms; torch window 13 opens in 2 worker\(s\) "
+                     r"and the controller \(1 of 3 for this run\)", line), line  # fmt: skip
+    records = records_of(ray_cluster, traces)
+    assert len(records) == 3 and {r["window"] for r in records} == {"13"}
+    for record in records:
+        trigger = record["trigger"]
+        assert trigger["step"] == 12 and trigger["cause"] == "slow step" and trigger["factor"] >= 1.5
+        assert trigger["slowest"]["worker"] == "policy_worker" and trigger["slowest"]["method"] == "train"
+    block = json.loads(json.dumps(load_trace(traces_under(traces / "policy_worker")[0])["nrlprof"]))
+    assert block["trigger"]["step"] == 12 and block["steps"] == [13]
+
+
+def test_slow_keep_keeps_the_slow_steps_own_traces_and_nothing_else(ray_cluster, tmp_path):
+    plan = SlowPlan(steps=20, slow={11: 0.6})
+    result = run(ray_cluster, tmp_path, plan, **torch_slow("slow:keep"))
+    traces = tmp_path / "traces"
+    found = trace_steps(traces)
+    policy = {name: steps for name, steps in found.items() if name.startswith("policy_worker/")}
+    assert len(policy) == 2 and set(map(frozenset, policy.values())) == {frozenset({11})}, found
+    assert len([name for name in found if name.startswith("controller.steps11.")]) == 1
+    assert len(found) == 3, "every other step was recorded and dropped"
+    assert "torch trace of step 11 kept in 2 worker(s) and the controller" in result.stderr
+    records = records_of(ray_cluster, traces)
+    assert len(records) == 3 and {(r["window"], r["trigger"]["step"]) for r in records} == {("11", 11)}
+    block = load_trace(traces_under(traces / "policy_worker")[0])["nrlprof"]
+    assert block["trigger"]["step"] == 11 and block["steps"] == [11]
+
+
+def test_a_run_of_slow_steps_and_a_straggler_each_trigger_once_and_the_budget_holds(ray_cluster, tmp_path):
+    # A run of 6 slow steps (one event), then rank 1 straggles from step 30 on (one event: its call 4x its peer's while
+    # the step grows 1.3x, the controller's own work holding most of it), then one more slow step past the budget of 2.
+    plan = SlowPlan(steps=50, base_s=0.05, controller_s=0.5, slow={s: 1.5 for s in range(10, 16)},
+                    straggle={s: 0.15 for s in range(30, 50)} | {45: 3.0})  # fmt: skip
+    result = run(ray_cluster, tmp_path, plan, **torch_slow(NRL_PROFILE_SLOW_MAX="2"))
+    said = [m for m in result.stderr.splitlines() if "for this run)" in m]
+    assert len(said) == 2, "\n".join(said)
+    assert "slow step 10:" in said[0]
+    assert re.search(r"straggler at step 30: policy_worker rank 1's train \d+ ms against \d+ ms, [\d.]+x its peers'",
+                     said[1]), said[1]  # fmt: skip
+    assert len([m for m in result.stderr.splitlines() if "are spent" in m]) == 1
+    windows = {frozenset(steps) for name, steps in trace_steps(tmp_path / "traces").items()
+               if name.startswith("policy_worker/")}  # fmt: skip
+    assert windows == {frozenset({11}), frozenset({31})}
+
+
+def _pid(result: subprocess.CompletedProcess) -> str:
+    return re.search(r"controller \(driver\) runs on \S+ pid (\d+)", result.stderr).group(1)
+
+
+def _names(policy: dict[str, set[int]]) -> list[tuple[str, str]]:
+    return sorted((name.split("/")[1], name.split("/")[2]) for name in policy)
