@@ -309,3 +309,11 @@ def test_a_kept_steps_records_are_not_said_again_as_a_window_that_stopped(said):
     kept = WindowRecord("torch", "controller", None, (9,), "9", ("/t/a.json",), trigger=Trigger(9, 1, 1, 1.5))
     gate._log_stopped([kept], 10)
     assert not [m for m in said if "window stopped" in m]
+
+
+def test_a_short_call_seen_late_is_never_taken_for_a_straggler():
+    # Both calls took 10 ms; rank 1's end was seen 20 ms late (it ended before it joined the clock's wait).
+    call_spans = verdict.spans([("policy", 0, "train", 0.0, 0.010), ("policy", 1, "train", 0.0, 0.030)])
+    medians = verdict.peers_medians(call_spans)
+    assert verdict.stragglers(call_spans, medians, 1.5) != [], "taken at face value it would straggle"
+    assert verdict.stragglers(call_spans, medians, 1.5, seen_late_ms=20.0) == []

@@ -114,11 +114,16 @@ def slowest(all_spans: list[CallSpan], medians: dict[CallSpan, float]) -> Slowes
     return Slowest(top.worker, top.rank, top.method, round(top.ms, 1), None if peers is None else round(peers, 1))
 
 
-def stragglers(all_spans: list[CallSpan], medians: dict[CallSpan, float], factor: float) -> list[Slowest]:
-    """The ranks whose call took `factor` times their peers' median or more, slowest against its peers first."""
+def stragglers(
+    all_spans: list[CallSpan], medians: dict[CallSpan, float], factor: float, seen_late_ms: float = 0.0
+) -> list[Slowest]:
+    """The ranks whose call took `factor` times their peers' median or more, slowest against its peers first.
+
+    `seen_late_ms`: how late a call's end may be seen (nrlprof.runtime.slow.calls.WAIT_S); a call is judged on its
+    span less that much, so a short call seen late is never taken for a straggler."""
     found = [
         Slowest(span.worker, span.rank, span.method, round(span.ms, 1), round(peers, 1))
         for span, peers in medians.items()
-        if peers > 0 and span.ms >= factor * peers
+        if peers > 0 and span.ms - seen_late_ms >= factor * peers
     ]
     return sorted(found, key=lambda s: s.ms / (s.peers_ms or 1), reverse=True)

@@ -16,7 +16,7 @@ from nrlprof.config.steps import Window
 from nrlprof.config.variables import SLOW_FACTOR_VARIABLE, SLOW_MAX_VARIABLE
 from nrlprof.log import logger
 from nrlprof.manifest import SLOW_STEP, STRAGGLER, Slowest, Trigger
-from nrlprof.runtime.slow.calls import CallClock
+from nrlprof.runtime.slow.calls import WAIT_S, CallClock
 from nrlprof.runtime.slow.verdict import StepHistory, peers_medians, slowest, spans, stragglers
 from nrlprof.runtime.windows.asked import asked_conflict
 from nrlprof.runtime.windows.profiler import ARM, KEEP_STEP, Action
@@ -100,7 +100,7 @@ class SlowWatch:
         factor = self.history.slow_factor(wall_ms)
         call_spans = spans(calls)
         medians = peers_medians(call_spans)
-        now_straggling = stragglers(call_spans, medians, self.settings.factor)
+        now_straggling = stragglers(call_spans, medians, self.settings.factor, WAIT_S * 1000)
         began = [s for s in now_straggling if (s.worker, s.rank, s.method) not in self.straggling]
         self.straggling = {(s.worker, s.rank, s.method) for s in now_straggling}
         self.history.add(wall_ms)
