@@ -227,6 +227,39 @@ def auth_environment() -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", **({"RAY_AUTH_TOKEN": token} if token else {})}
 
 
+def token_found() -> bool:
+    """A token is where Ray looks for one (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token), whatever the
+    mode."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+    except ImportError:
+        return False
+    return AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+
+
+def enable_token_auth() -> None:
+    """Token authentication on for this process and those it starts, as `ray.init` does for a cluster it finds."""
+    from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+    _enable_token_auth()
+
+
+def gcs_refuses_without_token(gcs_address: str, timeout_s: float) -> bool:
+    """Whether the GCS at `gcs_address` answers a call with no token by refusing it (UNAUTHENTICATED)."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    channel = grpc.insecure_channel(gcs_address)
+    try:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+    except grpc.RpcError as err:
+        return err.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        channel.close()
+    return False
+
+
 def _kv() -> Any:
     from ray.experimental import internal_kv
 

@@ -114,6 +114,36 @@ def test_summary_reads_on_the_node_with_the_token(token_cluster, tmp_path):
     assert worker["files"][0].endswith(f":{trace}") and data["directory"] == f"cluster auto: {session.name}"
 
 
+def test_an_address_given_finds_the_token_where_ray_keeps_it(token_cluster, tmp_path):
+    """`--address host:port` with RAY_AUTH_MODE unset: Ray itself would send no token; nrlprof turns token auth on
+    where the token is found, in RAY_AUTH_TOKEN or in ~/.ray/auth_token, as Ray does for `auto`."""
+    address = token_cluster["address"]
+    env = {**token_cluster["env"], "HOME": str(tmp_path)}
+    assert "RAY_AUTH_MODE" not in env
+    done = nrlprof(env, "doctor", "--address", address, "--json", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["nodes"][0]["error"] is None
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(env.pop("RAY_AUTH_TOKEN"))
+    listed = nrlprof(env, "capture", "--address", address, "--list", cwd=str(tmp_path))
+    assert listed.returncode == 0 and "no armed job on this cluster" in listed.stdout, listed.stderr
+    summary = nrlprof(env, "summary", "--address", address, "--json", cwd=str(tmp_path))
+    assert "could not connect" not in summary.stderr and "no torch trace" in summary.stderr, summary.stderr
+
+
+def test_an_address_given_with_no_token_anywhere_is_said_in_one_line(token_cluster, tmp_path):
+    """No token anywhere: one line that says the cluster may use token authentication and what to set, not Ray's 20
+    s of retries and warnings ending in `could not connect`."""
+    env = {key: value for key, value in token_cluster["env"].items() if key != "RAY_AUTH_TOKEN"}
+    env["HOME"] = str(tmp_path)  # no ~/.ray/auth_token
+    for command in (["doctor"], ["capture", "--list"], ["collect", "--to", str(tmp_path / "out")], ["summary"]):
+        done = nrlprof(env, *command, "--address", token_cluster["address"], cwd=str(tmp_path))
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        (line,) = done.stderr.strip().splitlines()
+        assert "may use token authentication" in line and "RAY_AUTH_MODE=token" in line, line
+        assert "RAY_AUTH_TOKEN or ~/.ray/auth_token" in line and token_cluster["address"] in line, line
+
+
 def test_plan_matches_live_actors_with_the_token(token_cluster, tmp_path):
     env = {**token_cluster["env"], "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "3:5"}
     done = nrlprof(env, "plan", "--address", "auto", "--json", cwd=str(tmp_path))
