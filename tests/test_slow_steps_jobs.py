@@ -85,7 +85,9 @@ def test_a_slow_step_opens_a_window_at_the_next_step_in_every_matched_worker_and
 
 def test_slow_keep_keeps_the_slow_steps_own_traces_and_nothing_else(ray_cluster, tmp_path):
     plan = SlowPlan(steps=20, slow={11: 0.6})
-    result = run(ray_cluster, tmp_path, plan, **torch_slow("slow:keep"))
+    anatomy = tmp_path / "traces" / "step_anatomy"
+    result = run(ray_cluster, tmp_path, plan, **torch_slow("slow:keep"), NRL_STEP_ANATOMY="1",
+                 NRL_STEP_ANATOMY_DIR=str(anatomy))  # fmt: skip
     traces = tmp_path / "traces"
     found = trace_steps(traces)
     policy = {name: steps for name, steps in found.items() if name.startswith("policy_worker/")}
@@ -97,6 +99,29 @@ def test_slow_keep_keeps_the_slow_steps_own_traces_and_nothing_else(ray_cluster,
     assert len(records) == 3 and {(r["window"], r["trigger"]["step"]) for r in records} == {("11", 11)}
     block = load_trace(traces_under(traces / "policy_worker")[0])["nrlprof"]
     assert block["trigger"]["step"] == 11 and block["steps"] == [11]
+    # The tools on the job's files (its manifest lines beside its traces and step anatomy) mark the slow step.
+    (traces / ".nrlprof").mkdir()
+    (traces / ".nrlprof" / "manifest-h-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = nrlprof_command("summary", str(traces))
+    assert "Slow steps caught" in summary.stdout, summary.stdout
+    assert re.search(r"step 11: [\d.]+x the median \(\d+ ms against \d+ ms\); policy_worker rank [01]'s `train` \d+ "
+                     r"ms against \d+ ms; the steps around it \d+ ms \(the step anatomy\); torch trace of step 11 kept "
+                     r"in 3 process\(es\)", " ".join(summary.stdout.split())), summary.stdout  # fmt: skip
+    data = json.loads(nrlprof_command("summary", "--json", str(traces)).stdout)
+    (caught,) = data["slow_steps"]
+    assert caught["kept"] and caught["trigger"]["step"] == 11 and len(caught["files"]) == 3
+    marked = data["anatomy"]["steps"]["11"]["caught"]
+    assert (
+        marked["cause"] == "slow step" and marked["kept"] and abs(marked["factor"] - caught["trigger"]["factor"]) < 0.06
+    )
+    explained = json.loads(nrlprof_command("explain", "--json", str(traces)).stdout)
+    assert any(note.startswith("slow step caught: step 11: ") for note in explained["notes"])
+    (slow,) = [f for f in explained["findings"] if f["kind"] == "slow_steps"]
+    assert "caught by nrlprof: step 11 (torch trace of step 11 kept in 3 process(es))" in slow["evidence"]["summary"]
+    assert slow["evidence"]["look"]["file"] in caught["files"]
+    assert not [f for f in explained["findings"] if f["kind"] == "profiler_distortion"], "the slow step is no window's"
+    nrlprof_command("report", str(traces), "-o", str(tmp_path / "report.html"))
+    assert "Slow steps caught" in (tmp_path / "report.html").read_text()
 
 
 def test_a_run_of_slow_steps_and_a_straggler_each_trigger_once_and_the_budget_holds(ray_cluster, tmp_path):
@@ -114,6 +139,13 @@ def test_a_run_of_slow_steps_and_a_straggler_each_trigger_once_and_the_budget_ho
     windows = {frozenset(steps) for name, steps in trace_steps(tmp_path / "traces").items()
                if name.startswith("policy_worker/")}  # fmt: skip
     assert windows == {frozenset({11}), frozenset({31})}
+
+
+def nrlprof_command(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "nrlprof", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": PYTHONPATH})  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    return done
 
 
 def _pid(result: subprocess.CompletedProcess) -> str:

@@ -23,8 +23,9 @@ _UNKNOWN = object()
 
 
 class CallClock:
-    """`submitted` in the call hook; `take_step` at each step boundary: the step's calls, as (worker, rank, method,
-    submitted s, completed s or None) lists that the waiting thread completes."""
+    """`submitted` in the call hook; `take_step` at each step boundary: the step's calls, as [worker, rank, method,
+    submitted s, completed s or None, the call's ObjectRef until it is seen complete] lists that the waiting thread
+    completes."""
 
     def __init__(self, identify: Callable[[Any], tuple[str, int] | None]) -> None:
         import ray
@@ -52,7 +53,7 @@ class CallClock:
             name = self._names[key] = self.identify(handle)
         if name is None:
             return
-        entry = [name[0], name[1], method, time.perf_counter(), None]
+        entry = [name[0], name[1], method, time.perf_counter(), None, result]
         self.current.append(entry)
         self._new.append((result, entry))
         if self._thread is None:
@@ -62,7 +63,22 @@ class CallClock:
             self._wake.set()
 
     def take_step(self) -> list[list]:
+        """The step's calls; those the thread has not seen end yet are asked about here, without waiting (the step
+        boundary often comes as the last of them ends, before the thread has seen it)."""
         ended, self.current = self.current, []
+        unseen = [entry for entry in ended if entry[4] is None and entry[5] is not None]
+        if unseen and rayapi.connected():
+            now = time.perf_counter()
+            try:
+                ready = _completed([entry[5] for entry in unseen], wait_s=0)
+            except Exception:  # their times are left out of this step's verdict
+                ready = []
+            done = set(ready)
+            for entry in unseen:
+                if entry[5] in done and entry[4] is None:
+                    entry[4] = now
+        for entry in ended:
+            entry[5] = None
         return ended
 
     def stop(self) -> None:
@@ -92,14 +108,17 @@ class CallClock:
                 continue
             now = time.perf_counter()
             for ref in ready:
-                pending.pop(ref)[4] = now
+                entry = pending.pop(ref)
+                if entry[4] is None:
+                    entry[4] = now
+                entry[5] = None  # the ref no longer held: its object is the job's to free
 
 
-def _completed(refs: list) -> list:
-    """The refs completed within WAIT_S (at least one, where one completes): all of them, at once."""
+def _completed(refs: list, wait_s: float = WAIT_S) -> list:
+    """The refs completed within `wait_s` (at least one, where one completes): all of them, at once."""
     import ray
 
-    ready, rest = ray.wait(refs, num_returns=1, timeout=WAIT_S, fetch_local=False)
+    ready, rest = ray.wait(refs, num_returns=1, timeout=wait_s, fetch_local=False)
     if ready and rest:
         ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=False)[0]
     return ready

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nrlprof.manifest import Slowest
@@ -69,11 +69,11 @@ class CallSpan:
     ms: float
 
 
-def spans(calls: Iterable[tuple[str, int, str, float, float | None]]) -> list[CallSpan]:
-    """(worker, rank, method, submitted s, completed s or None) -> one span per worker rank and method (calls not
+def spans(calls: Iterable[Sequence]) -> list[CallSpan]:
+    """(worker, rank, method, submitted s, completed s or None, ...) -> one span per worker rank and method (calls not
     completed yet are left out)."""
     bounds: dict[tuple[str, int, str], list[float]] = {}
-    for worker, rank, method, submitted, completed in calls:
+    for worker, rank, method, submitted, completed, *_ in calls:
         if completed is None:
             continue
         found = bounds.setdefault((worker, rank, method), [submitted, completed])

@@ -24,7 +24,7 @@ from nrlprof.backends import backend_class
 from nrlprof.config.plan import NSYS, BackendPlan, Plan
 from nrlprof.config.steps import Window
 from nrlprof.log import logger
-from nrlprof.manifest import Status, Trigger, WindowRecord
+from nrlprof.manifest import STRAGGLER, Status, Trigger, WindowRecord
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict, with_asked_window
 from nrlprof.runtime.windows.fanout import Fanout
 from nrlprof.runtime.windows.profiler import ARM, KEEP_STEP, PREPARE, SETTLE, START, STEP, STOP, Action, ProcessProfiler
@@ -365,10 +365,15 @@ def action_text(actions: tuple[Action, ...]) -> str:
 
 
 def _action_words(action: Action) -> str:
+    trigger = action.trigger
+    why = ""
+    if trigger is not None:  # the step anatomy marks the slow step by these words (tools.figures.anatomy)
+        cause = "straggler at step" if trigger.cause == STRAGGLER else "slow step"
+        why = f" ({cause} {trigger.step}: {trigger.factor:.1f}x{': kept' if action.op == KEEP_STEP else ''})"
     if action.op not in (PREPARE, START):
-        return f"{action.op} {action.kind}"
+        return f"{action.op} {action.kind}{why}"
     asked = f" (asked for: request {action.asked})" if action.asked else ""
-    return f"{action.op} {action.kind} {action.window.label}{asked}"
+    return f"{action.op} {action.kind} {action.window.label}{asked}{why}"
 
 
 def _records_of(records: list[WindowRecord], kind: str, label: str) -> list[WindowRecord]:

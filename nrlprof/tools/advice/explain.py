@@ -125,5 +125,7 @@ def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) 
         phases=facts.method_phases if facts is not None else {},
         overlap=facts.overlap() if facts is not None else None,
         cannot_tell=evidence.cannot_tell,
-        notes=list(summary.notes) + [f"skipped {path}: {reason}" for path, reason in summary.skipped],
+        notes=[f"slow step caught: {c.describe(summary.anatomy_steps)}" for c in summary.caught]
+        + list(summary.notes)
+        + [f"skipped {path}: {reason}" for path, reason in summary.skipped],
     )

@@ -20,12 +20,16 @@ def profiler_distortion_finding(evidence: Evidence) -> Finding | None:
     if facts is None:
         return None
     backends: dict[int, set[str]] = {}
+    # Windows a slow step opened, and slow steps' kept traces: their steps were slow before any profiler ran.
+    caught = {(c.backend, c.window) for c in evidence.summary.caught}
     for row in evidence.summary.overhead:
-        for step in window_steps(row.window):
+        for step in window_steps(row.window) if (row.backend, row.window) not in caught else ():
             backends.setdefault(step, set()).add(row.backend)
+    caught_steps = {s for c in evidence.summary.caught for s in window_steps(c.window)}
     for entry in evidence.summary.workers:  # traces and captures hold their windows' steps (no manifest needed)
         for step in entry.step_wall_ms:
-            backends.setdefault(step, set()).add(entry.source)
+            if step not in caught_steps:
+                backends.setdefault(step, set()).add(entry.source)
     memory = evidence.summary.sections.get("memory") or {}
     for ranks in memory.get("workers", {}).values():
         for entry in ranks.values():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding
+from nrlprof.tools.advice.finding import RULES, Finding, Look
 from nrlprof.tools.advice.phases import OTHER, PHASE_LABELS, PHASES
 from nrlprof.tools.advice.step_facts import CONTROLLER, NS_PER_MS, PROFILER, StepFacts
 
@@ -155,6 +155,10 @@ def slow_steps_finding(evidence: Evidence) -> Finding | None:
             "slowest_rank": _rank_of(facts, i, label),
             "grew_ms": round(grew / NS_PER_MS, 1),
         })  # fmt: skip
+    caught = {c.step: c for c in evidence.summary.caught}
+    for detail in details:
+        if detail["step"] in caught:  # a job armed for slow steps caught it: where its traces are
+            detail["caught"] = caught[detail["step"]].what()
     excess = sum(walls[i] - median for i in slow)
     worst = max(range(len(slow)), key=lambda k: walls[slow[k]])
     top = details[worst]
@@ -162,14 +166,25 @@ def slow_steps_finding(evidence: Evidence) -> Finding | None:
     summary = (f"{len(slow)} step(s) at least {SLOW_FACTOR}x the median step ({median / NS_PER_MS:.0f} ms): "
                f"step {top['step']} {top['factor']}x, {who} {top['slowest_ms']:.0f} ms against "
                f"{top['slowest_median_ms']:.0f} ms")  # fmt: skip
+    caught_here = [caught[d["step"]] for d in details if d["step"] in caught]
+    if caught_here:
+        summary += "; caught by nrlprof: " + "; ".join(f"step {c.step} ({c.what()})" for c in caught_here)
     row = _row_of(facts, slow[worst], top["slowest"])
     look = evidence.look_at_phase(row, facts.windows[slow[worst]]) if row is not None else None
+    kept = [c for c in caught_here if c.kept and c.files]
+    if kept:  # the slow step's own trace says more than the anatomy's phase
+        look = Look(kept[0].files[0], kept[0].step)
     return Finding(
         kind="slow_steps",
         impact_pct=100 * excess / facts.total_wall,
         summary=summary,
-        advice="look at what else ran then (checkpointing, evaluation, garbage collection, a node's hiccup); "
-        "`NRL_TORCH_PROFILE_STEP_RANGE=slow` profiles the steps after a slow one by itself",
+        advice="look at what else ran then (checkpointing, evaluation, garbage collection, a node's hiccup)"
+        + (
+            ""
+            if caught_here
+            else "; `NRL_TORCH_PROFILE_STEP_RANGE=slow:keep` keeps the traces of the slow steps "
+            "themselves, `slow` profiles the step after each"
+        ),
         steps=[d["step"] for d in details],
         worker=top["slowest"] if top["slowest"] in (CONTROLLER, PROFILER) else top["slowest"].rpartition(".")[0],
         rank=top["slowest_rank"],

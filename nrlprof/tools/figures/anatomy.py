@@ -6,6 +6,7 @@ The calls come from tools.read.anatomy, on the driver's clock.
 from __future__ import annotations
 
 import os
+import re
 
 from nrlprof.anatomy.files import latest_run
 from nrlprof.config.steps import StepSelection
@@ -13,6 +14,8 @@ from nrlprof.tools.figures.anatomy_tables import AnatomyTables, PhaseRows, anato
 from nrlprof.tools.read.anatomy import NS_PER_MS, ProfiledNames
 from nrlprof.tools.read.anatomy_calls import read_run_calls
 
+# The gate's words for a window a slow step opened, or a slow step's kept traces (runtime.windows.gate.action_text).
+CAUGHT = re.compile(r"\((slow step|straggler at step) (\d+): ([\d.]+)x(: kept)?\)")
 GROWTH_MIN_STEPS = 3  # steps a phase must run in for its growth to be judged
 
 
@@ -32,6 +35,7 @@ def public_model(tables: AnatomyTables) -> dict:
     walls = tables.walls
     busy = {g: tables.group_busy(index) for index, g in enumerate(workers)}
     steps: dict[str, dict] = {}
+    caught_steps: dict[str, dict] = {}
     for window, step in enumerate(tables.steps.tolist()):
         begin, end = int(tables.begins[window]), int(tables.ends[window])
         lo, hi = int(tables.phase_offsets[window]), int(tables.phase_offsets[window + 1])
@@ -48,6 +52,11 @@ def public_model(tables: AnatomyTables) -> dict:
         own = profiler_time(calls.marks, begin, end)
         if own is not None:
             steps[str(step)]["profiler"] = own
+            for cause, slow_step, factor, kept in CAUGHT.findall(own["actions"]):
+                caught_steps[slow_step] = {"factor": float(factor), "cause": cause, "kept": bool(kept)}
+    for label, slow in caught_steps.items():
+        if label in steps:
+            steps[label]["caught"] = slow
     windows = list(zip(tables.steps.tolist(), tables.begins.tolist(), tables.ends.tolist(), strict=True))
     return {
         "run": str(calls.run),

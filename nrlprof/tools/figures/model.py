@@ -15,6 +15,7 @@ from nrlprof.tools.figures.kernel_names import short_kernel_name
 
 if TYPE_CHECKING:  # only the types: `diff` reads the format without importing the readers
     from nrlprof.tools.figures.anatomy_tables import AnatomyTables
+    from nrlprof.tools.read.caught import Caught
     from nrlprof.tools.read.manifests import Overhead
     from nrlprof.tools.read.nsys_stats import NsysReport
 
@@ -141,6 +142,12 @@ class Summary:
     sections: dict[str, Any] = field(default_factory=dict)  # "memory", "anatomy" where their files exist
     stragglers: dict[int, list[Straggler]] = field(default_factory=dict)  # per step, slowest kinds first
     anatomy_tables: AnatomyTables | None = None  # the step anatomy as read (`explain` reasons from it); not in JSON
+    caught: list[Caught] = field(default_factory=list)  # slow steps a job armed for them caught (NRL_*=slow)
+
+    @property
+    def anatomy_steps(self) -> dict | None:
+        """The step anatomy's steps (wall time, phases) by label, where it was read."""
+        return (self.sections.get("anatomy") or {}).get("steps") or None
 
     @property
     def steps(self) -> list[int]:
@@ -154,6 +161,7 @@ class Summary:
             "workers": [w.to_json() for w in self.workers],
             "stragglers": {str(step): [s.to_json() for s in rows] for step, rows in self.stragglers.items()},
             "profiler_overhead": [o.to_json() for o in self.overhead],
+            "slow_steps": [c.to_json(self.anatomy_steps) for c in self.caught],
             **({"hta": self.hta} if self.hta is not None else {}),
             **self.sections,
             "nsys_reports": [r.to_json() for r in self.nsys_reports],

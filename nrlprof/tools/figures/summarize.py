@@ -122,6 +122,7 @@ def assemble(
         summary.notes.append(anatomy_note)
     summary.skipped.extend(manifests.unreadable)
     summary.overhead = manifests.overhead
+    summary.caught = manifests.caught
     summary.stragglers = stragglers(summary.workers)
     return summary
 

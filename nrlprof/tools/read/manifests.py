@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof.tools.read.caught import Caught, caught
 from nrlprof.tools.read.inputs import Inputs
 
 
@@ -45,6 +46,8 @@ class ManifestView:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     overhead: list[Overhead] = field(default_factory=list)
     rank_of_file: dict[str, int] = field(default_factory=dict)
+    # The slow steps a job armed for them caught: the windows they opened, or their kept traces.
+    caught: list[Caught] = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +105,7 @@ def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> Manifes
                 view.unreadable.append((manifest, reason))
                 continue
             records.append((manifest, record))
+    view.caught = caught(record for _, record in records)
     found_backends = {
         str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
     }

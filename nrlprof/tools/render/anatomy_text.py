@@ -11,7 +11,15 @@ def render_anatomy_text(model: dict) -> str:
         return "step anatomy: no step recorded\n"
     lines = ["step anatomy (times from each step's start)"]
     for label, step in sorted(steps.items(), key=lambda item: int(item[0])):
-        lines.append(f"step {label}: {step['wall_ms']:.1f} ms")
+        caught = step.get("caught")
+        mark = ""
+        if caught:
+            against = (
+                "a rank's call over its peers'" if caught["cause"] == "straggler at step" else "the median before it"
+            )
+            done = "its traces kept" if caught["kept"] else "a window opened at the next step"
+            mark = f"  (caught slow: {caught['factor']:.1f}x {against}; {done})"
+        lines.append(f"step {label}: {step['wall_ms']:.1f} ms{mark}")
         if own := step.get("profiler"):
             lines.append(f"  {own['start_ms']:>10.1f} +{own['ms']:>10.1f} ms  nrlprof in the driver: {own['actions']}")
         for phase in step["phases"]:

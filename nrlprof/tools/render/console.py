@@ -74,6 +74,10 @@ def render_summary(summary: Summary, console: Console | None = None) -> None:
         _ranges_table(summary, console)
         _top_tables(summary, console)
     _overhead_table(summary, console)
+    if summary.caught:
+        console.print("[bold]Slow steps caught[/] (windows that opened by themselves, or slow steps' kept traces)")
+        for caught in summary.caught:
+            console.print(plain(caught.describe(summary.anatomy_steps)), soft_wrap=True)
     _hta_table(summary, console)
     if summary.sections:
         console.print(plain(sections_text(summary.sections)), soft_wrap=True)

@@ -76,6 +76,10 @@ def render_html(summary: Summary, explanation: Explanation | None = None) -> str
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p>",
     ]
     parts += _findings(explanation)
+    if summary.caught:
+        parts.append('<h2 id="caught">Slow steps caught (windows that opened by themselves, kept traces)</h2><ul>')
+        parts += [f"<li>{_e(c.describe(summary.anatomy_steps))}</li>" for c in summary.caught]
+        parts.append("</ul>")
     for path, reason in summary.skipped:
         parts.append(f'<div class="note">skipped {_e(path)}: {_e(reason)}</div>')
     for note in summary.notes:
