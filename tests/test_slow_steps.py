@@ -11,10 +11,11 @@ import pytest
 from helpers.gates import ActionLog, per_step
 
 from nrlprof.config.env import plan_from_env
+from nrlprof.config.slow import HISTORY, MIN_HISTORY, QUIET_STEPS
 from nrlprof.errors import ConfigError
 from nrlprof.manifest import STRAGGLER, Slowest, Trigger, WindowRecord
 from nrlprof.runtime.slow import verdict
-from nrlprof.runtime.slow.verdict import HISTORY, MIN_HISTORY, QUIET_STEPS, StepHistory
+from nrlprof.runtime.slow.verdict import StepHistory
 from nrlprof.runtime.slow.watch import SlowWatch
 from nrlprof.runtime.windows.dispatch import actor_fanout
 from nrlprof.runtime.windows.gate import Gate
@@ -317,3 +318,29 @@ def test_a_short_call_seen_late_is_never_taken_for_a_straggler():
     medians = verdict.peers_medians(call_spans)
     assert verdict.stragglers(call_spans, medians, 1.5) != [], "taken at face value it would straggle"
     assert verdict.stragglers(call_spans, medians, 1.5, seen_late_ms=20.0) == []
+
+
+def test_plan_says_what_counts_as_slow_what_opens_the_spacing_the_budget_and_the_cost():
+    from nrlprof.tools.plan.describe import describe
+
+    plan = plan_from_env({**torch_slow("slow:keep"), **NSYS, "NRL_NSYS_PROFILE_STEP_RANGE": "slow",
+                          "NRL_PROFILE_SLOW_MAX": "2"})  # fmt: skip
+    views = {view.kind: view for view in describe(plan)}
+    keep, nsys = views["torch"], views["nsys"]
+    assert keep.windows == ["slow:keep: every step recorded, the slow steps' traces kept"]
+    (note,) = [n for n in keep.notes if n.startswith("slow:keep")]
+    for said in (
+        "1.5x the median of up to 20 steps",
+        "no verdict before 5",
+        "1.5x its peers' median",
+        "at most 2",
+        "no verdict until 10 more steps",
+        "NRL_PROFILE_MAX_HOST_MB",
+        "150 ms step",
+        "and the controller",
+    ):
+        assert said in note, said
+    assert any(f["path"].endswith("steps<n>.<pid>.pt.trace.json") for f in keep.files)
+    (note,) = [n for n in nsys.notes if n.startswith("slow:")]
+    assert "a window of 1 step(s) opens at the next step in every matched worker," in note and "100 ms step" in note
+    assert "_slow_<pid>.<k>" in nsys.files[0]["path"]

@@ -29,11 +29,18 @@ REPORT_WAIT_S = 10.0
 # `nsys start` took 0.10 s on an H200 (nsys 2025.3.1); a loaded node gets far more.
 NSYS_START_TIMEOUT_S = 60.0
 ON_DEMAND_LABEL = "on-demand"
+SLOW_LABEL = "slow"
 ANCESTOR_DEPTH = 4
 CHILD_NOTE = (
     "this process's capture range is in the report of its worker '{worker}' (nsys writes one report per capture "
     "range of its session, holding every process of the session)"
 )
+
+
+def armed_label(backend_plan: BackendPlan) -> str:
+    """What the reports of an armed worker's windows are named by: `slow` (windows opened by slow steps) or
+    `on-demand` (asked for)."""
+    return SLOW_LABEL if backend_plan.slow else ON_DEMAND_LABEL
 
 
 def _ancestor_pids(depth: int = ANCESTOR_DEPTH) -> list[int]:
@@ -100,7 +107,8 @@ class NsysBackend(Backend):
         if nsys is None:
             raise RuntimeError("nsys is not on this worker's PATH: no collection can start in its nsys session")
         self.collections += 1
-        name = layout.nsys_output_name(self.role.identity.file_name, ON_DEMAND_LABEL).replace("%p", str(os.getpid()))
+        name = layout.nsys_output_name(self.role.identity.file_name, armed_label(self.backend_plan))
+        name = name.replace("%p", str(os.getpid()))
         directory = Path(self.backend_plan.output_dir or layout.nsight_dir(self.role.session_dir or "."))
         directory.mkdir(parents=True, exist_ok=True)
         output = str(directory / f"{name}.{self.collections}")
@@ -114,6 +122,12 @@ class NsysBackend(Backend):
                                f"{said[-1] if said else 'no message'}")  # fmt: skip
         self.collection_output = output
 
+    def _start_collection(self) -> None:
+        try:
+            self.ready_for_asked()
+        except Exception as err:  # recorded, the window goes on without nsys
+            self.capture_problem = str(err)
+
     @property
     def repeats(self) -> bool:
         return self.backend_plan.options_dict.get("capture-range-end", "stop").startswith("repeat")
@@ -123,8 +137,13 @@ class NsysBackend(Backend):
         self.first_range = self.ranges_started + 1
         if not self.in_workers_session and self.role.identity is not None:
             self.reports_before, self.last_window = set(self._session_reports()), window.label
+        self.capture_problem = None
+        if self.nsys_session is not None and self.collection_output is None and self.backend_plan.slow:
+            self._start_collection()  # a window a slow step opened: nothing readied it ahead
         if self.nsys_session is not None and self.collection_output is None:
-            self.capture_problem = "no nsys collection was started in this worker's session for the window"
+            self.capture_problem = self.capture_problem or (
+                "no nsys collection was started in this worker's session for the window"
+            )
         else:
             self.capture_problem = None if self.discrete else self._start_capture(f"window {window.label}")
         self.mark_step(step)

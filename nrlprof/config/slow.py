@@ -18,6 +18,11 @@ WINDOW = "window"
 KEEP = "keep"
 MODES = {SLOW_TEXT: WINDOW, KEEP_TEXT: KEEP}
 
+# The median a step is judged against: up to HISTORY steps before it, and no verdict before MIN_HISTORY; after a
+# trigger, QUIET_STEPS steps enter it with no verdict (nrlprof.runtime.slow.verdict).
+HISTORY = 20
+MIN_HISTORY = 5
+QUIET_STEPS = HISTORY // 2
 DEFAULT_FACTOR = 1.5
 DEFAULT_STEPS = 1
 DEFAULT_MAX = 3

@@ -326,8 +326,14 @@ def _log_plan(plan: Plan) -> None:
     for backend in plan.backends:
         patterns = ",".join(t.pattern for t in backend.targets)
         steps = "whole lifetime" if backend.steps is None else ",".join(w.label for w in backend.steps.windows)
-        if backend.kind == "nsys" and plan.on_demand is not None and plan.on_demand.nsys:
+        if backend.kind == "nsys" and plan.on_demand is not None and plan.on_demand.nsys and not backend.slow:
             steps = "on demand (launched under nsys; windows when asked for with `nrlprof capture`)"
+        if backend.slow and plan.slow is not None:
+            what = ("every step recorded, the slow steps' traces kept" if backend.slow == "keep" else
+                    f"a window of {plan.slow.steps} step(s) at the step after a slow one")  # fmt: skip
+            steps = (f"slow{':keep' if backend.slow == 'keep' else ''} ({what}; slow: {plan.slow.factor:g}x the median "
+                     f"of the steps before it, or a rank {plan.slow.factor:g}x its peers; at most "
+                     f"{plan.slow.max_triggers} a run)")  # fmt: skip
         logger.info("%s profiling planned for workers matching '%s', steps %s", backend.kind, patterns, steps)
     if plan.step_method is not None:
         logger.info("steps: the step marker NRL_STEP_METHOD=%s", plan.step_method.text)

@@ -16,11 +16,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from nrlprof.config.slow import HISTORY, MIN_HISTORY, QUIET_STEPS
 from nrlprof.manifest import Slowest
-
-HISTORY = 20
-MIN_HISTORY = 5
-QUIET_STEPS = HISTORY // 2
 
 
 class StepHistory:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.backends import backend_class
-from nrlprof.backends.nsys import ON_DEMAND_LABEL
+from nrlprof.backends.nsys import armed_label
 from nrlprof.config.nsys.options import ARMED_SESSION, LAUNCH_OPTIONS, SESSION_OPTION
 from nrlprof.config.plan import MEMORY, NSYS, ROCPROF, TORCH, BackendPlan, Plan
+from nrlprof.config.slow import HISTORY, KEEP, MIN_HISTORY, QUIET_STEPS, SlowSettings
 from nrlprof.layout import (
     CONTROLLER,
     LOGS_DIR,
@@ -39,6 +40,11 @@ ARMED_NSYS_NOTE = (
     "0.1 s, between the worker's calls, off the step path) and its report is written when the window closes (the "
     "window's last step waits for nsys: 2.8 s for a small window)"
 )
+# What `slow` and `slow:keep` cost (bench/bench_slow.py, 2 CPU cores; docs/benchmarks.md).
+SLOW_COST = "while nothing is slow, a 100 ms step took 1.003x the step with nrlprof not configured"
+KEEP_COST = (
+    "a 150 ms step with a few torch ops took 1.03x the step with no profiler (a torch profiler over every step: 1.03x)"
+)
 _SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
 
 
@@ -66,7 +72,7 @@ def _nsys_config(backend: BackendPlan) -> tuple[dict, list[str], str]:
 
 def _armed_nsys_output(backend: BackendPlan) -> str:
     """Where each window asked for of a worker armed for nsys on demand goes, without `.nsys-rep`."""
-    name = f"<worker>_{ON_DEMAND_LABEL}_<pid>.<k>"
+    name = f"<worker>_{armed_label(backend)}_<pid>.<k>"
     return f"{backend.output_dir}/{name}" if backend.output_dir else f"{NSIGHT_LOGS}/{name}"
 
 
@@ -78,7 +84,7 @@ def _armed_nsys_command(backend: BackendPlan, interpreter: str) -> str:
              "--capture-range-end=stop", "-o", output, *render_tool_options(collection)]  # fmt: skip
     return (
         f"{shlex.join(['nsys', 'launch', *render_tool_options(launch)])} {_interpreter(interpreter)} "
-        f"default_worker.py ...; for each window asked for, in the worker: {shlex.join(start)}"
+        f"default_worker.py ...; for each window, in the worker: {shlex.join(start)}"
     )
 
 
@@ -138,7 +144,7 @@ def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
     files = []
     directory = str(Path(plan.torch.directory).expanduser().resolve())
     # Placeholders stand where the runtime puts the worker's name, rank and pid.
-    for window in backend.steps.windows if backend.steps else ():
+    for window in _windows(backend):
         label = f"steps{window.label}"
         worker = trace_file_name("<worker>", "<rank>", label, "<pid>", plan.torch.gzip)  # type: ignore[arg-type]
         folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
@@ -148,15 +154,48 @@ def _files(plan: Plan, backend: BackendPlan) -> list[dict]:
     return files
 
 
+def _windows(backend: BackendPlan) -> tuple:
+    """The windows whose files `plan` names: those planned, or the one of a slow step `<n>`."""
+    if backend.slow:
+        return (SlowStepLabel(),)
+    return backend.steps.windows if backend.steps else ()
+
+
+@dataclass(frozen=True)
+class SlowStepLabel:
+    label: str = "<n>"
+
+
 def _memory_files(backend: BackendPlan) -> list[dict]:
     directory = str(Path(backend.output_dir or "memory_profile").expanduser().resolve())
     folder = trace_directory(directory, "<worker>", "<rank>")  # type: ignore[arg-type]
     files = []
-    for window in backend.steps.windows if backend.steps else ():
+    for window in _windows(backend):
         for suffix in (MEMORY_FIGURES_SUFFIX, f"{MEMORY_SNAPSHOT_SUFFIX}  (CUDA processes only)"):
             name = memory_file_name("<worker>", "<rank>", f"steps{window.label}", "<pid>", suffix)  # type: ignore[arg-type]
             files.append({"node": EACH_NODE, "path": str(folder / name)})
     return files
+
+
+SLOW_WINDOWS = "slow: a window at the step after each slow step"
+SLOW_KEEP_WINDOWS = "slow:keep: every step recorded, the slow steps' traces kept"
+
+
+def slow_note(backend: BackendPlan, settings: SlowSettings) -> str:
+    """What counts as slow, what opens, the spacing, the budget and the cost, as `plan` says them."""
+    slow = (f"a step that takes {settings.factor:g}x the median of up to {HISTORY} steps before it (no verdict before "
+            f"{MIN_HISTORY}), or a worker rank whose call takes {settings.factor:g}x its peers' median in the same "
+            "step")  # fmt: skip
+    spacing = (f"after each, no verdict until {QUIET_STEPS} more steps have entered the median (a run of slow steps "
+               "or a machine that stays busy triggers once)")  # fmt: skip
+    where = "every matched worker" + (" and the controller" if backend.controller else "")
+    if backend.slow == KEEP:
+        return (f"slow:keep: {where} record(s) every step, one torch session per step, dropped unread unless the step "
+                f"is slow ({slow}): then its traces are kept, at most {settings.max_triggers} a run, after which the "
+                f"recording stops; each process holds one step's events at a time, within NRL_PROFILE_MAX_HOST_MB; "
+                f"{spacing}; cost: {KEEP_COST}")  # fmt: skip
+    return (f"slow: no window is planned; after {slow}, a window of {settings.steps} step(s) opens at the next step in "
+            f"{where}, at most {settings.max_triggers} a run; {spacing}; cost: {SLOW_COST}")  # fmt: skip
 
 
 def describe(plan: Plan, interpreter: str = WORKER_PYTHON) -> list[BackendView]:
@@ -172,13 +211,17 @@ def describe(plan: Plan, interpreter: str = WORKER_PYTHON) -> list[BackendView]:
             }
             for t in backend.targets
         ]
-        armed_nsys = backend.kind == NSYS and plan.on_demand is not None and plan.on_demand.nsys
+        armed_nsys = backend.kind == NSYS and plan.on_demand is not None and plan.on_demand.nsys and not backend.slow
         windows = [w.label for w in backend.steps.windows] if backend.steps else ["whole lifetime"]
         if armed_nsys:
             windows = ["on demand (nrlprof capture)"]
+        if backend.slow:
+            windows = [SLOW_KEEP_WINDOWS if backend.slow == KEEP else SLOW_WINDOWS]
         view = BackendView(backend.kind, targets, windows, _command(backend, interpreter), _files(plan, backend))
         if armed_nsys:
             view.notes.append(ARMED_NSYS_NOTE)
+        if backend.slow and plan.slow is not None:
+            view.notes.append(slow_note(backend, plan.slow))
         if backend.kind == TORCH:
             view.notes.append(f"torch traces go to {Path(plan.torch.directory).resolve()} on each node")
         if backend.kind == NSYS and backend.output_dir is None:
