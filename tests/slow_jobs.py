@@ -41,6 +41,8 @@ class SlowPlan:
     straggle: dict[int, float] = field(default_factory=dict)  # step -> seconds more on rank 1
     # `step`: nrlprof.step(n) at each step's top; `marker`: none (NRL_STEP_METHOD finds them).
     steps_from: str = "step"
+    # The loop runs in a Trainer actor the driver creates (verl's TaskRunner, OpenRLHF's PPOTrainer), not the driver.
+    in_actor: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -53,8 +55,22 @@ class SlowPlan:
         return cls(**data)
 
 
+@ray.remote(num_cpus=0)
+class Trainer:
+    def fit(self, plan_json: str) -> int:
+        plan = SlowPlan.from_json(plan_json)
+        plan.in_actor = False
+        run_job(plan)
+        return plan.steps
+
+
 def run_job(plan: SlowPlan) -> None:
     import nrlprof
+
+    if plan.in_actor:
+        print("TRAINER", ray.get(Trainer.remote().fit.remote(plan.to_json())), flush=True)
+        print("DONE", flush=True)
+        return
 
     ranks = [PolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
     reward = RewardWorker.remote()

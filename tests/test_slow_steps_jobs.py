@@ -154,3 +154,52 @@ def _pid(result: subprocess.CompletedProcess) -> str:
 
 def _names(policy: dict[str, set[int]]) -> list[tuple[str, str]]:
     return sorted((name.split("/")[1], name.split("/")[2]) for name in policy)
+
+
+def test_steps_from_the_step_marker_beside_a_planned_window_of_another_backend(ray_cluster, tmp_path):
+    plan = SlowPlan(steps=18, slow={10: 0.8}, steps_from="marker")
+    memory = tmp_path / "memory"
+    result = run(ray_cluster, tmp_path, plan, **torch_slow(), NRL_STEP_METHOD="*policy*.train",
+                 NRL_MEMORY_PROFILE_WORKER_PATTERNS="*policy*", NRL_MEMORY_PROFILE_STEP_RANGE="3:5",
+                 NRL_MEMORY_PROFILE_DIR=str(memory))  # fmt: skip
+    assert "steps come from the step marker NRL_STEP_METHOD=*policy*.train" in result.stderr
+    policy = {n: s for n, s in trace_steps(tmp_path / "traces").items() if n.startswith("policy_worker/")}
+    assert len(policy) == 2 and set(map(frozenset, policy.values())) == {frozenset({11})}
+    figures = [json.loads(p.read_text()) for p in memory.rglob("*.memory.json")]
+    assert len(figures) == 3 and all([row["step"] for row in f["steps"]] == [3, 4] for f in figures), "as planned"
+
+
+def test_a_controller_actor_catches_the_slow_steps_of_the_workers_it_created(ray_cluster, tmp_path):
+    plan = SlowPlan(steps=16, slow={9: 0.8}, in_actor=True)
+    result = run(ray_cluster, tmp_path, plan, **torch_slow())
+    found = trace_steps(tmp_path / "traces")
+    policy = {name: steps for name, steps in found.items() if name.startswith("policy_worker/")}
+    assert len(policy) == 2 and set(map(frozenset, policy.values())) == {frozenset({10})}, found
+    assert [name for name in found if name.startswith("controller.steps10.")], "the Trainer actor's own trace"
+    assert re.search(r"slow step 9: \d+ ms, [\d.]+x the median .* torch window 10 opens in 2 worker\(s\) and the "
+                     r"controller", result.stderr), result.stderr[-3000:]  # fmt: skip
+
+
+def test_slow_keep_reaches_a_workers_engine_process_and_the_actors_it_created(ray_cluster, activate, tmp_path):
+    import time
+
+    from engine_shapes import VllmRayGenerationWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(**torch_slow("slow:keep", NRL_TORCH_PROFILE_WORKER_PATTERNS="*vllm*"),
+                       NRL_TORCH_PROFILE_DIR=str(torch_dir))  # fmt: skip
+    worker = VllmRayGenerationWorker.remote(2)
+    ray_cluster.get(worker.tensor_parallel_pids.remote(), timeout=300)
+    for step in range(1, 15):
+        nrlprof.step(step)
+        time.sleep(0.15 + (1.2 if step == 9 else 0.0))  # the controller's own work: step 9 is slow
+        ray_cluster.get(worker.generate.remote(step), timeout=300)
+    nrlprof.finish()
+    tp = "vllm_ray_generation_worker.ray_worker_proc"
+    assert sorted(p.name for p in torch_dir.iterdir() if p.is_dir()) == ["vllm_ray_generation_worker", tp]
+    traces = [load_trace(p) for p in traces_under(torch_dir / tp)]
+    assert len(traces) == 2, "each of the engine's actors kept its trace of the slow step"
+    for trace in traces:
+        assert marker_steps(trace, "tp.execute.") == {9} and trace["nrlprof"]["trigger"]["step"] == 9
+    (worker_trace,) = traces_under(torch_dir / "vllm_ray_generation_worker")
+    assert load_trace(worker_trace)["nrlprof"]["steps"] == [9]

@@ -3,6 +3,7 @@ RAY_ADDRESS come from its environment, tests/ from PYTHONPATH."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import ray
@@ -10,5 +11,6 @@ from slow_jobs import SlowPlan, run_job
 
 import nrlprof  # noqa: F401  (activated from the environment, as the start-up hook would)
 
-ray.init(logging_level="ERROR")  # RAY_ADDRESS: the cluster
+# The job's workers (a Trainer actor among them) import tests/ as the driver does.
+ray.init(logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
 run_job(SlowPlan.from_json(sys.argv[1]))
