@@ -14,7 +14,7 @@ import ray
 
 @ray.remote(num_cpus=0)
 class PolicyWorker:
-    def train(self, step: int, seconds: float) -> int:
+    def train(self, step: int, seconds: float, iterations: int = 0) -> int:
         import torch
 
         with torch.profiler.record_function(f"policy.train.{step}"):
@@ -22,7 +22,16 @@ class PolicyWorker:
             for _ in range(3):
                 x = x @ x / 64
         time.sleep(seconds)
+        busy(iterations)
         return step
+
+
+def busy(iterations: int) -> int:
+    """CPU work of a fixed size: a busy machine makes it slower (a sleep it would not)."""
+    total = 0
+    for value in range(iterations):
+        total += value * value % 7
+    return total
 
 
 @ray.remote(num_cpus=0)
@@ -43,6 +52,11 @@ class SlowPlan:
     steps_from: str = "step"
     # The loop runs in a Trainer actor the driver creates (verl's TaskRunner, OpenRLHF's PPOTrainer), not the driver.
     in_actor: bool = False
+    # In an armed job (NRL_PROFILE_ON_DEMAND=1): a window of this backend asked for over the policy workers once the
+    # job is at step 2, as `nrlprof capture` asks (its answer printed as `ANSWER <json>`).
+    ask: str = ""
+    # Each step's work on every rank is this much CPU (a fixed count of Python operations) beside `base_s` of sleep.
+    cpu_iterations: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -74,14 +88,21 @@ def run_job(plan: SlowPlan) -> None:
 
     ranks = [PolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote() for r in (0, 1)]
     reward = RewardWorker.remote()
+    asker = None
+    if plan.ask:
+        from helpers.on_demand import ask_in_background
+
+        asker = ask_in_background(("*policy*",), steps=2, backend=plan.ask)
     for step in range(1, plan.steps + 1):
         if plan.steps_from == "step":
             nrlprof.step(step)
         time.sleep(plan.controller_s)
         seconds = plan.base_s + plan.slow.get(step, 0.0)
-        calls = [rank.train.remote(step, seconds + (plan.straggle.get(step, 0.0) if r == 1 else 0.0))
-                 for r, rank in enumerate(ranks)]  # fmt: skip
+        calls = [rank.train.remote(step, seconds + (plan.straggle.get(step, 0.0) if r == 1 else 0.0),
+                                   plan.cpu_iterations) for r, rank in enumerate(ranks)]  # fmt: skip
         ray.get([*calls, reward.score.remote(step)])
         print("STEP", step, flush=True)
+    if asker is not None:
+        asker.join(timeout=120)
     nrlprof.finish()
     print("DONE", flush=True)

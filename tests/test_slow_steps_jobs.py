@@ -203,3 +203,54 @@ def test_slow_keep_reaches_a_workers_engine_process_and_the_actors_it_created(ra
         assert marker_steps(trace, "tp.execute.") == {9} and trace["nrlprof"]["trigger"]["step"] == 9
     (worker_trace,) = traces_under(torch_dir / "vllm_ray_generation_worker")
     assert load_trace(worker_trace)["nrlprof"]["steps"] == [9]
+
+
+def test_a_window_asked_for_and_a_window_a_slow_step_opens_in_one_armed_job(ray_cluster, tmp_path):
+    from helpers.on_demand import asked_window_of
+
+    plan = SlowPlan(steps=24, slow={16: 0.8}, ask="memory")
+    result = run(ray_cluster, tmp_path, plan, **torch_slow(), NRL_PROFILE_ON_DEMAND="1",
+                 NRL_MEMORY_PROFILE_DIR=str(tmp_path / "memory"))  # fmt: skip
+    asked = asked_window_of(result)
+    figures = [json.loads(p.read_text()) for p in (tmp_path / "memory").rglob("*.memory.json")]
+    assert figures and all({row["step"] for row in f["steps"]} == asked for f in figures), "the window asked for"
+    policy = {n: s for n, s in trace_steps(tmp_path / "traces").items() if n.startswith("policy_worker/")}
+    assert set(map(frozenset, policy.values())) == {frozenset({17})}, "and the slow step's"
+
+
+def test_a_machine_that_gets_busy_is_caught_once_and_one_that_stays_busy_triggers_no_more(ray_cluster, tmp_path):
+    """Each step is CPU work of a fixed size (about 0.1 s alone); from step 12 on, processes that never sleep take the
+    machine's cores (twice as many as it has, beside the job's), so the steps take several times as long, to the end."""
+    import time
+
+    from slow_jobs import busy
+
+    began, iterations = time.perf_counter(), 200_000
+    busy(iterations)
+    iterations = max(50_000, int(iterations * 0.1 / (time.perf_counter() - began)))
+    plan = SlowPlan(steps=45, base_s=0.0, cpu_iterations=iterations)
+    env = {**joining_env(ray_cluster.get_runtime_context().gcs_address), "PYTHONPATH": PYTHONPATH,
+           "NRL_TORCH_PROFILE_DIR": str(tmp_path / "traces"), "NRL_STEP_ANATOMY": "0",
+           **torch_slow(NRL_PROFILE_SLOW_FACTOR="2", NRL_PROFILE_SLOW_MAX="5")}  # fmt: skip
+    job = subprocess.Popen([sys.executable, str(PROGRAM), plan.to_json()], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    hogs = []
+    try:
+        for line in job.stdout:
+            if line.strip() == "STEP 11":
+                hog = [sys.executable, "-c", "while True: pass"]
+                hogs = [subprocess.Popen(hog) for _ in range(2 * (os.cpu_count() or 1))]
+            if line.strip() == "DONE":
+                break
+        stderr = job.communicate(timeout=600)[1]
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert job.returncode == 0, stderr[-4000:]
+    triggered = [int(m.group(1)) for m in re.finditer(r"slow step (\d+): \d+ ms.*for this run\)", stderr)]
+    said = "\n".join(m for m in stderr.splitlines() if "slow" in m)
+    # Before step 12 the suite's own load may make a step slow (a slow step all the same); from then on the machine
+    # stays busy: its onset is caught, once.
+    assert [step for step in triggered if step >= 12] == [step for step in triggered if 12 <= step <= 16], said
+    assert len([step for step in triggered if step >= 12]) == 1, said
