@@ -50,6 +50,10 @@ ASKED = os.environ.get("ASK_FOR_WORKERS")
 ASKED_DONE = os.path.abspath("asked.done")
 if ASKED:
     PROMPT_BATCHES = [[f"p{n}"] for n in range(60)]
+# A slow step planted in the policy's fit: `<global step>:<seconds more>`, over 14 steps.
+SLOW_FIT = os.environ.get("SLOW_FIT")
+if SLOW_FIT:
+    PROMPT_BATCHES = [[f"p{n}"] for n in range(14)]
 
 
 class Prompts:
@@ -75,7 +79,9 @@ PLANTED_FIT_S = float(os.environ.get("PLANTED_FIT_S") or 0)
 if PLANTED_FIT_S:
     class PolicyModelActor(PolicyModelActor.__ray_actor_class__):
         def fit(self, kl_ctl=0):
-            time.sleep(PLANTED_FIT_S)
+            self.fits = getattr(self, "fits", 0) + 1  # the trainer's global step: one fit a step, from 1
+            slow_step, slow_s = map(float, (SLOW_FIT or "0:0").split(":"))
+            time.sleep(PLANTED_FIT_S + (slow_s if self.fits == slow_step else 0.0))
             return {}
 
         def broadcast_to_vllm(self):
@@ -228,3 +234,21 @@ def test_an_armed_job_takes_a_window_asked_for_at_the_trainers_global_steps(ray_
         assert range_steps(trace, "policy_model_actor.get_master_addr_port") == steps, rank
     first, last = min(steps), max(steps)
     assert len(list(traces.glob(f"controller.steps{first}-{last}.*.pt.trace.json"))) == 1, "and in the trainer"
+
+
+def test_slow_keep_keeps_the_slow_step_of_openrlhfs_own_trainer_actor(ray_cluster, tmp_path):
+    """The controller is OpenRLHF's PPOTrainer actor, its steps its `global_step`; the policy's 9th fit is slow."""
+    traces = tmp_path / "traces"
+    result = run_openrlhf_job(ray_cluster, tmp_path, "policy", NRL_TORCH_PROFILE_WORKER_PATTERNS="PolicyModelActor",
+                              NRL_TORCH_PROFILE_STEP_RANGE="slow:keep", NRL_PROFILE_SLOW_FACTOR="3",
+                              NRL_TORCH_PROFILE_DIR=str(traces), PLANTED_FIT_S="0.15", SLOW_FIT="9:2.0")  # fmt: skip
+    assert "steps come from OpenRLHF's PPO trainer (global_step) (first step: 1)" in result.stderr
+    said = re.search(r"slow step (\d+): \d+ ms, [\d.]+x the median .*policy_model_actor rank [01]'s fit \d+ ms.*"
+                     r"torch trace of step \d+ kept in 2 worker\(s\) and the controller", result.stderr)  # fmt: skip
+    assert said, result.stderr[-4000:]
+    step = int(said.group(1))  # OpenRLHF's own number for the step of the 9th fit
+    for rank in ("0", "1"):
+        (trace,) = traces_under(traces / "policy_model_actor" / rank)
+        assert range_steps(trace, "policy_model_actor.fit") == {step}, rank
+        assert load_trace(trace)["nrlprof"]["trigger"]["step"] == step
+    assert len(list(traces.glob(f"controller.steps{step}.*.pt.trace.json"))) == 1, "and the trainer actor's own"

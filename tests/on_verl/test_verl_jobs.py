@@ -28,8 +28,8 @@ import os, sys, ray
 sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
 from verl_workers import bare_trainer, train, worker_groups
 # A job on a running cluster gives its workers what they import and read in its own runtime_env.
-JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR", "VERL_PLANTED_SECONDS")
-                         if k in os.environ}}}}
+JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR", "VERL_PLANTED_SECONDS",
+                                                     "VERL_PLANTED_STEP") if k in os.environ}}}}
 """
 
 
@@ -331,3 +331,30 @@ def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_p
     options = " ".join(launch["options"])
     assert "cuda,nvtx,cublas,ucx" in options and "cuda-memory-usage" in options, options
     assert "capture-range" not in options, "the controller runs under nsys for its whole lifetime"
+
+
+SLOW_JOB = """
+ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
+groups = worker_groups(colocated=False, critic_ranks=1)
+train(bare_trainer(groups), groups, steps=14)
+"""
+
+
+def test_a_slow_step_of_verls_trainer_opens_a_window_at_its_next_global_step(ray_cluster, tmp_path):
+    """Steps from verl's RayPPOTrainer (`global_steps`); its update_actor at step 9 is slow: a window opens at step 10
+    in both ranks of the fused actor_rollout worker and in the controller, the critic untouched."""
+    traces = tmp_path / "traces"
+    env = verl_env(tmp_path, ray_cluster, NRL_TORCH_PROFILE_WORKER_PATTERNS="*actor_rollout*",
+                   NRL_TORCH_PROFILE_STEP_RANGE="slow", NRL_PROFILE_SLOW_FACTOR="3", NRL_TORCH_PROFILE_DIR=str(traces),
+                   VERL_PLANTED_SECONDS='{"update_actor": 0.15}', VERL_PLANTED_STEP="9:2.0")  # fmt: skip
+    result = run_program(tmp_path, SLOW_JOB, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
+    assert (
+        "slow step 9: " in result.stderr and "torch window 10 opens in 2 worker(s) and the controller" in result.stderr
+    )
+    assert sorted(p.name for p in traces.iterdir() if p.is_dir()) == ["worker_dict-actor_rollout"], "critic untouched"
+    for rank in (0, 1):
+        (trace,) = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
+        assert steps_in(trace, "actor.update.") == {10} and load_trace(trace)["nrlprof"]["trigger"]["step"] == 9
+    assert len(list(traces.glob("controller.steps10.*.pt.trace.json"))) == 1

@@ -17,15 +17,19 @@ from verl.utils.profiler.config import ProfilerConfig, TorchProfilerToolConfig
 
 OWN_PROFILER_DIR = "VERL_OWN_PROFILER_DIR"
 PLANTED = "VERL_PLANTED_SECONDS"  # '{"update_actor": 0.4}': a method made that much slower, for `nrlprof explain`
+PLANTED_STEP = "VERL_PLANTED_STEP"  # '9:1.5': update_actor that much slower at that step (a slow step)
 
 
-def matmuls(tag: str, method: str = "") -> None:
+def matmuls(tag: str, method: str = "", step: int = 0) -> None:
     import json
     import time
 
     import torch
 
     time.sleep(json.loads(os.environ.get(PLANTED) or "{}").get(method, 0.0))
+    slow_step, slow_s = map(float, (os.environ.get(PLANTED_STEP) or "0:0").split(":"))
+    if method == "update_actor" and step == slow_step:
+        time.sleep(slow_s)
     with torch.profiler.record_function(tag):
         x = torch.ones(48, 48)
         for _ in range(3):
@@ -53,7 +57,7 @@ class ActorRolloutRefWorker(Worker, DistProfilerExtension):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def update_actor(self, step: int) -> int:
-        matmuls(f"actor.update.{step}", "update_actor")
+        matmuls(f"actor.update.{step}", "update_actor", step)
         return os.getpid()
 
 

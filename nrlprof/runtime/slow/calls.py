@@ -66,6 +66,8 @@ class CallClock:
         """The step's calls; those the thread has not seen end yet are asked about here, without waiting (the step
         boundary often comes as the last of them ends, before the thread has seen it)."""
         ended, self.current = self.current, []
+        # Actors not known yet are asked about again (a worker another actor created is known once adopted).
+        self._names = {key: name for key, name in self._names.items() if name is not None}
         unseen = [entry for entry in ended if entry[4] is None and entry[5] is not None]
         if unseen and rayapi.connected():
             now = time.perf_counter()
