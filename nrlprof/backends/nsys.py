@@ -15,6 +15,7 @@ from pathlib import Path
 from nrlprof import layout
 from nrlprof.backends import cuda_profiler_api
 from nrlprof.backends.base import Backend
+from nrlprof.backends.nsys_session import disturbed, gone_message, session_listed
 from nrlprof.config.nsys.options import LAUNCH_OPTIONS, SESSION_OPTION, captures_allowed, option_words, steps_label
 from nrlprof.config.plan import NSYS, BackendPlan
 from nrlprof.config.steps import Window
@@ -116,6 +117,8 @@ class NsysBackend(Backend):
         argv = [nsys, "start", f"--session={self.nsys_session}", "--capture-range=cudaProfilerApi",
                 "--capture-range-end=stop", "-o", output, *option_words(options)]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, timeout=NSYS_START_TIMEOUT_S, check=False)
+        if done.returncode != 0 and session_listed(self.nsys_session) is False:
+            raise RuntimeError(gone_message(self.nsys_session))
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise RuntimeError(f"`nsys start` in session {self.nsys_session} failed ({done.returncode}): "
@@ -135,11 +138,11 @@ class NsysBackend(Backend):
     def start_window(self, window: Window, step: int) -> None:
         self.window, self.steps_seen, self.started_at, self.captures = window, [], time.time(), 0
         self.first_range = self.ranges_started + 1
-        if not self.in_workers_session and self.role.identity is not None:
-            self.reports_before, self.last_window = set(self._session_reports()), window.label
         self.capture_problem = None
         if self.nsys_session is not None and self.collection_output is None and self.backend_plan.slow:
             self._start_collection()  # a window a slow step opened: nothing readied it ahead
+        if not self.in_workers_session and self.role.identity is not None and not self.capture_problem:
+            self.reports_before, self.last_window = set(self._session_reports()), window.label
         if self.nsys_session is not None and self.collection_output is None:
             self.capture_problem = self.capture_problem or (
                 "no nsys collection was started in this worker's session for the window"
@@ -174,6 +177,7 @@ class NsysBackend(Backend):
     def stop_window(self) -> WindowRecord:
         self.ranges.end_step()
         problem = self.capture_problem
+        stopped_at = time.time()
         if not self.discrete and not problem:
             problem = cuda_profiler_api.stop()
         self.written_later = None if problem or self.in_workers_session else self._written_later()
@@ -186,6 +190,8 @@ class NsysBackend(Backend):
             record = self.record([], Status.PENDING, self.written_later)
         else:
             record = self._record_reports()
+            if self.nsys_session is not None:  # what another process did to this worker's session, if anything
+                record = disturbed(record, self.nsys_session, stopped_at)
         self.window = None
         self.collection_output = None
         return record

@@ -79,10 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         from nsys_standin.sessions import launch
 
         return launch(argv[1:], VERSION)
-    if argv[:1] in (["start"], ["stop"]):
+    if argv[:1] in (["start"], ["stop"], ["shutdown"]):
         from nsys_standin.sessions import control
 
         return control(argv[0], argv[1:])
-    supported = "profile, launch, start, stop, export, --version"
+    if argv[:2] == ["sessions", "list"]:
+        from nsys_standin.sessions import list_sessions
+
+        return list_sessions(argv[2:])
+    supported = "profile, launch, start, stop, shutdown, sessions list, export, --version"
     print(f"nsys stand-in: {' '.join(argv[:1]) or 'no command'} is not supported ({supported})", file=sys.stderr)
     return 1

@@ -8,6 +8,9 @@
   collects nothing until the next `nsys start`. A start while a collection runs or waits for its range is refused.
 - `nsys stop --session=NAME` ends the collection now and writes its report (none when its range never began).
 - `start`/`stop` for a session that does not run print an error and exit 1.
+- `nsys sessions list [--show-header=true|false]` prints a row per session (`ID TIME STATE LAUNCH NAME`, the name
+  last); `nsys shutdown --session=NAME` ends the session: a collection in it ends with no report, the application
+  runs on uncollected, and the session is no longer listed (a teardown sweep that stops every session does these).
 
 Seen on an H200 with nsys 2025.3.1: `nsys start` took 0.10 s (0.22-0.27 s without `-c`, and then it returned before
 collecting: the first step's kernels were missing), each report was complete 0.2 s after its cudaProfilerStop
@@ -76,6 +79,10 @@ class LaunchedSession(CaptureSession):
             with connection:
                 line = connection.makefile("r").readline().strip()
                 verb, _, text = line.partition(" ")
+                if verb == "shutdown":
+                    self.shut_down(server)
+                    connection.sendall(b"0 \n")
+                    return
                 code, message = self.begin(json.loads(text or "{}")) if verb == "start" else self.end()
                 connection.sendall(f"{code} {message}\n".encode())
 
@@ -108,6 +115,14 @@ class LaunchedSession(CaptureSession):
                 self.open_range = None
             self.capture_range = IDLE
             return 0, ""
+
+    def shut_down(self, server: socket.socket) -> None:
+        """`nsys shutdown`: the collection ends unwritten, and the session goes."""
+        with self.lock:
+            self.open_range = None
+            self.capture_range = IDLE
+        self.control.unlink(missing_ok=True)
+        server.close()
 
     def stop(self, caller: dict, at: int) -> bool:
         shutdown = super().stop(caller, at)
@@ -144,8 +159,19 @@ def launch(argv: list[str], version: str) -> int:
     return LaunchedSession(options, version, name).run()
 
 
+def list_sessions(argv: list[str]) -> int:
+    """`nsys sessions list`: one row per session that runs, its name last."""
+    header = "--show-header=false" not in argv
+    rows = sorted(p.name for p in sessions_dir().glob("*")) if sessions_dir().is_dir() else []
+    if header:
+        print(" ID   TIME     STATE     LAUNCH  NAME")
+    for index, name in enumerate(rows, 1):
+        print(f" {index:<4} 00:00:01 Running   {index:<7} {name}")
+    return 0
+
+
 def control(verb: str, argv: list[str]) -> int:
-    """`nsys start` / `nsys stop` for the session `--session=NAME`."""
+    """`nsys start` / `nsys stop` / `nsys shutdown` for the session `--session=NAME`."""
     options = parsed(verb, argv, takes_command=False)
     if options is None:
         return 1
@@ -156,7 +182,7 @@ def control(verb: str, argv: list[str]) -> int:
         return 1
     values = {key: options.values[key] for key in START_OPTIONS if key in options.values}
     record_call("nsys", options.options, [], os.getppid(), nsys_pid=os.getpid(), subcommand=verb)
-    line = f"start {json.dumps(values)}\n" if verb == "start" else "stop\n"
+    line = f"start {json.dumps(values)}\n" if verb == "start" else f"{verb}\n"
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.connect(str(path))
