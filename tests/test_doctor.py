@@ -248,3 +248,37 @@ def test_the_gpu_probe_asks_torch_in_a_child_only_on_a_node_with_a_gpu_device_no
     assert canary.gpu_visible(()) is False
     monkeypatch.setattr(sys, "executable", _interpreter_that_exits(tmp_path, 1))
     assert canary.gpu_visible((str(device),)) is False
+
+
+def test_dcgm_profiling_metrics_switched_on_are_named_with_how_to_pause_them(local_ray, clean_env):
+    """DCGM's Profiling module, loaded once profiling fields are watched (dcgm-exporter's DCGM_FI_PROF_* counters),
+    holds the driver's profiling lock for the whole node (DCGM #56): doctor says so, and how to pause it."""
+    from helpers.standins import STAND_IN_BODY, TESTS_DIR
+    from nsys_standin import dcgmi
+
+    dcgmi_path = local_ray.parent / "dcgmi"
+    dcgmi_path.write_text(f"#!{sys.executable}\n" + STAND_IN_BODY.format(tests=str(TESTS_DIR), module="dcgmi"))
+    dcgmi_path.chmod(0o755)
+    dcgmi.state_path().unlink(missing_ok=True)
+    try:
+        [node] = D.doctor().nodes
+        assert node.dcgm_profiling is False and "Profiling module: Not loaded" in node.dcgm_detail
+        subprocess_run([str(dcgmi_path), "dmon", "-e", "1001,1004", "-c", "1"])  # as dcgm-exporter's watches do
+        report = D.doctor()
+        [node] = report.nodes
+        assert node.dcgm_profiling is True
+        [warning] = [p for p in report.problems if "DCGM" in p.message]
+        assert warning.severity == D.WARNING and warning.node == node.label and "DCGM #56" in warning.message
+        assert "`dcgmi profile --pause`" in warning.fix and "`dcgmi profile --resume` after" in warning.fix
+        assert report.exit_code == 0, "a warning: the job runs, its counters do not"
+    finally:
+        dcgmi_path.unlink()
+        dcgmi.state_path().unlink(missing_ok=True)
+    [node] = D.doctor().nodes
+    assert node.dcgm_profiling is None and "dcgmi not found" in node.dcgm_detail
+
+
+def subprocess_run(argv: list[str]) -> None:
+    import subprocess
+
+    subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60)

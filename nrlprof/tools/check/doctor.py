@@ -21,6 +21,7 @@ from nrlprof import exit_codes
 from nrlprof.backends.cupti_clash import CLASH, cupti_injection, points_at_cupti
 from nrlprof.rayfix.names import FIXED_STATES, HOOK_SETTING
 from nrlprof.tools.check.canary import CAPTURE_TIMEOUT_S, canaries_time_s, run_canaries
+from nrlprof.tools.check.dcgm import PAUSE, RESUME
 from nrlprof.tools.check.node import NSYS_TOOL, ROCPROF_TOOL, Interpreter, ToolCheck, inspect_node, python_version
 from nrlprof.tools.cluster import NodeInfo, alive_nodes, connected, run_on_nodes
 
@@ -60,6 +61,8 @@ class NodeCheck:
     python_version: str = ""
     canary: dict[str, Any] | None = None  # `--capture`: {"gpu": bool, "results": [CanaryResult as dict]}
     nvtx_injection: str = ""  # NVTX_INJECTION64_PATH in the environment Ray workers start with there
+    dcgm_profiling: bool | None = None  # DCGM's Profiling module loaded there (None: no DCGM to ask)
+    dcgm_detail: str = ""
 
     def fix_state(self, key: str) -> str | None:
         entry = self.plugin_files.get(key)
@@ -206,6 +209,19 @@ def cupti_problem(node: str | None, path: str) -> Problem:
     )
 
 
+def dcgm_problem(node: str) -> Problem:
+    """DCGM's profiling metrics switched on: the driver's profiling lock is theirs on the whole node (DCGM #56)."""
+    return Problem(
+        WARNING,
+        node,
+        "DCGM's profiling metrics are switched on (its Profiling module is loaded: dcgm-exporter's DCGM_FI_PROF_* "
+        "counters, or a `dcgmi dmon` of fields 1001+): they hold the driver's profiling lock for the whole node, so "
+        "CUPTI's and Nsight's counters (Nsight Compute, nsys --gpu-metrics-devices, CUPTI's profiling API) cannot "
+        "be had on any of its GPUs (DCGM #56); where they are paused already, this stays said",
+        f"`{PAUSE}` on the node for the profiling run, `{RESUME}` after",
+    )
+
+
 def _patch_command(check: NodeCheck) -> str:
     """`nrlprof patch-ray`, aimed at the Ray the runtime-env agent imports when that is known."""
     if check.agent.ray_dir:
@@ -228,6 +244,8 @@ def node_problems(check: NodeCheck, plan: Any, report: DoctorReport, output_dir_
         problems += _fix_problems(check, "rocprof_sys", "rocprof-sys")
     if plan.backend("torch") is not None and points_at_cupti(check.nvtx_injection):
         problems.append(cupti_problem(check.label, check.nvtx_injection))
+    if check.dcgm_profiling:
+        problems.append(dcgm_problem(check.label))
     if not check.output_writable and (plan.backend("torch") is not None or output_dir_given):
         problems.append(
             Problem(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.backends.cupti_clash import NVTX_INJECTION_VARIABLE
+from nrlprof.tools.check.dcgm import profiling_check
 
 NSYS_TOOL = "nsys"
 ROCPROF_TOOL = "rocprof-sys-python"
@@ -223,6 +224,7 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     agent_hook, agent_detail = agent_check(found["raylet_environ"], found["raylet_pid"])
     files, files_detail = plugin_files_check(found["agent"]["ray_dir"])
     writable, writable_detail = writable_check(output_dir)
+    dcgm_profiling, dcgm_detail = profiling_check()
     workers_environ = found["raylet_environ"] if found["raylet_environ"] is not None else os.environ
     return {
         "nvtx_injection": workers_environ.get(NVTX_INJECTION_VARIABLE, ""),
@@ -246,4 +248,6 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
         "output_detail": writable_detail,
         "python_executable": sys.executable,
         "python_version": python_version(),
+        "dcgm_profiling": dcgm_profiling,
+        "dcgm_detail": dcgm_detail,
     }
