@@ -6,6 +6,7 @@ only, `controller_s` is the controller's own time in each step. Importable by Ra
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -14,9 +15,14 @@ import ray
 
 @ray.remote(num_cpus=0)
 class PolicyWorker:
-    def train(self, step: int, seconds: float, iterations: int = 0) -> int:
+    def __init__(self) -> None:
+        self.kept: list[bytearray] = []
+
+    def train(self, step: int, seconds: float, iterations: int = 0, grow_mb: int = 0) -> int:
         import torch
 
+        if grow_mb:  # memory this rank keeps from this step on
+            self.kept.append(bytearray(b"x" * (grow_mb << 20)))
         with torch.profiler.record_function(f"policy.train.{step}"):
             x = torch.ones(64, 64)
             for _ in range(3):
@@ -57,6 +63,9 @@ class SlowPlan:
     ask: str = ""
     # Each step's work on every rank is this much CPU (a fixed count of Python operations) beside `base_s` of sleep.
     cpu_iterations: int = 0
+    grow: dict[int, int] = field(default_factory=dict)  # step -> MB rank 0 keeps from then on
+    # While this file exists, the last step waits (the test reads the job's card meanwhile).
+    hold: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -64,7 +73,7 @@ class SlowPlan:
     @classmethod
     def from_json(cls, text: str) -> SlowPlan:
         data = json.loads(text)
-        for key in ("slow", "straggle"):
+        for key in ("slow", "straggle", "grow"):
             data[key] = {int(step): seconds for step, seconds in data[key].items()}
         return cls(**data)
 
@@ -99,9 +108,12 @@ def run_job(plan: SlowPlan) -> None:
         time.sleep(plan.controller_s)
         seconds = plan.base_s + plan.slow.get(step, 0.0)
         calls = [rank.train.remote(step, seconds + (plan.straggle.get(step, 0.0) if r == 1 else 0.0),
-                                   plan.cpu_iterations) for r, rank in enumerate(ranks)]  # fmt: skip
+                                   plan.cpu_iterations, plan.grow.get(step, 0) if r == 0 else 0)
+                 for r, rank in enumerate(ranks)]  # fmt: skip
         ray.get([*calls, reward.score.remote(step)])
         print("STEP", step, flush=True)
+        while step == plan.steps and plan.hold and os.path.exists(plan.hold):
+            time.sleep(0.1)
     if asker is not None:
         asker.join(timeout=120)
     nrlprof.finish()

@@ -141,9 +141,9 @@ def test_a_run_of_slow_steps_and_a_straggler_each_trigger_once_and_the_budget_ho
     assert windows == {frozenset({11}), frozenset({31})}
 
 
-def nrlprof_command(*args: str) -> subprocess.CompletedProcess:
+def nrlprof_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", "nrlprof", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": PYTHONPATH})  # fmt: skip
+                          env={**(env or os.environ), "PYTHONPATH": PYTHONPATH})  # fmt: skip
     assert done.returncode in (0, 1), done.stderr
     return done
 
@@ -254,3 +254,47 @@ def test_a_machine_that_gets_busy_is_caught_once_and_one_that_stays_busy_trigger
     # stays busy: its onset is caught, once.
     assert [step for step in triggered if step >= 12] == [step for step in triggered if 12 <= step <= 16], said
     assert len([step for step in triggered if step >= 12]) == 1, said
+
+
+def test_capture_list_shows_a_job_armed_for_slow_steps_and_what_is_left_of_its_budget(ray_cluster, tmp_path):
+    address = ray_cluster.get_runtime_context().gcs_address
+    hold = tmp_path / "hold"
+    hold.touch()
+    plan = SlowPlan(steps=14, slow={8: 0.8}, hold=str(hold))
+    env = {**joining_env(address), "PYTHONPATH": PYTHONPATH, "NRL_TORCH_PROFILE_DIR": str(tmp_path / "traces"),
+           "NRL_STEP_ANATOMY": "0", **torch_slow()}  # fmt: skip
+    job = subprocess.Popen([sys.executable, str(PROGRAM), plan.to_json()], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    try:
+        for line in job.stdout:
+            if line.strip() == "STEP 14":
+                break
+        listed = nrlprof_command("capture", "--address", address, "--list", env=joining_env(address))
+        asked = subprocess.run([sys.executable, "-m", "nrlprof", "capture", "--address", address, "--workers",
+                                "*policy*", "--backend", "memory", "--steps", "1"], capture_output=True, text=True,
+                               timeout=300, env={**joining_env(address), "PYTHONPATH": PYTHONPATH})  # fmt: skip
+    finally:
+        hold.unlink()
+        stderr = job.communicate(timeout=300)[1]
+    assert job.returncode == 0, stderr[-3000:]
+    assert "step 14" in listed.stdout and "policy_worker: ranks 0,1" in listed.stdout, listed.stdout
+    assert "armed for slow steps (torch slow; >= 1.5x the median): 2 of 3 left (slow steps 8)" in listed.stdout
+    assert "takes no window asked for (NRL_PROFILE_ON_DEMAND is not set)" in listed.stdout
+    assert asked.returncode == 2 and "armed for slow steps only" in asked.stderr, asked.stderr
+
+
+def test_slow_keep_of_memory_keeps_the_slow_steps_figures_and_the_host_budget_holds(ray_cluster, tmp_path):
+    # Rank 0 grows by 64 MB during step 5, past a budget of 16 MB: it records no more steps (said once); rank 1 and the
+    # controller keep the figures of slow step 11 (and torch is not configured at all).
+    plan = SlowPlan(steps=16, slow={11: 0.8}, grow={5: 64})
+    memory = tmp_path / "memory"
+    result = run(ray_cluster, tmp_path, plan, NRL_MEMORY_PROFILE_WORKER_PATTERNS="*policy*",
+                 NRL_MEMORY_PROFILE_STEP_RANGE="slow:keep", NRL_MEMORY_PROFILE_DIR=str(memory),
+                 NRL_PROFILE_MAX_HOST_MB="16")  # fmt: skip
+    assert "memory trace of step 11 kept in 2 worker(s) and the controller" in result.stderr
+    figures = {str(p.relative_to(memory)): json.loads(p.read_text()) for p in memory.rglob("*.memory.json")}
+    assert sorted(name.split(".steps")[1].split(".")[0] for name in figures) == ["11", "11"], figures.keys()
+    assert all([row["step"] for row in f["steps"]] == [11] and f["nrlprof"]["trigger"]["step"] == 11
+               for f in figures.values())  # fmt: skip
+    assert not (memory / "policy_worker" / "0").exists(), "rank 0 stopped recording at step 5, within its budget"
+    assert "slow:keep records no more steps: step 5 grew the process by" in result.stderr
