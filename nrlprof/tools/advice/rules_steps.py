@@ -245,18 +245,20 @@ def idle_findings(evidence: Evidence) -> list[Finding]:
 
 
 def _held_totals(facts: StepFacts) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for held in facts.held:
-        for phase, ns in held.items():
-            totals[phase] = totals.get(phase, 0) + ns
-    return totals
+    """ns on the critical path over the steps read, by phase (and the controller's, nrlprof's own)."""
+    return _summed(facts.held)
 
 
 def _held_by_label(facts: StepFacts) -> dict[str, int]:
+    """ns on the critical path over the steps read, by `<worker>.<method>`."""
+    return _summed(facts.held_by_label)
+
+
+def _summed(per_step: list[dict[str, int]]) -> dict[str, int]:
     totals: dict[str, int] = {}
-    for held in facts.held_by_label:
-        for label, ns in held.items():
-            totals[label] = totals.get(label, 0) + ns
+    for held in per_step:
+        for key, ns in held.items():
+            totals[key] = totals.get(key, 0) + ns
     return totals
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from nrlprof.tools.figures.intervals import busy_in, covered
+from nrlprof.tools.read.anatomy import step_marks
 from nrlprof.tools.read.anatomy_calls import RunCalls
 
 CHUNK = 1 << 21  # calls at a time in a union: its copies stay tens of MB, whatever the run's size
@@ -118,18 +119,13 @@ class AnatomyTables:
 
 def step_windows(marks: list[dict], calls: RunCalls) -> tuple[list[int], list[int], list[int]]:
     """Steps, begins and ends (ns): from one `nrlprof.step(n)` to the next; the last to `finish()` or its last call."""
-    ordered = sorted((m for m in marks if "step" in m), key=lambda m: m["t_ns"])
-    finish = next((m["t_ns"] for m in marks if m.get("finish")), None)
-    distinct: list[tuple[int, int]] = []
-    for mark in ordered:
-        if not distinct or distinct[-1][0] != mark["step"]:
-            distinct.append((int(mark["step"]), int(mark["t_ns"])))
+    distinct, finish = step_marks(marks)
     steps = [step for step, _ in distinct]
     begins = [start for _, start in distinct]
     ends = begins[1:]
     if distinct:
         if finish is not None:
-            ends.append(int(finish))
+            ends.append(finish)
         else:
             later = calls.end[calls.start >= begins[-1]]
             ends.append(int(later.max()) if len(later) else begins[-1])

@@ -77,6 +77,14 @@ def clock_offsets(tasks: list[dict], driver_node: str, job_id: str) -> tuple[dic
             out[node] = min(out.get(node, running - submitted), running - submitted)
         if finished and ended:
             back[node] = min(back.get(node, finished - ended), finished - ended)
+    return offsets_from_latencies(out, back, driver_node)
+
+
+def offsets_from_latencies(
+    out: dict[str, int], back: dict[str, int], driver_node: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per node, its offset (the middle of [-back, out]) and the bound on its error, from the least latencies the
+    driver's calls there showed (out: RUNNING - SUBMITTED; back: FINISHED - end of the task)."""
     offsets = {node: 0 for node in out.keys() | back.keys()}
     bounds: dict[str, int] = {}
     for node in out.keys() & back.keys():
@@ -181,20 +189,26 @@ def _anatomy_names(actors: list[dict], tasks: list[dict]) -> dict[str, tuple[str
     return names
 
 
-def step_windows(marks: list[dict], calls: list[dict]) -> list[tuple[int, int, int]]:
-    """(step, start ns, end ns): from one `nrlprof.step(n)` to the next; the last to `finish()`."""
+def step_marks(marks: list[dict]) -> tuple[list[tuple[int, int]], int | None]:
+    """(step, wall-clock ns) of each distinct `nrlprof.step(n)` in time order, and the `finish()` mark's ns."""
     ordered = sorted((m for m in marks if "step" in m), key=lambda m: m["t_ns"])
     finish = next((m["t_ns"] for m in marks if m.get("finish")), None)
     distinct: list[tuple[int, int]] = []
     for mark in ordered:
         if not distinct or distinct[-1][0] != mark["step"]:
             distinct.append((int(mark["step"]), int(mark["t_ns"])))
+    return distinct, None if finish is None else int(finish)
+
+
+def step_windows(marks: list[dict], calls: list[dict]) -> list[tuple[int, int, int]]:
+    """(step, start ns, end ns): from one `nrlprof.step(n)` to the next; the last to `finish()`."""
+    distinct, finish = step_marks(marks)
     windows = []
     for index, (step, start) in enumerate(distinct):
         if index + 1 < len(distinct):
             end = distinct[index + 1][1]
         elif finish is not None:
-            end = int(finish)
+            end = finish
         else:
             end = max((c["end"] for c in calls if c["start"] >= start), default=start)
         windows.append((step, start, end))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from nrlprof.anatomy.files import ACTORS_FILE, GAPS_FILE, META_FILE, STEPS_FILE, TASKS_FILE, read_lines
-from nrlprof.tools.read.anatomy import RAY_INTERNAL_PREFIX, ProfiledNames, worker_names
+from nrlprof.tools.read.anatomy import RAY_INTERNAL_PREFIX, ProfiledNames, offsets_from_latencies, worker_names
 from nrlprof.tools.read.pool import start_context, usable_cpus
 
 if TYPE_CHECKING:
@@ -370,7 +370,7 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
     import numpy as np
 
     columns = (columns or GrowingColumns(0)).finish()
-    offsets, bounds = _offsets(out_ns, back_ns, driver_node)
+    offsets, bounds = offsets_from_latencies(out_ns, back_ns, driver_node)
     if driver_node in nodes.values():
         offsets[driver_node], bounds[driver_node] = 0, 0
     shift = np.fromiter((offsets.get(nodes.get(a, ""), 0) for a in actor_code), np.int64, len(actor_code))
@@ -439,16 +439,3 @@ class GrowingColumns:
 
     def finish(self) -> dict:
         return {name: array[: self.size] for name, array in self.arrays.items()}
-
-
-def _offsets(out_ns: dict[str, int], back_ns: dict[str, int], driver_node: str) -> tuple[dict, dict]:
-    """As read.anatomy.clock_offsets, from the least latencies each node's driver calls showed."""
-    offsets = {node: 0 for node in out_ns.keys() | back_ns.keys()}
-    bounds: dict[str, int] = {}
-    for node in out_ns.keys() & back_ns.keys():
-        if node != driver_node:
-            offsets[node] = (out_ns[node] - back_ns[node]) // 2
-            bounds[node] = (out_ns[node] + back_ns[node] + 1) // 2
-        else:
-            bounds[node] = 0
-    return offsets, bounds
