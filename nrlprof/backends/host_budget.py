@@ -1,4 +1,5 @@
-"""How much a process has grown by since its torch window began, against its host budget (NRL_PROFILE_MAX_HOST_MB).
+"""How much a process has grown by since its torch window (or slow:keep step) began, against its host budget
+(NRL_PROFILE_MAX_HOST_MB).
 
 The profiler's buffers are not measured apart from the job's own memory: the growth of the process's RSS across
 the window stands for them (a training step's own memory comes back at its end; a profiler's stays until the
@@ -7,8 +8,17 @@ trace is written).
 
 from __future__ import annotations
 
-from nrlprof.backends.memory import MB, host_rss_bytes
+import os
+
 from nrlprof.config.host_budget import host_budget_mb
+
+MB = 1 << 20
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def host_rss_bytes() -> int:
+    with open("/proc/self/statm", "rb") as handle:
+        return int(handle.read().split()[1]) * _PAGE
 
 
 class HostBudget:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nrlprof import layout, wire
 from nrlprof.backends.base import Backend
+from nrlprof.backends.host_budget import MB, HostBudget, host_rss_bytes
 from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
 from nrlprof.config.memory import memory_settings
 from nrlprof.config.plan import MEMORY
@@ -25,14 +26,6 @@ from nrlprof.config.steps import Window
 from nrlprof.log import logger
 from nrlprof.manifest import Status, Trigger, WindowRecord
 from nrlprof.process.import_hooks import imported
-
-MB = 1 << 20
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def host_rss_bytes() -> int:
-    with open("/proc/self/statm", "rb") as handle:
-        return int(handle.read().split()[1]) * _PAGE
 
 
 def host_peak_bytes() -> int | None:
@@ -78,12 +71,15 @@ class MemoryBackend(Backend):
         self.step_started: tuple[int, float] | None = None
         self.recording = False
         self.skip_said = False
+        # slow:keep: the allocator history is what a process holds between steps; past this budget it stops.
+        self.budget = HostBudget(role.plan.max_host_mb)
+        self.keep_history_stopped = False
 
-    def start_window(self, window: Window, step: int) -> None:
+    def start_window(self, window: Window, step: int, history: bool = True) -> None:
         self.window, self.steps_seen, self.started_at, self.samples = window, [], time.time(), []
         cuda = cuda_in_use()
         if cuda is not None:
-            self.recording = self._record_history(cuda)
+            self.recording = history and self._record_history(cuda)
         elif not self.skip_said:
             self.skip_said = True
             logger.info(
@@ -166,23 +162,35 @@ class MemoryBackend(Backend):
         return record
 
     def begin_kept(self, step: int) -> bool:
-        """slow:keep: this step's figures (and, with CUDA, its allocator history), kept only if it is slow."""
+        """slow:keep: this step's figures (and, with CUDA, its allocator history), kept only if it is slow. Past the
+        host budget, the history is no longer recorded; the figures, a few numbers a step, still are."""
         self.trigger = None
-        self.start_window(Window(step, step), step)
+        self.start_window(Window(step, step), step, history=not self.keep_history_stopped)
+        if self.recording:
+            self.budget.begin()
         self.keeping = True
         return True
 
     def end_kept(self, trigger: Trigger | None) -> WindowRecord | None:
         self.keeping = False
+        grown = self.budget.grown_past() if self.recording else None
         if trigger is not None:
             self.trigger = trigger
-            return self.stop_window()
-        self.step_started = None  # nothing written
-        if self.recording and not self.on_oom:
-            cuda_in_use().memory._record_memory_history(enabled=None)
-        self.recording = False
-        self.window = None
-        return None
+            record = self.stop_window()
+        else:
+            record = None
+            self.step_started = None  # nothing written
+            if self.recording and not self.on_oom:
+                cuda_in_use().memory._record_memory_history(enabled=None)
+            self.recording = False
+            self.window = None
+        if grown is not None:
+            self.keep_history_stopped = True
+            logger.warning("%s rank %s: slow:keep records no more allocator history: step %s grew the process by "
+                           "%.0f MB, past its host budget of %s MB (NRL_PROFILE_MAX_HOST_MB); per-step figures go on",
+                           self.role.worker_name, self.role.rank, self.steps_seen[-1], grown,
+                           self.budget.budget_mb)  # fmt: skip
+        return record
 
     def _write_figures(self, label: str) -> Path:
         path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
