@@ -41,9 +41,9 @@ ARMED_NSYS_NOTE = (
     "window's last step waits for nsys: 2.8 s for a small window)"
 )
 # What `slow` and `slow:keep` cost (bench/bench_slow.py, 2 CPU cores; docs/benchmarks.md).
-SLOW_COST = "while nothing is slow, a 100 ms step took 1.003x the step with nrlprof not configured"
+SLOW_COST = "while nothing is slow, a 100 ms step took 1.004x the step with nrlprof not configured"
 KEEP_COST = (
-    "a 150 ms step with a few torch ops took 1.03x the step with no profiler (a torch profiler over every step: 1.03x)"
+    "a 150 ms step with a few torch ops took 1.05x the step with no profiler (a torch profiler over every step: 1.03x)"
 )
 _SHOWN_REPORTS = 3  # repeat:K with a large K: the first reports and the last
 
