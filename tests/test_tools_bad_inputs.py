@@ -11,7 +11,6 @@ import gc
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from nrlprof.tools.read import traces
 from nrlprof.tools.read.traces import find_traces, iter_event_batches
 
 DEPTH = 100_000
+PEAK_PROGRAM = Path(__file__).parent / "programs" / "merge_and_summary_peak.py"
 
 
 def with_events(*extra: object) -> dict:
@@ -188,23 +188,9 @@ def test_deeply_nested_trace_is_read_in_memory_bounded_by_its_size(tmp_path):
     (good / "policy" / "1" / BAD).unlink()
     root = run_dir(tmp_path, deeply_nested())
     size = (root / "policy" / "1" / BAD).stat().st_size
-    script = textwrap.dedent(
-        """
-        import json, resource, sys, tracemalloc
-        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails, it does not swap
-        from nrlprof.tools.merge.timeline import merge_traces
-        from nrlprof.tools.figures.summarize import summarize
-        root, output = sys.argv[1:]
-        tracemalloc.start()
-        merged = merge_traces([root], output, jobs=1)
-        summary = summarize(root, nsys="")
-        print(json.dumps({"peak": tracemalloc.get_traced_memory()[1],
-                          "skipped": [r for _, r in merged.skipped + summary.skipped]}))
-        """
-    )
     figures = {}
     for name, directory in (("good", good), ("deep", root)):
-        command = [sys.executable, "-c", script, str(directory), str(tmp_path / f"{name}.json")]
+        command = [sys.executable, str(PEAK_PROGRAM), str(directory), str(tmp_path / f"{name}.json")]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         figures[name] = json.loads(done.stdout)
