@@ -150,8 +150,18 @@ def test_events_with_values_of_unexpected_types(tmp_path, capsys):
     assert [(w.worker, w.rank) for w in summary.workers] == [("policy", 0)]
     ((skipped, reason),) = summary.skipped
     assert skipped.name.startswith("policy.rank1.") and reason.startswith("unexpected content"), reason
-    # a 1e300 us kernel is not a profiler's: the second rank's figures stay finite
-    assert all(k.total_us < 1e18 for w in summary.workers for k in w.kernels)
+
+
+def test_a_kernel_of_1e300_us_is_not_counted_and_the_rest_of_its_trace_is(tmp_path):
+    """A duration no profiler writes, on a kernel inside the window of a trace summary reads."""
+    trace = rank1_trace()
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    trace["traceEvents"].append({**kernel, "name": "not a profiler's", "dur": 1e300})
+    summary = summarize(run_dir(tmp_path, trace), nsys="")
+    assert not summary.skipped
+    kernels = {(w.worker, w.rank): sorted((k.name, k.total_us) for k in w.kernels) for w in summary.workers}
+    assert list(kernels) == [("policy", 0), ("policy", 1)]
+    assert kernels[("policy", 1)] == kernels[("policy", 0)] != [], "rank 1 is rank 0's fixture, that kernel left out"
 
 
 def test_manifests_that_cannot_be_read_are_skipped_with_a_reason(tmp_path, capsys):
