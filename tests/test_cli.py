@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,13 @@ import pytest
 from nrlprof import cli
 
 TOOL_MODULES = {module for module, _ in cli.SUBCOMMANDS.values()}
+IMPORTS_OF_A_COMMAND = Path(__file__).parent / "programs" / "modules_a_command_imports.py"
 
 
 def imported_after(argv: list[str]) -> tuple[int, set[str]]:
     """Exit status of `nrlprof <argv>` in a fresh interpreter, and the nrlprof/ray/torch modules it imported."""
-    script = textwrap.dedent(
-        """
-        import contextlib, io, json, sys
-        from nrlprof.cli import main
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            try:
-                status = main(sys.argv[1:])
-            except SystemExit as exit:
-                status = exit.code
-        names = [m for m in sys.modules if m.startswith(("nrlprof.", "ray", "torch"))]
-        print(json.dumps([status, names]))
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(IMPORTS_OF_A_COMMAND), *argv], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     status, names = json.loads(done.stdout)
     return status, set(names)
@@ -80,31 +68,9 @@ def test_a_config_error_is_one_line_and_exit_code_2(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-FIXTURE_TOOL = """
-import argparse
-from nrlprof.errors import ConfigError, ToolError
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("outcome")
-
-def run(args: argparse.Namespace) -> int:
-    if args.outcome == "tool-error":
-        raise ToolError("not a trace:\\nsecond line", "/data/x.json")
-    if args.outcome == "config-error":
-        raise ConfigError("NRL_X", "y", "an integer")
-    if args.outcome == "interrupt":
-        raise KeyboardInterrupt
-    if args.outcome == "value-error":
-        raise ValueError("a bug, not bad input")
-    return {"ok": 0, "partial": 1, "none": None}[args.outcome]
-"""
-
-
 @pytest.fixture
-def fixture_tool(tmp_path, monkeypatch):
-    (tmp_path / "nrlprof_fixture_tool.py").write_text(FIXTURE_TOOL)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli.SUBCOMMANDS, "fixture", ("nrlprof_fixture_tool", "a tool for this test"))
+def fixture_tool(monkeypatch):
+    monkeypatch.setitem(cli.SUBCOMMANDS, "fixture", ("helpers.fixture_subcommand", "a tool for this test"))
     return "fixture"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from helpers.clusters import joining_env
@@ -26,44 +25,19 @@ def framework_env(**variables: str) -> dict[str, str]:
     return env
 
 
-def run_program(ray, tmp_path: Path, code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`code` as a job joining the shared cluster; its workers import the stand-ins from the job's runtime_env."""
-    script = tmp_path / "train.py"
-    script.write_text(JOIN + textwrap.dedent(code))
+def run_program(ray, tmp_path: Path, program: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`program` (a module of tests/programs) as a job joining the shared cluster; its workers import the stand-ins
+    from the job's runtime_env."""
     env = joining_env(ray.get_runtime_context().gcs_address, env)
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
-                          cwd=tmp_path)  # fmt: skip
-
-
-JOIN = """
-import os, ray
-ray.init(runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})  # RAY_ADDRESS: the shared cluster
-"""
-
-RLINF_PROGRAM = """
-    import ray
-    from rlinf.runners.embodied_runner import EmbodiedRunner
-    from workload import DTensorPolicyWorker
-
-    runner = EmbodiedRunner(DTensorPolicyWorker.remote(), max_steps=6)
-    runner.run()
-    print("OWN_WINDOWS", runner.own_windows)
-"""
-
-RLINF_REASONING_PROGRAM = """
-    import ray
-    from rlinf.runners.reasoning_runner import ReasoningRunner
-    from workload import DTensorPolicyWorker
-
-    ReasoningRunner(DTensorPolicyWorker.remote(), batches=range(6)).run()
-"""
+    return subprocess.run([sys.executable, str(TESTS / "programs" / program)], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)  # fmt: skip
 
 
 def test_rlinf_runner_steps_count_as_rlinf_counts_them_and_its_own_windows_stand_down(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     env = framework_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
                         NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
-    result = run_program(ray_cluster, tmp_path, RLINF_PROGRAM, env)
+    result = run_program(ray_cluster, tmp_path, "rlinf_embodied_runner_job.py", env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "steps come from RLinf's embodied runner (global_step) (first step: 0)" in result.stderr
     assert "OWN_WINDOWS []" in result.stdout, "RLinf's own step-gated profiling did not also open"
@@ -75,7 +49,7 @@ def test_rlinf_reasoning_runner_steps_are_its_global_steps(ray_cluster, tmp_path
     traces = tmp_path / "traces"
     env = framework_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="2:4",
                         NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
-    result = run_program(ray_cluster, tmp_path, RLINF_REASONING_PROGRAM, env)
+    result = run_program(ray_cluster, tmp_path, "rlinf_reasoning_runner_job.py", env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "steps come from RLinf's reasoning runner (global_steps) (first step: 0)" in result.stderr
     (trace,) = traces_under(traces / "dtensor_policy_worker")

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -16,20 +15,13 @@ import pytest
 from nsys_standin.report import read_report
 
 NSYS = Path(__file__).parent / "nsys_standin" / "nsys"
-PRELUDE = """\
-import ctypes, json, os, sys, threading, time
-import nvtx
-runtime = ctypes.CDLL("libcudart.so")
-def emit(**fields):
-    print("EMIT " + json.dumps(fields), flush=True)
-"""
+UNDER_NSYS = Path(__file__).parent / "programs" / "under_nsys.py"
 
 
-def profile(tmp_path: Path, options: list[str], body: str, *, env: dict | None = None, wrapper=None, **kwargs):
-    """Run `nsys profile OPTIONS python prog.py` in tmp_path; the program's EMIT lines come back parsed."""
-    program = tmp_path / "prog.py"
-    program.write_text(PRELUDE + textwrap.dedent(body))
-    command = [sys.executable, str(program)]
+def profile(tmp_path: Path, options: list[str], application: str, *, env: dict | None = None, wrapper=None, **kwargs):
+    """Run `nsys profile OPTIONS python under_nsys.py APPLICATION` in tmp_path; the application's EMIT lines come
+    back parsed."""
+    command = [sys.executable, str(UNDER_NSYS), application]
     if wrapper is not None:
         command = wrapper(command)
     result = subprocess.run(
@@ -41,26 +33,15 @@ def profile(tmp_path: Path, options: list[str], body: str, *, env: dict | None =
 
 
 def names(directory: Path, suffix: str = "") -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.endswith(suffix) and p.name != "prog.py")
-
-
-CYCLES = """
-emit(pid=os.getpid())
-for k in (1, 2, 3):
-    emit(start=runtime.cudaProfilerStart())
-    nvtx.mark(message=f"inside {k}", domain="nrlprof")
-    emit(stop=runtime.cudaProfilerStop())
-"""
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(suffix))
 
 
 def test_cli_example_repeat_2_writes_two_numbered_reports_named_after_the_child(tmp_path):
-    program = tmp_path / "prog.py"
-    program.write_text(PRELUDE + textwrap.dedent(CYCLES))
     # As documented: the script itself on the command line, `python` found on PATH.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     result = subprocess.run(
         [str(NSYS), "profile", "-o", "cap_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:2",
-         "python", "prog.py"],
+         "python", str(UNDER_NSYS), "cycles"],
         cwd=tmp_path, env={**os.environ, "PATH": path}, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -82,7 +63,7 @@ def test_cli_example_repeat_2_writes_two_numbered_reports_named_after_the_child(
 )
 def test_report_names_for_stop_and_repeat(tmp_path, range_end, suffixes):
     result = profile(tmp_path, ["-o", "out_%p", "--capture-range=cudaProfilerApi", f"--capture-range-end={range_end}"],
-                     CYCLES)  # fmt: skip
+                     "cycles")  # fmt: skip
     assert result.returncode == 0, result.stderr
     pid = result.emitted[0]["pid"]
     assert names(tmp_path) == [f"out_{pid}{s}.nsys-rep" for s in suffixes]
@@ -92,7 +73,7 @@ def test_report_names_for_stop_and_repeat(tmp_path, range_end, suffixes):
 @pytest.mark.parametrize("range_end", ["stop-shutdown", "repeat-shutdown:2"])
 def test_shutdown_ends_the_application_after_its_last_range(tmp_path, range_end):
     result = profile(tmp_path, ["-o", "out", "--capture-range=cudaProfilerApi", f"--capture-range-end={range_end}"],
-                     CYCLES + "time.sleep(30)\nemit(finished=True)\n")  # fmt: skip
+                     "cycles_then_wait")  # fmt: skip
     expected = ["out.nsys-rep"] if range_end == "stop-shutdown" else ["out.1.nsys-rep", "out.2.nsys-rep"]
     assert names(tmp_path) == expected
     assert {"finished": True} not in result.emitted
@@ -102,11 +83,11 @@ def test_shutdown_ends_the_application_after_its_last_range(tmp_path, range_end)
 def test_call_record_names_the_launched_process_and_nsys(tmp_path):
     log = tmp_path / "calls"
     result = profile(tmp_path, ["-t", "cuda,nvtx", "--cpuctxsw=none", "--python-backtrace", "-o", "r_%p"],
-                     "emit(pid=os.getpid())", env={"NRLPROF_FAKE_TOOL_LOG": str(log)})  # fmt: skip
+                     "pid", env={"NRLPROF_FAKE_TOOL_LOG": str(log)})  # fmt: skip
     (record_file,) = log.glob("nsys-*.json")
     record = json.loads(record_file.read_text())
     assert record["options"] == ["-t", "cuda,nvtx", "--cpuctxsw=none", "--python-backtrace", "-o", "r_%p"]
-    assert record["command"] == [sys.executable, str(tmp_path / "prog.py")]
+    assert record["command"] == [sys.executable, str(UNDER_NSYS), "pid"]
     assert record["pid"] == result.emitted[0]["pid"] != record["nsys_pid"]
     assert record_file.name == f"nsys-{record['nsys_pid']}.json"
     assert record["time"] <= time.time() and isinstance(record["env"], dict)
@@ -114,9 +95,8 @@ def test_call_record_names_the_launched_process_and_nsys(tmp_path):
 
 def test_percent_p_is_the_pid_nsys_launched_also_through_a_wrapper(tmp_path):
     options = ["-o", "w_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    body = "emit(pid=os.getpid(), parent=os.getppid())\nruntime.cudaProfilerStart()\nruntime.cudaProfilerStop()\n"
     # A wrapper that stays (as `uv run` does): the report is named after the wrapper, not the python under it.
-    forked = profile(tmp_path, options, body, wrapper=lambda cmd: ["/bin/sh", "-c", " ".join(cmd) + "; exit $?"])
+    forked = profile(tmp_path, options, "one_range", wrapper=lambda cmd: ["/bin/sh", "-c", " ".join(cmd) + "; exit $?"])
     python_pid, wrapper_pid = forked.emitted[0]["pid"], forked.emitted[0]["parent"]
     assert wrapper_pid != python_pid
     assert names(tmp_path) == [f"w_{wrapper_pid}.nsys-rep"]
@@ -125,56 +105,24 @@ def test_percent_p_is_the_pid_nsys_launched_also_through_a_wrapper(tmp_path):
     # A wrapper that execs the program: one process, one pid.
     for path in tmp_path.glob("w_*"):
         path.unlink()
-    execed = profile(tmp_path, options, body, wrapper=lambda cmd: ["/bin/sh", "-c", "exec " + " ".join(cmd)])
+    execed = profile(tmp_path, options, "one_range", wrapper=lambda cmd: ["/bin/sh", "-c", "exec " + " ".join(cmd)])
     assert names(tmp_path) == [f"w_{execed.emitted[0]['pid']}.nsys-rep"]
 
 
 def test_stop_blocks_until_the_report_is_written(tmp_path):
-    body = """
-    report = sys.argv[1] if len(sys.argv) > 1 else f"slow_{os.getpid()}.nsys-rep"
-    runtime.cudaProfilerStart()
-    began = time.monotonic()
-    code = runtime.cudaProfilerStop()
-    emit(code=code, blocked_s=time.monotonic() - began, exists=os.path.exists(report))
-    """
     options = ["-o", "slow_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    fast = profile(tmp_path, options, body)
+    fast = profile(tmp_path, options, "timed_stop")
     assert fast.emitted[0]["code"] == 0 and fast.emitted[0]["exists"] is True
     for path in tmp_path.glob("slow_*"):
         path.unlink()
-    slow = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "1.5"})
+    slow = profile(tmp_path, options, "timed_stop", env={"NRLPROF_STANDIN_STOP_DELAY_S": "1.5"})
     assert slow.emitted[0]["exists"] is True
     assert slow.emitted[0]["blocked_s"] >= 1.5
 
 
-NVTX_PROGRAM = """
-outer = nvtx.start_range(message="before the capture", domain="nrlprof")
-nvtx.push_range("pushed before", domain="nrlprof")
-runtime.cudaProfilerStart()
-step = nvtx.start_range(message="step 3", domain="nrlprof")
-nvtx.push_range("policy.train [step 3]", domain="nrlprof")
-nvtx.pop_range(domain="nrlprof")
-def other_thread():
-    nvtx.push_range("on another thread", domain="other")
-    nvtx.pop_range(domain="other")
-    emit(tid=threading.get_native_id())
-worker = threading.Thread(target=other_thread)
-worker.start(); worker.join()
-nvtx.end_range(step)
-left_open = nvtx.start_range(message="open at stop", domain="nrlprof")
-emit(tid=threading.get_native_id())
-runtime.cudaProfilerStop()
-nvtx.end_range(left_open)
-nvtx.pop_range(domain="nrlprof")
-nvtx.end_range(outer)
-after = nvtx.start_range(message="after the capture", domain="nrlprof")
-nvtx.end_range(after)
-"""
-
-
 def test_nvtx_ranges_of_the_real_nvtx_package_inside_the_range_are_in_the_report(tmp_path):
     result = profile(tmp_path, ["-o", "n", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
-                     NVTX_PROGRAM)  # fmt: skip
+                     "nvtx_ranges")  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = read_report(tmp_path / "n.nsys-rep")
     other_tid, main_tid = result.emitted[0]["tid"], result.emitted[1]["tid"]
@@ -191,13 +139,13 @@ def test_nvtx_ranges_of_the_real_nvtx_package_inside_the_range_are_in_the_report
 
 def test_without_nvtx_in_the_traces_no_ranges_are_recorded(tmp_path):
     profile(tmp_path, ["-t", "cuda", "-o", "n", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
-            NVTX_PROGRAM)  # fmt: skip
+            "nvtx_ranges")  # fmt: skip
     assert read_report(tmp_path / "n.nsys-rep")["nvtx_ranges"] == []
 
 
 def test_importer_failure_leaves_only_the_qdstrm(tmp_path):
     result = profile(tmp_path, ["-o", "f_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:2"],
-                     CYCLES, env={"NRLPROF_STANDIN_IMPORT_FAIL": "1"})  # fmt: skip
+                     "cycles", env={"NRLPROF_STANDIN_IMPORT_FAIL": "1"})  # fmt: skip
     pid = result.emitted[0]["pid"]
     assert result.returncode == 0
     assert names(tmp_path) == [f"f_{pid}.1.qdstrm", f"f_{pid}.2.qdstrm"]
@@ -206,12 +154,8 @@ def test_importer_failure_leaves_only_the_qdstrm(tmp_path):
 
 
 def test_child_killed_inside_a_range_leaves_no_report(tmp_path):
-    body = """
-    runtime.cudaProfilerStart(); runtime.cudaProfilerStop()
-    runtime.cudaProfilerStart()
-    os.kill(os.getpid(), 9)
-    """
-    result = profile(tmp_path, ["-o", "k", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"], body)
+    result = profile(tmp_path, ["-o", "k", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"],
+                     "killed_in_second_range")  # fmt: skip
     assert result.returncode == 128 + signal.SIGKILL
     assert names(tmp_path) == ["k.1.nsys-rep"], "the closed range is kept, the killed one is lost"
     assert "killed by signal 9" in result.stderr
@@ -219,30 +163,19 @@ def test_child_killed_inside_a_range_leaves_no_report(tmp_path):
 
 def test_application_exit_inside_a_range_finishes_it_and_no_capture_range_captures_the_whole_run(tmp_path):
     exits = profile(tmp_path, ["-o", "e", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
-                    "runtime.cudaProfilerStart()\nsys.exit(3)\n")  # fmt: skip
+                    "exit_in_range")  # fmt: skip
     assert exits.returncode == 3
     assert read_report(tmp_path / "e.nsys-rep")["stopped_by"] == "exit"
-    whole = profile(
-        tmp_path, ["-o", "whole"], "nvtx.mark(message='m', domain='d')\nemit(code=runtime.cudaProfilerStop())"
-    )
+    whole = profile(tmp_path, ["-o", "whole"], "mark_and_stop")
     report = read_report(tmp_path / "whole.nsys-rep")
     assert (report["started_by"], report["stopped_by"]) == ("launch", "exit")
     assert [m["message"] for m in report["nvtx_marks"]] == ["m"] and whole.emitted == [{"code": 0}]
 
 
 def test_sigterm_to_nsys_reaches_the_application(tmp_path):
-    body = """
-    import signal
-    signal.signal(signal.SIGTERM, lambda *a: (emit(got="SIGTERM"), sys.exit(0)))
-    runtime.cudaProfilerStart()
-    open("ready", "w").close()
-    time.sleep(60)
-    """
-    program = tmp_path / "prog.py"
-    program.write_text(PRELUDE + textwrap.dedent(body))
     nsys = subprocess.Popen(
         [sys.executable, str(NSYS), "profile", "-o", "t", "--capture-range=cudaProfilerApi", sys.executable,
-         str(program)], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+         str(UNDER_NSYS), "waits_for_sigterm"], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     while not (tmp_path / "ready").exists():
         time.sleep(0.05)
@@ -254,15 +187,15 @@ def test_sigterm_to_nsys_reaches_the_application(tmp_path):
 
 def test_existing_report_needs_force_overwrite(tmp_path):
     (tmp_path / "same.nsys-rep").write_text("an older report")
-    refused = profile(tmp_path, ["-o", "same"], "emit(ran=True)")
+    refused = profile(tmp_path, ["-o", "same"], "ran")
     assert refused.returncode == 1 and refused.emitted == [] and "--force-overwrite" in refused.stderr
     assert (tmp_path / "same.nsys-rep").read_text() == "an older report"
-    forced = profile(tmp_path, ["-o", "same", "-f", "true"], "emit(ran=True)")
+    forced = profile(tmp_path, ["-o", "same", "-f", "true"], "ran")
     assert forced.emitted == [{"ran": True}] and read_report(tmp_path / "same.nsys-rep")["stopped_by"] == "exit"
 
 
 def test_export_sqlite_reads_like_a_real_export(tmp_path):
-    profile(tmp_path, ["-o", "x", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"], NVTX_PROGRAM)
+    profile(tmp_path, ["-o", "x", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"], "nvtx_ranges")
     export = [sys.executable, str(NSYS), "export", "--type", "sqlite", "-o", str(tmp_path / "x.sqlite")]
     first = subprocess.run([*export, str(tmp_path / "x.nsys-rep")], capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
@@ -293,7 +226,7 @@ def test_version_and_unsupported_commands():
 
 
 def test_output_name_patterns_host_environment_and_percent(tmp_path):
-    result = profile(tmp_path, ["--output", "p_%h_%q{STANDIN_TAG}_%%_%p"], "emit(pid=os.getpid())",
+    result = profile(tmp_path, ["--output", "p_%h_%q{STANDIN_TAG}_%%_%p"], "pid",
                      env={"STANDIN_TAG": "tagged"})  # fmt: skip
     host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
     assert names(tmp_path) == [f"p_{host}_tagged_%_{result.emitted[0]['pid']}.nsys-rep"]
@@ -301,7 +234,7 @@ def test_output_name_patterns_host_environment_and_percent(tmp_path):
 
 def test_without_output_reports_are_numbered_report1_report2(tmp_path):
     for _ in range(2):
-        profile(tmp_path, [], "pass")
+        profile(tmp_path, [], "nothing")
     assert names(tmp_path) == ["report1.nsys-rep", "report2.nsys-rep"]
 
 
@@ -329,7 +262,7 @@ def test_bad_command_lines_are_refused_with_a_message(tmp_path):
         (["--capture-range=nvtx"], "--capture-range=nvtx"),
         (["-f", "maybe"], "expected true or false"),
     ):
-        result = profile(tmp_path, options, "emit(ran=True)")
+        result = profile(tmp_path, options, "ran")
         assert result.returncode == 1 and expected in result.stderr and result.emitted == []
     not_a_report = tmp_path / "plain.nsys-rep"
     not_a_report.write_text("{}")
@@ -339,13 +272,8 @@ def test_bad_command_lines_are_refused_with_a_message(tmp_path):
 
 
 def test_start_while_open_and_stop_with_none_open_succeed_and_do_nothing(tmp_path):
-    body = """
-    codes = [runtime.cudaProfilerStop(), runtime.cudaProfilerStart(), runtime.cudaProfilerStart()]
-    time.sleep(0.2)
-    codes += [runtime.cudaProfilerStop(), runtime.cudaProfilerStop()]
-    emit(codes=codes)
-    """
-    result = profile(tmp_path, ["-o", "o", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"], body)
+    result = profile(tmp_path, ["-o", "o", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat"],
+                     "unpaired_calls")  # fmt: skip
     assert result.emitted == [{"codes": [0, 0, 0, 0, 0]}]
     assert names(tmp_path) == ["o.1.nsys-rep"]
     report = read_report(tmp_path / "o.1.nsys-rep")
@@ -359,42 +287,17 @@ def test_work_dirs_are_removed_also_those_of_killed_stand_ins(tmp_path):
     stale = Path(tempfile.gettempdir()) / f"nsys-standin-{2**22 + 12345}-left"
     stale.mkdir(exist_ok=True)
     (tmp_path / "same.nsys-rep").write_text("old")
-    refused = profile(tmp_path, ["-o", "same", "--capture-range=cudaProfilerApi"], "pass")
+    refused = profile(tmp_path, ["-o", "same", "--capture-range=cudaProfilerApi"], "nothing")
     assert refused.returncode == 1 and not stale.exists()
     owners = [p.name.split("-")[2] for p in Path(tempfile.gettempdir()).glob("nsys-standin-*-*")]
     assert [o for o in owners if not Path(f"/proc/{o}").exists()] == [], "the refused run removed its work dir"
-    ran = profile(tmp_path, ["-o", "ran"], "emit(socket=os.environ['NRLPROF_STANDIN_SOCKET'])")
+    ran = profile(tmp_path, ["-o", "ran"], "standin_socket")
     assert not Path(ran.emitted[0]["socket"]).parent.exists()
 
 
-CHILD = """
-import ctypes, os, sys, time
-import nvtx
-runtime = ctypes.CDLL("libcudart.so")
-runtime.cudaProfilerStart()
-with nvtx.annotate("child work", domain="engine"):
-    time.sleep(0.1)
-began = time.monotonic()
-runtime.cudaProfilerStop()
-print(os.getpid(), time.monotonic() - began, flush=True)
-if sys.argv[1:] == ["die"]:
-    runtime.cudaProfilerStart()
-    os.kill(os.getpid(), 9)
-"""
-
-
 def test_each_process_opens_its_own_range_and_the_last_stop_writes_one_report_of_all(tmp_path):
-    body = f"""
-    import subprocess
-    runtime.cudaProfilerStart()
-    with nvtx.annotate("parent work", domain="engine"):
-        child = subprocess.run([sys.executable, "-c", {CHILD!r}], capture_output=True, text=True, check=True)
-    child_pid, child_stop_s = child.stdout.split()
-    emit(pid=os.getpid(), child=int(child_pid), child_stop_s=float(child_stop_s), before=sorted(os.listdir(".")))
-    runtime.cudaProfilerStop()
-    """
     options = ["-o", "tree_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=repeat:1"]
-    result = profile(tmp_path, options, body, env={"NRLPROF_STANDIN_STOP_DELAY_S": "3"})
+    result = profile(tmp_path, options, "parent_of_a_child", env={"NRLPROF_STANDIN_STOP_DELAY_S": "3"})
     assert result.returncode == 0, result.stderr
     (run,) = result.emitted
     assert run["child_stop_s"] < 1.5, "the child's stop with the parent's range still open writes nothing"
@@ -409,15 +312,8 @@ def test_each_process_opens_its_own_range_and_the_last_stop_writes_one_report_of
 
 
 def test_a_process_that_dies_with_its_range_open_does_not_hold_the_capture(tmp_path):
-    body = f"""
-    import subprocess
-    runtime.cudaProfilerStart()
-    child = subprocess.run([sys.executable, "-c", {CHILD!r}, "die"], capture_output=True, text=True)
-    runtime.cudaProfilerStop()
-    emit(pid=os.getpid(), child=int(child.stdout.split()[0]), report=os.path.exists(f"dead_{{os.getpid()}}.nsys-rep"))
-    """
     options = ["-o", "dead_%p", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    result = profile(tmp_path, options, body)
+    result = profile(tmp_path, options, "parent_of_a_dying_child")
     (run,) = result.emitted
     assert run["report"] is True, "the parent's stop, the last of the live ranges, wrote the report"
     report = read_report(tmp_path / f"dead_{run['pid']}.nsys-rep")
@@ -429,32 +325,12 @@ def test_a_process_that_dies_with_its_range_open_does_not_hold_the_capture(tmp_p
     ], "the child's second range closed when it died"
 
 
-SESSION_WINDOWS = """
-def nsys(*words):
-    done = subprocess.run([sys.executable, {nsys!r}, *words], capture_output=True, text=True)
-    return done.returncode, done.stderr.strip()
-
-emit(pid=os.getpid(), before_start=[runtime.cudaProfilerStart(), runtime.cudaProfilerStop()])
-for k in (1, 2):
-    emit(start=nsys("start", "--session=s1", "-c", "cudaProfilerApi", "--capture-range-end=stop", "-o", f"w_{{k}}"))
-    runtime.cudaProfilerStart()
-    nvtx.mark(message=f"window {{k}}", domain="nrlprof")
-    runtime.cudaProfilerStop()
-    emit(reports=sorted(p for p in os.listdir() if p.endswith(".nsys-rep")))
-emit(idle_stop=nsys("stop", "--session=s1"))
-emit(now=nsys("start", "--session=s1", "-o", "now"), twice=nsys("start", "--session=s1", "-o", "again"))
-nvtx.mark(message="collected now", domain="nrlprof")
-emit(stop=nsys("stop", "--session=s1"), reports=sorted(p for p in os.listdir() if p.endswith(".nsys-rep")))
-"""
-
-
 def test_launch_session_writes_each_collection_started_in_it_when_it_ends(tmp_path):
     """As nsys 2025.3 did on an H200: `nsys launch` collects nothing; each `nsys start -c cudaProfilerApi
     --capture-range-end=stop` collects the next capture range, whose report is there when cudaProfilerStop returns,
     while the application runs on; `nsys stop` ends a collection started without a range."""
-    program = tmp_path / "prog.py"
-    program.write_text(PRELUDE + "import subprocess\n" + SESSION_WINDOWS.format(nsys=str(NSYS)))
-    command = [sys.executable, str(NSYS), "launch", "--session-new=s1", "-t", "cuda,nvtx", sys.executable, str(program)]
+    command = [sys.executable, str(NSYS), "launch", "--session-new=s1", "-t", "cuda,nvtx", sys.executable,
+               str(UNDER_NSYS), "session_windows", str(NSYS)]  # fmt: skip
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     result.emitted = [json.loads(line[5:]) for line in result.stdout.splitlines() if line.startswith("EMIT ")]

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -22,73 +21,20 @@ import nrlprof
 TESTS = str(Path(__file__).parent)
 # This checkout's nrlprof, first on the path of the job, its actors and the command.
 PYTHONPATH = os.pathsep.join([TESTS, str(Path(nrlprof.__file__).parent.parent)])
+PROGRAMS = Path(TESTS) / "programs"
 STEPS = 40
 
-JOB = textwrap.dedent(
-    """
-    import os, sys, time, ray
-    sys.path.insert(0, {tests!r})
-    import nrlprof
-    from nrlprof.ranges.annotate import window_open
-    from workload import DTensorPolicyWorker, RewardWorker
 
-    def held_at_end(step):
-        return step == {steps} and os.path.exists({hold!r} + "/hold_at_end")
-
-    ray.init(log_to_driver=True)  # RAY_ADDRESS: the cluster
-    policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote() for r in (0, 1)]
-    reward = RewardWorker.remote()
-    for step in range(1, {steps} + 1):
-        {step_call}
-        ray.get([w.train.remote(step) for w in policy] + [reward.score.remote(step)])
-        print("STEP", step, flush=True)
-        time.sleep({pause} if os.path.exists({hold!r} + "/hold_at_end") else 0)
-        while os.path.exists({hold!r} + "/hold_in_window") and window_open() or held_at_end(step):
-            time.sleep(0.05)
-    nrlprof.finish()
-    print("DONE", flush=True)
-    """
-)
-
-CONTROLLER_JOB = textwrap.dedent(
-    """
-    import os, sys, time, ray
-    sys.path.insert(0, {tests!r})
-
-    @ray.remote(num_cpus=0)
-    class Trainer:
-        # verl's TaskRunner shape: it creates the workers and runs the training loop.
-        def run(self, steps):
-            import nrlprof
-            from workload import DTensorPolicyWorker
-
-            policy = [DTensorPolicyWorker.options(runtime_env={{"env_vars": {{"RANK": str(r)}}}}).remote()
-                      for r in (0, 1)]
-            for step in range(1, steps + 1):
-                nrlprof.step(step)
-                ray.get([w.train.remote(step) for w in policy])
-                time.sleep({pause} if os.path.exists({hold!r} + "/hold_at_end") else 0)
-                while step == steps and os.path.exists({hold!r} + "/hold_at_end"):
-                    time.sleep(0.05)
-            nrlprof.finish()
-            return steps
-
-    ray.init(address="auto", log_to_driver=True, runtime_env={{"env_vars": {{"PYTHONPATH": os.environ["PYTHONPATH"]}}}})
-    print("TRAINER", ray.get(Trainer.remote().run.remote({steps})), flush=True)
-    """
-)
-
-
-def start_job(tmp_path: Path, env: dict[str, str], script: str = JOB, step_call: str = "nrlprof.step(step)"):
-    """The job, started; `step_call`: how its loop marks a step (`pass`: the step marker or an adapter does). Its
-    steps take `pause` s each and its last step waits, until `finish` (a loaded machine may be slow to ask); while
-    `hold_in_window` is in `tmp_path`, a step with a window open in the driver waits too."""
-    path = tmp_path / "train.py"
+def start_job(tmp_path: Path, env: dict[str, str], marked_by: str = "nrlprof", controller: bool = False):
+    """The job (tests/programs/armed_loop_job.py, or controller_trainer_job.py's controller actor), started;
+    `marked_by`: how its loop marks a step (`marker`: the step marker or an adapter does). Its steps take 0.5 s each
+    and its last step waits, until `finish` (a loaded machine may be slow to ask); while `hold_in_window` is in
+    `tmp_path`, a step with a window open in the driver waits too."""
     (tmp_path / "hold_at_end").touch()
-    path.write_text(script.format(tests=TESTS, steps=STEPS, pause=0.5, step_call=step_call, hold=str(tmp_path)))
+    program = PROGRAMS / ("controller_trainer_job.py" if controller else "armed_loop_job.py")
+    job = [sys.executable, str(program), str(STEPS), marked_by, str(tmp_path)]
     env = {**env, "PYTHONPATH": PYTHONPATH, "NRL_STEP_ANATOMY": "0"}
-    return subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)  # fmt: skip
+    return subprocess.Popen(job, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
 
 def capture(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -117,7 +63,7 @@ def opened_steps(stdout: str) -> tuple[int, int]:
 
 def finish(job: subprocess.Popen) -> tuple[str, str]:
     """The job's steps left run unpaced, to its end."""
-    (Path(job.args[1]).parent / "hold_at_end").unlink(missing_ok=True)
+    (Path(job.args[-1]) / "hold_at_end").unlink(missing_ok=True)  # the hold directory: the job's last argument
     out, err = job.communicate(timeout=300)
     assert job.returncode == 0, err[-3000:]
     return out, err
@@ -176,7 +122,7 @@ def test_refusals_leave_the_job_untouched(ray_cluster, tmp_path):
     assert not_armed.returncode == 2 and "no armed job on this cluster" in not_armed.stderr
     # Steps from the step marker: an armed job takes its steps wherever they come from.
     job = start_job(tmp_path, {**env, "NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_DIR": str(tmp_path / "t"),
-                               "NRL_STEP_METHOD": "*policy*.train"}, step_call="pass")  # fmt: skip
+                               "NRL_STEP_METHOD": "*policy*.train"}, marked_by="marker")  # fmt: skip
     try:
         wait_armed(env, address)
         wrong_job = capture(env, "--address", address, "--job", "ffffffff", "--workers", "*", "--backend",
@@ -210,7 +156,7 @@ def test_a_controller_actor_on_a_ray_start_cluster_with_token_auth(ray_start_hea
     env = {**ray_start_head["env"], "RAY_AUTH_MODE": "token"}
     address = ray_start_head["address"]
     job = start_job(tmp_path, {**env, "NRL_PROFILE_ON_DEMAND": "1", "NRL_TORCH_PROFILE_DIR": str(traces)},
-                    script=CONTROLLER_JOB)  # fmt: skip
+                    controller=True)  # fmt: skip
     try:
         listed = wait_armed(env, address)
         assert "controller actor" in listed or "controller Trainer" in listed, listed

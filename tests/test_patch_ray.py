@@ -332,6 +332,7 @@ def test_fix_that_does_not_compile_leaves_original(
 ) -> None:
     # Parses on its own, but a __future__ import cannot follow Ray's code.
     bad_fix = tmp_path / "bad_fix.py"
+    # source as data: the fix module patch_ray would splice into Ray's
     bad_fix.write_text("from __future__ import annotations\n\nNRLPROF_FIX_VERSION = 1\n")
     monkeypatch.setattr(patch_ray, "FIX_SOURCE", bad_fix)
     original = sha256(ray_dir / NSIGHT)
@@ -344,6 +345,7 @@ def test_fix_that_rebinds_a_ray_name_is_refused(
     ray_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clashing_fix = tmp_path / "clashing_fix.py"
+    # source as data: the fix module patch_ray would splice into Ray's
     clashing_fix.write_text("NRLPROF_FIX_VERSION = 1\n\n\ndef parse_nsight_config(config):\n    return []\n")
     monkeypatch.setattr(patch_ray, "FIX_SOURCE", clashing_fix)
     original = sha256(ray_dir / NSIGHT)

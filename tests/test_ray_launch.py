@@ -7,12 +7,14 @@ import os
 import shlex
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 from helpers.clusters import joining_env
 from helpers.environment import environment_without
 from helpers.standins import SYSTEM_PATH, install_stand_ins, tool_records
+
+PROGRAMS = Path(__file__).parent / "programs"
 
 
 def test_matched_actor_runs_under_nsys_with_driver_interpreter(ray_cluster, activate, calls):
@@ -65,32 +67,13 @@ def test_ranks_not_selected_are_not_launched_under_nsys(ray_cluster, activate, c
     assert [pid in wrapped for pid in pids] == [False, True, False]
 
 
-RAY_OWN_PLUGIN_SCRIPT = textwrap.dedent(
-    """
-    import json, os, sys
-    import ray
-    from workload import DTensorPolicyWorker
-    ray.init(logging_level="ERROR")  # RAY_ADDRESS: the shared cluster
-    actor = DTensorPolicyWorker.options(runtime_env={"_nsight": {"t": "cuda"}}).remote()
-    try:
-        print("ANSWERED", ray.get(actor.pid.remote(), timeout=float(sys.argv[1])))
-    except ray.exceptions.GetTimeoutError:
-        print("HUNG")
-    ray.shutdown()
-    """
-)
-
-
 def test_rays_own_nsight_key_starts_a_worker_where_the_agent_has_the_fix(ray_cluster, tmp_path):
     """Ray's own plugin runs `nsys ... python`: with no `python` on the raylet's PATH the actor never starts (shown
     on an unfixed `ray start` cluster in test_rayfix_cluster.py). The shared cluster's agent has nrlprof's fix."""
     env = joining_env(ray_cluster.get_runtime_context().gcs_address)
     env["PYTHONPATH"] = os.path.dirname(__file__)
-    script = tmp_path / "own_plugin.py"
-    script.write_text(RAY_OWN_PLUGIN_SCRIPT)
-    result = subprocess.run(
-        [sys.executable, str(script), "120"], env=env, capture_output=True, text=True, timeout=240, check=False
-    )
+    result = subprocess.run([sys.executable, str(PROGRAMS / "rays_own_nsight_key_job.py"), "120"], env=env,
+                            capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path)  # fmt: skip
     assert "ANSWERED" in result.stdout, shlex.quote(result.stdout + result.stderr[-3000:])
 
 
@@ -121,28 +104,6 @@ def test_children_of_a_profiled_worker_run_under_nsys_as_themselves(ray_cluster,
     assert all("tensor_parallel_worker" in options[options.index("-o") + 1] for options in outputs)
 
 
-IMPORT_ONLY_SCRIPT = textwrap.dedent(
-    """
-    import json, os, sys
-    import nrlprof  # the NRL_* variables alone: no activate call, no agent-hook call
-
-    plugins = os.environ.get("RAY_RUNTIME_ENV_PLUGINS")
-    import ray
-    from workload import DTensorPolicyWorker
-    from nrlprof.rayfix.cluster_fix import agent_has_fix
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    worker = DTensorPolicyWorker.remote()
-    try:
-        pid = ray.get(worker.pid.remote(), timeout=float(sys.argv[1]))
-    except ray.exceptions.GetTimeoutError:
-        pid = "HUNG"
-    print("RESULT " + json.dumps({"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix()}))
-    ray.shutdown()
-    """
-)
-
-
 @pytest.mark.fresh_cluster  # what the runtime-env agent loads when a driver starts a cluster
 def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
     """A driver that only imports nrlprof (NRL_* set) and then starts Ray: the agent runs the fixed plugin."""
@@ -153,10 +114,9 @@ def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
     env.update(PATH=f"{bin_dir}:{SYSTEM_PATH}", PYTHONPATH=os.path.dirname(__file__))
     env.update(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
     env["NRLPROF_FAKE_TOOL_LOG"] = str(tmp_path / "calls")
-    script = tmp_path / "import_only.py"
-    script.write_text(IMPORT_ONLY_SCRIPT)
+    driver = [sys.executable, str(PROGRAMS / "import_nrlprof_then_start_ray.py"), "300"]
 
-    done = subprocess.run([sys.executable, str(script), "300"], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(driver, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, shlex.quote(done.stdout + done.stderr[-3000:])
@@ -168,32 +128,6 @@ def test_import_nrlprof_alone_gives_a_new_cluster_the_fixed_agent(tmp_path):
     assert record["command"][0] == sys.executable
 
 
-WHERE_THE_PLAN_GOES = textwrap.dedent(
-    """
-    import json, os, sys
-    import ray
-
-    @ray.remote(num_cpus=0)
-    class Trainer:  # no pattern names it: a possible controller
-        def facts(self):
-            from nrlprof.process import state
-
-            job_env = ray.get_runtime_context().runtime_env.get("env_vars") or {}
-            return {"in_environment": "NRLPROF_JOB_PLAN" in os.environ, "in_runtime_env": "NRLPROF_JOB_PLAN" in job_env,
-                    "kind": state.session.kind if state.session else None}
-
-    if sys.argv[1] == "own":
-        ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
-    else:
-        ray.init(address=sys.argv[1], logging_level="ERROR")
-    facts = ray.get(Trainer.remote().facts.remote(), timeout=300)
-    facts["driver_keeps_it"] = "NRLPROF_JOB_PLAN" in os.environ
-    print("RESULT " + json.dumps(facts))
-    ray.shutdown()
-    """
-)
-
-
 def where_the_plan_goes(tmp_path, address: str) -> dict:
     env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env.update(
@@ -202,10 +136,8 @@ def where_the_plan_goes(tmp_path, address: str) -> dict:
         NRL_TORCH_PROFILE_DIR=str(tmp_path / "traces"),
         RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "token"),
     )
-    script = tmp_path / "driver.py"
-    script.write_text(WHERE_THE_PLAN_GOES)
-    done = subprocess.run([sys.executable, str(script), address], env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    driver = [sys.executable, str(PROGRAMS / "where_the_plan_goes.py"), address]
+    done = subprocess.run(driver, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stdout[-2000:] + done.stderr[-3000:]
     return json.loads(lines[-1].removeprefix("RESULT "))

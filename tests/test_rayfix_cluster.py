@@ -11,7 +11,6 @@ import json
 import shlex
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,45 +19,7 @@ from helpers.clusters import RAY, free_ports, hook_env, ray_start_cluster
 
 from nrlprof.rayfix.names import HOOK_CLASS_PATH
 
-DRIVER = textwrap.dedent(
-    """
-    import json, os, sys
-    import ray
-    from nrlprof.rayfix.cluster_fix import agent_has_fix, prefixed_runtime_env
-
-    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
-
-    @ray.remote(num_cpus=0)
-    class Probe:
-        def where(self):
-            return {"pid": os.getpid(), "executable": sys.executable}
-
-        def child(self, mode):
-            from nrlprof.rayfix.cluster_fix import isolation_overrides
-
-            if mode == "prefixed":
-                env = prefixed_runtime_env({"_nsight": {"t": "nvtx", "o": "child_%p"}})
-            else:
-                env = isolation_overrides()
-            child = Probe.options(runtime_env=env).remote()
-            return ray.get(child.where.remote()) | {"py_executable": env.get("py_executable")}
-
-    result = {"fixed": agent_has_fix(), "fixed_again": agent_has_fix(), "actors": []}
-    for spec in json.loads(sys.argv[1]):
-        env = prefixed_runtime_env(spec["env"]) if spec["prefix"] else spec["env"]
-        actor = Probe.options(runtime_env=env).remote()
-        try:
-            answer = ray.get(actor.where.remote(), timeout=spec["timeout"])
-        except ray.exceptions.GetTimeoutError:
-            answer = "HUNG"
-        if spec.get("children") and answer != "HUNG":
-            children = [actor.child.remote(mode) for mode in spec["children"]]
-            answer["children"] = ray.get(children, timeout=spec["timeout"])
-        result["actors"].append({"answer": answer, "py_executable": env.get("py_executable")})
-        ray.kill(actor)
-    print("RESULT " + json.dumps(result))
-    """
-)
+JOBS = Path(__file__).parent / "programs" / "rayfix_cluster_jobs.py"
 
 
 def join_node(cluster: dict, with_hook: bool, resources: str) -> None:
@@ -72,9 +33,10 @@ def join_node(cluster: dict, with_hook: bool, resources: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def drive(cluster: dict, specs: list[dict], script: str = DRIVER, env: dict | None = None) -> dict:
+def drive(cluster: dict, specs: list | None, job: str = "probes", env: dict | None = None) -> dict:
+    """tests/programs/rayfix_cluster_jobs.py's `job` on `cluster`, given `specs`: what it printed as RESULT."""
     done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(specs)],
+        [sys.executable, str(JOBS), job, *([] if specs is None else [json.dumps(specs)])],
         env={**cluster["env"], **(env or {})},
         capture_output=True,
         text=True,
@@ -151,34 +113,9 @@ def test_cluster_without_the_fix_is_detected_and_profiled_through_py_executable(
     assert record["env"]["ROCPROFSYS_OUTPUT_PREFIX"] == "worker_process_%p"
 
 
-SHARED_VERDICTS = textwrap.dedent(
-    """
-    import json
-    import ray
-    from nrlprof.rayfix import cluster_fix
-
-    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
-
-    @ray.remote(num_cpus=0)
-    class Nested:
-        def verdicts(self):
-            from nrlprof.rayfix import cluster_fix
-
-            def judged_again(node_ids, package):
-                raise AssertionError(f"judged again: {node_ids}")
-
-            cluster_fix._judge = judged_again  # agent_has_fix gives None if this runs
-            return [cluster_fix.agent_has_fix(), [v.reason for v in cluster_fix._verdicts.values()]]
-
-    driver = [cluster_fix.agent_has_fix(), [v.reason for v in cluster_fix._verdicts.values()]]
-    print("RESULT " + json.dumps({"driver": driver, "nested": ray.get(Nested.remote().verdicts.remote())}))
-    """
-)
-
-
 def test_a_worker_takes_the_verdicts_the_driver_shared(unfixed_cluster: dict) -> None:
     """Nodes are judged once for the cluster: a worker creating matched actors reads the verdicts from Ray's KV."""
-    result = drive(unfixed_cluster, [], script=SHARED_VERDICTS)
+    result = drive(unfixed_cluster, None, "shared_verdicts")
     (driver_fixed, driver_reasons), (nested_fixed, nested_reasons) = result["driver"], result["nested"]
     assert driver_fixed is False and nested_fixed is False
     [reason] = nested_reasons
@@ -232,42 +169,6 @@ def test_children_of_a_prefixed_worker_get_one_prefix_or_none(unfixed_cluster: d
     assert isolated["pid"] not in [r["pid"] for r in records]
 
 
-TWO_NODE_DRIVER = textwrap.dedent(
-    """
-    import json, os, sys
-    import nrlprof  # NRL_NSYS_WORKER_PATTERNS set: the creation hook chooses each matched actor's route
-    import ray
-    from nrlprof.rayfix import cluster_fix
-    from nrlprof.launch.runtime_env import package_fragment
-
-    ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
-
-    @ray.remote(num_cpus=0)
-    class PolicyWorker:
-        def where(self):
-            return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                    "interpreter": os.environ.get(cluster_fix.INTERPRETER_VARIABLE)}
-
-    places = json.loads(sys.argv[1])
-    alive = [n for n in ray.nodes() if n["Alive"]]
-    nodes = {p: next(n["NodeID"] for n in alive if p in n["Resources"]) for p in places}
-    ips = {p: next(n["NodeManagerAddress"] for n in alive if p in n["Resources"]) for p in places}
-    result = {"nodes": nodes, "ips": ips, "actors": {}}
-    for place in places:
-        actor = PolicyWorker.options(resources={place: 1}).remote()
-        try:
-            result["actors"][place] = ray.get(actor.where.remote(), timeout=300)
-        except ray.exceptions.GetTimeoutError:
-            result["actors"][place] = "HUNG"
-    result["fixed"] = cluster_fix.agent_has_fix()
-    # The route for nodes whose raylet is on another machine: a task pinned to each.
-    judged = cluster_fix.judge_on_nodes(list(nodes.values()), package_fragment())
-    result["pinned_checks"] = {p: [judged[i].fixed, judged[i].reason] for p, i in nodes.items()}
-    print("RESULT " + json.dumps(result))
-    """
-)
-
-
 @pytest.mark.fresh_cluster  # two nodes, one fixed and one not: the cluster is the subject
 def test_fixed_head_with_an_unfixed_node_profiles_matched_actors_on_both(tmp_path: Path) -> None:
     """Head started with the agent hook, a second node joined without it: the driver judges every alive node, and
@@ -275,7 +176,7 @@ def test_fixed_head_with_an_unfixed_node_profiles_matched_actors_on_both(tmp_pat
     with ray_start_cluster(tmp_path, with_hook=True, num_cpus=1, resources='{"fixed_node": 1}') as cluster:
         join_node(cluster, with_hook=False, resources='{"unfixed_node": 1}')
         env = {"NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2"}
-        result = drive(cluster, ["unfixed_node", "fixed_node"], TWO_NODE_DRIVER, env)
+        result = drive(cluster, ["unfixed_node", "fixed_node"], "two_nodes", env)
 
         nodes, nsight_dir = result["nodes"], cluster["session"] / "logs" / "nsight"
         assert nodes["fixed_node"] != nodes["unfixed_node"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from helpers.environment import environment_without
@@ -15,43 +14,25 @@ from nrlprof.rayfix import names, patch_ray, plugins_env
 
 REPO = Path(__file__).resolve().parents[1]
 PATCH_SCRIPT = REPO / "nrlprof" / "rayfix" / "patch_ray.py"
+PROBES = REPO / "tests" / "programs" / "rayfix_names_probes.py"
 
 
-def run_python(code: str, cwd: Path) -> dict:
+def run_python(cwd: Path, probe: str, *args: str) -> dict:
+    """tests/programs/rayfix_names_probes.py's `probe`, in a fresh interpreter with no PYTHONPATH."""
     env = environment_without("NRL_", "NRLPROF_", "PYTHONPATH")
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+    result = subprocess.run([sys.executable, str(PROBES), probe, *args], capture_output=True, text=True, cwd=cwd,
+                            env=env, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_the_hook_class_path_names_the_hook_class(tmp_path: Path) -> None:
-    found = run_python(
-        """
-        import json
-        from nrlprof.rayfix.agent_hook import AgentHook
-        print(json.dumps(f"{AgentHook.__module__}.{AgentHook.__qualname__}"))
-        """,
-        tmp_path,
-    )
+    found = run_python(tmp_path, "hook_class")
     assert found == names.HOOK_CLASS_PATH == "nrlprof.rayfix.agent_hook.AgentHook"
 
 
 def test_patch_ray_run_by_path_reads_the_same_names(tmp_path: Path) -> None:
-    by_path = run_python(
-        f"""
-        import json, runpy
-        module = runpy.run_path({str(PATCH_SCRIPT)!r}, run_name="patch_ray_by_path")
-        print(json.dumps({{
-            "hook": module["HOOK_CLASS_PATH"],
-            "setting": module["HOOK_SETTING"],
-            "fixed": list(module["FIXED_STATES"]),
-            "error_bases": [base.__name__ for base in module["PatchError"].__mro__],
-        }}))
-        """,
-        tmp_path,
-    )
+    by_path = run_python(tmp_path, "patch_ray_by_path", str(PATCH_SCRIPT))
     assert by_path["hook"] == names.HOOK_CLASS_PATH
     assert by_path["setting"] == names.HOOK_SETTING
     assert tuple(by_path["fixed"]) == names.FIXED_STATES == ("patched", "upstream-fixed")
@@ -76,31 +57,7 @@ def test_readme_and_doctor_name_the_same_hook() -> None:
 
 
 def test_agent_hook_installs_named_reversible_patches(tmp_path: Path) -> None:
-    result = run_python(
-        """
-        import json
-        from ray._private.runtime_env.nsight import NsightPlugin
-        from ray._private.runtime_env.rocprof_sys import RocProfSysPlugin
-        originals = {c: dict(vars(c)) for c in (NsightPlugin, RocProfSysPlugin)}
-
-        import nrlprof.rayfix.agent_hook as hook
-        from nrlprof.rayfix import fix
-        from nrlprof.process import patches
-
-        fixed = all(
-            vars(c)[name] is fix.FIXED_METHODS[c.__name__][name]
-            for c in originals for name in ("create", "modify_context")
-        )
-        installed = sorted(patches.installed())
-        patches.uninstall_all()
-        restored = all(
-            vars(c)[name] is originals[c][name] for c in originals for name in ("create", "modify_context")
-        )
-        print(json.dumps({"fixed": fixed, "installed": installed, "names": sorted(hook.PATCH_NAMES),
-                          "restored": restored}))
-        """,
-        tmp_path,
-    )
+    result = run_python(tmp_path, "agent_hook_patches")
     expected = sorted(
         f"ray.{cls}.{method}" for cls in ("NsightPlugin", "RocProfSysPlugin") for method in ("create", "modify_context")
     )

@@ -9,13 +9,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import sysconfig
-import textwrap
 from pathlib import Path
 
 import pytest
 from helpers.environment import environment_without
 
 REPO = Path(__file__).resolve().parents[1]
+PROBES = REPO / "tests" / "programs" / "startup_probes.py"
 GOOD = {"NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4"}
 
 
@@ -24,10 +24,10 @@ def clean_env(**variables: str) -> dict[str, str]:
     return {**env, **variables}
 
 
-def run(code: str, env: dict[str, str], python: str = sys.executable, cwd: Path | None = None):
-    return subprocess.run(
-        [python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300, cwd=cwd
-    )
+def run(probe: str, env: dict[str, str], python: str = sys.executable, cwd: Path | None = None):
+    """tests/programs/startup_probes.py's `probe`, in a fresh interpreter."""
+    return subprocess.run([python, str(PROBES), probe], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=cwd)  # fmt: skip
 
 
 def test_the_hook_is_installed_beside_the_package():
@@ -38,13 +38,7 @@ def test_the_hook_is_installed_beside_the_package():
 
 
 def test_with_no_nrl_variable_nothing_is_imported_and_nothing_printed():
-    result = run(
-        """
-        import sys
-        print(sorted(m for m in sys.modules if m.startswith(("nrlprof", "ray", "torch"))))
-        """,
-        clean_env(),
-    )
+    result = run("imported", clean_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     assert result.stderr == ""
@@ -52,36 +46,24 @@ def test_with_no_nrl_variable_nothing_is_imported_and_nothing_printed():
 
 def test_only_a_variable_named_nrl_something_wakes_the_hook():
     """The hook looks at the names alone: `NRL_` inside a value or a longer name is not a setting."""
-    code = """
-        import sys
-        print("nrlprof_startup" in sys.modules)
-        """
     for env in (
         clean_env(JOB_NOTE="NRL_NSYS_WORKER_PATTERNS=*", XNRL_NSYS_RANKS="0"),
         clean_env(NRL_PROFILE_DISABLE="1"),
     ):
-        result = run(code, env)
+        result = run("hook_woken", env)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == str("NRL_PROFILE_DISABLE" in env)
 
 
 def test_a_program_that_never_imports_nrlprof_is_active_before_its_own_code():
-    result = run(
-        """
-        import sys
-        nrlprof = sys.modules.get("nrlprof")
-        print(nrlprof is not None and nrlprof.is_active(), "ray" in sys.modules, "torch" in sys.modules)
-        """,
-        clean_env(**GOOD),
-    )
+    result = run("active_before_own_code", clean_env(**GOOD))
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "False", "False"], "active, with neither ray nor torch imported"
     assert result.stderr == "", "nothing is logged before the program imports ray"
 
 
 def test_a_bad_setting_stops_the_program_before_its_own_code_with_one_line():
-    result = run("print('the program ran')", clean_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*",
-                                                        NRL_TORCH_PROFILE_STEP_RANGE="0:10"))  # fmt: skip
+    result = run("ran", clean_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="*policy*", NRL_TORCH_PROFILE_STEP_RANGE="0:10"))
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -90,27 +72,14 @@ def test_a_bad_setting_stops_the_program_before_its_own_code_with_one_line():
 
 
 def test_nrl_profile_disable_turns_the_hook_off():
-    result = run(
-        "import sys; print('nrlprof' in sys.modules and sys.modules['nrlprof'].is_active())",
-        clean_env(NRL_PROFILE_DISABLE="1", NRL_TORCH_PROFILE_STEP_RANGE="0:10"),
-    )
+    result = run("active", clean_env(NRL_PROFILE_DISABLE="1", NRL_TORCH_PROFILE_STEP_RANGE="0:10"))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
 
 def test_a_later_import_and_configure_keep_the_session_the_hook_made(tmp_path):
     result = run(
-        """
-        import sys
-        from nrlprof.process import state
-        first = state.session
-        import nrlprof
-        nrlprof.configure({"trainer": {"profile_steps": [5]},
-                            "actor_rollout_ref": {"actor": {"profiler": {"enable": True, "all_ranks": True,
-                                                                            "tool": "torch"}}},
-                            "global_profiler": {"tool": "torch"}})
-        print(first is not None, state.session is first, [b.kind for b in state.session.plan.backends])
-        """,
+        "configured_later",
         clean_env(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy")),
     )
     assert result.returncode == 0, result.stderr
@@ -119,16 +88,8 @@ def test_a_later_import_and_configure_keep_the_session_the_hook_made(tmp_path):
 
 def test_a_drivers_children_may_be_drivers_and_a_ray_workers_children_are_not(tmp_path):
     """A launcher or sweep script starts drivers; a Ray worker's DataLoader or engine process is no driver."""
-    child = "import sys; n = sys.modules.get('nrlprof'); print('child', n is not None and n.is_active())"
     result = run(
-        f"""
-        import subprocess, sys
-        import ray
-        print("driver's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
-        from nrlprof.runtime.activation import mark_children
-        mark_children()  # what a controller or matched worker does when it activates
-        print("ray worker's:", subprocess.run([sys.executable, "-c", {child!r}], capture_output=True, text=True).stdout)
-        """,
+        "children",
         clean_env(**GOOD, NRL_STEP_ANATOMY="0"),
         cwd=tmp_path,
     )
@@ -159,13 +120,12 @@ def test_a_wheel_install_activates_at_start_up(tmp_path):
         timeout=300,
     )
     assert install.returncode == 0, install.stderr
-    probe = "import sys; n = sys.modules.get('nrlprof'); print(n is not None and n.is_active(), n and n.__file__)"
-    result = run(probe, clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
+    result = run("active_from", clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     active, where = result.stdout.split()
     assert active == "True"
     assert where.startswith(str(venv)), "the installed copy, not the checkout"
-    bad = run("print('ran')", clean_env(NRL_TORCH_PROFILE_STEP_RANGE="5:5", NRL_TORCH_PROFILE_WORKER_PATTERNS="x"),
+    bad = run("ran", clean_env(NRL_TORCH_PROFILE_STEP_RANGE="5:5", NRL_TORCH_PROFILE_WORKER_PATTERNS="x"),
               python=python, cwd=tmp_path)  # fmt: skip
     assert bad.returncode == 2 and "NRL_TORCH_PROFILE_STEP_RANGE='5:5'" in bad.stderr
     uninstall = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "nrlprof"], capture_output=True,
@@ -188,7 +148,6 @@ def test_uv_installs_the_hook_too(tmp_path, editable):
     install = subprocess.run([uv, "pip", "install", "-q", "--python", python, "--no-deps", *source],
                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert install.returncode == 0, install.stderr
-    probe = "import sys; n = sys.modules.get('nrlprof'); print(n is not None and n.is_active())"
-    result = run(probe, clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
+    result = run("active", clean_env(**GOOD, NRL_STEP_ANATOMY="0"), python=python, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"

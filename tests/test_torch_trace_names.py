@@ -13,31 +13,21 @@ import io
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.finished import stop_and_finish
+from helpers.torch_windows import torch_backend
 from helpers.traces import run_dir
 
-from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.kineto_text import copy_repaired
 from nrlprof.backends.torch_profiler import TorchBackend
 from nrlprof.cli import main
-from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
-from nrlprof.config.steps import StepSelection, Window
-from nrlprof.workers.identity import WorkerIdentity
+from nrlprof.config.steps import Window
 
 QUOTED_FILE = 'we"ird/path.py'
 QUOTED_FUNCTION = 'fu"n'
-
-
-def backend_for(directory: Path, **switches: bool) -> TorchBackend:
-    backend_plan = BackendPlan(TORCH, (Target("*"),), StepSelection((Window(2, 3),)))
-    plan = Plan(backends=(backend_plan,), torch=TorchSettings(directory=str(directory), **switches))
-    role = ProcessRole(WorkerIdentity("PolicyWorker", None, 0, explicit_name="policy"), plan, None)
-    return TorchBackend(backend_plan, role, Target("*"))
 
 
 def one_window(backend: TorchBackend, work) -> tuple[dict, object]:
@@ -65,7 +55,7 @@ def names_of(trace: dict) -> set[str]:
 
 @pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
 def test_a_python_frame_named_with_quotes_is_kept_and_the_trace_is_valid_json(tmp_path, compress):
-    backend = backend_for(tmp_path, with_stack=True, record_shapes=True, gzip=compress)
+    backend = torch_backend(tmp_path, with_stack=True, record_shapes=True, gzip=compress)
     trace, record = one_window(backend, function_with_quoted_names())
     # torch names a Python frame "<file>(<first line>): <function>"
     assert 'we"ird/path.py(1): fu"n' in names_of(trace)
@@ -76,7 +66,7 @@ def test_a_python_frame_named_with_quotes_is_kept_and_the_trace_is_valid_json(tm
 def test_a_gzipped_trace_is_compressed_at_the_fast_level_not_gzips_slowest_default(tmp_path):
     """The stop compresses in the worker's step: gzip.open's default (9) is ~8x slower than level 3 on a torch
     trace. gzip's header says which: XFL (byte 8) is 2 for level 9, 4 for level 1, 0 for the levels between."""
-    backend = backend_for(tmp_path, gzip=True)
+    backend = torch_backend(tmp_path, gzip=True)
     trace, record = one_window(backend, lambda: torch.ones(2) + 1)
     (path,) = record.files
     assert path.endswith(".pt.trace.json.gz") and trace["traceEvents"]
@@ -84,7 +74,7 @@ def test_a_gzipped_trace_is_compressed_at_the_fast_level_not_gzips_slowest_defau
 
 
 def test_a_range_name_with_quotes_is_kept_and_kinetos_own_changes_are_the_only_ones(tmp_path):
-    backend = backend_for(tmp_path)
+    backend = torch_backend(tmp_path)
 
     def work() -> None:
         with torch.profiler.record_function('say "hi" \\ then go'):
@@ -97,7 +87,7 @@ def test_a_range_name_with_quotes_is_kept_and_kinetos_own_changes_are_the_only_o
 
 def test_a_trace_directory_with_a_quote_in_its_path_gives_a_valid_trace(tmp_path):
     directory = tmp_path / 'runs "a"'
-    trace, record = one_window(backend_for(directory), lambda: torch.ones(2) + 1)
+    trace, record = one_window(torch_backend(directory), lambda: torch.ones(2) + 1)
     assert Path(record.files[0]).parent.parent.parent == directory
     assert 'runs "a"' in trace["traceName"]
 
@@ -151,42 +141,11 @@ def test_broken_names_are_repaired_wherever_a_chunk_ends(chunk_bytes):
     assert copy_repaired(io.BytesIO(KINETO_LINES), None, chunk_bytes) == 4
 
 
-FRESH_PROCESS_WINDOW = """
-import json, sys
-from pathlib import Path
-from types import SimpleNamespace
-sys.path.insert(0, {tests!r})
-from test_torch_trace_names import backend_for
-import nrlprof
-from nrlprof.process.finishing import FINISHER
-from nrlprof.config.steps import Window
-from nrlprof.process import state
-from nrlprof.process.state import OpenWindows
-
-@nrlprof.annotate("rollout")
-def rollout():
-    return 1
-
-backend = backend_for(Path({directory!r}), with_stack=True)
-windows = OpenWindows()
-state.session = SimpleNamespace(windows=windows)
-backend.start_window(Window(2, 3), 2)
-windows.opened("torch", 2)
-rollout()  # nrlprof's annotate range in a torch window, as its method ranges open them
-backend.mark_step(3)
-(path,) = backend.stop_window().files
-FINISHER.settle()
-names = [e.get("name", "") for e in json.loads(Path(path).read_text())["traceEvents"]]
-print(json.dumps({{"nvtx_imported": "nvtx" in sys.modules, "nvtx_frames": [n for n in names if n.startswith("nvtx/")],
-                  "ranges": [n for n in names if n.startswith("rollout")]}}))
-"""
-
-
 def test_nrlprofs_ranges_in_a_torch_window_import_no_nvtx(tmp_path):
     """nvtx is for nsys: a torch window's ranges neither import it (120 ms on 2 cores) nor put its frames in the
     trace."""
-    code = FRESH_PROCESS_WINDOW.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    program = Path(__file__).parent / "programs" / "torch_window_ranges.py"
+    done = subprocess.run([sys.executable, str(program), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"nvtx_imported": False, "nvtx_frames": [], "ranges": ["rollout [step 2]"]}

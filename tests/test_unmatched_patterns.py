@@ -3,29 +3,11 @@ pattern, and the names the job's workers can be matched by (nrlprof.runtime.wind
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from helpers.framework_jobs import job_env, run_job
 
-PLAIN_JOB = """
-import sys
-import ray
-import nrlprof
-
-ray.init(address=sys.argv[1])
-
-
-@ray.remote(num_cpus=0)
-class PolicyWorker:
-    def train(self, step):
-        return step
-
-
-workers = [PolicyWorker.options(name=f"policy-{n}").remote() for n in range(2)]
-for step in range(1, 5):
-    nrlprof.step(step)
-    ray.get([w.train.remote(step) for w in workers])
-nrlprof.finish()
-print("DONE")
-"""
+PLAIN_JOB = Path(__file__).parent / "programs" / "named_policy_workers_job.py"
 
 
 def test_only_the_pattern_that_selects_nothing_is_named_with_the_names_the_workers_answer_to(ray_cluster, tmp_path):

@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from helpers.environment import environment_without
 from helpers.trace_reading import event_threads, load_trace, marker_steps, traces_under
+
+PROGRAMS = Path(__file__).parent / "programs"
 
 
 @pytest.fixture
@@ -180,41 +181,15 @@ def test_second_activation_behaves_like_a_first_and_keeps_the_open_windows_files
     assert [marker_steps(load_trace(f), "policy.train.") for f in worker_traces] == [{2}, {5}]
 
 
-SECOND_PROFILER = textwrap.dedent(
-    """
-    import os, sys, json
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    import nrlprof
-    order = sys.argv[1]
-    work = lambda: torch.ones(32, 32) @ torch.ones(32, 32)
-    if order == "user-first":
-        with profile(activities=[ProfilerActivity.CPU]):
-            nrlprof.step(1)
-            work()
-            nrlprof.step(2)
-            work()
-    else:
-        nrlprof.step(1)
-        work()
-        with profile(activities=[ProfilerActivity.CPU]) as user:
-            work()
-        nrlprof.step(2)
-    nrlprof.finish()
-    print("survived")
-    """
-)
-
-
 @pytest.mark.parametrize("order", ["user-first", "nrlprof-first"])
 def test_a_second_torch_profiler_in_the_process_is_survived(tmp_path, order):
-    script = tmp_path / "driver.py"
-    script.write_text(SECOND_PROFILER)
     env = {
         **environment_without("NRL"),
         **torch_env(tmp_path / "traces", "*policy*", "1"),
     }
-    result = subprocess.run([sys.executable, str(script), order], env=env, capture_output=True, text=True, timeout=300)
+    program = PROGRAMS / "second_torch_profiler.py"
+    result = subprocess.run([sys.executable, str(program), order], env=env, capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "survived" in result.stdout
     assert "another torch profiler" in result.stderr
@@ -224,23 +199,12 @@ def test_a_second_torch_profiler_in_the_process_is_survived(tmp_path, order):
     assert record["status"] == ("skipped" if order == "user-first" else "ok")
 
 
-MODULE_LAUNCH = textwrap.dedent(
-    """
-    import nrlprof
-    print("active", nrlprof.is_active())
-    """
-)
-
-
 def test_python_dash_m_of_a_package_that_imports_nrlprof_activates(tmp_path):
-    package = tmp_path / "trainer_pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("import nrlprof\nACTIVE_AT_IMPORT = nrlprof.is_active()\n")
-    (package / "main.py").write_text("import trainer_pkg\nprint('active', trainer_pkg.ACTIVE_AT_IMPORT)\n")
+    """tests/programs/trainer_pkg, run as `python -m trainer_pkg.main`."""
     env = {
         **environment_without("NRL"),
         **torch_env(tmp_path / "traces", "*policy*", "1"),
-        "PYTHONPATH": str(tmp_path),
+        "PYTHONPATH": str(PROGRAMS),
     }
     result = subprocess.run(
         [sys.executable, "-m", "trainer_pkg.main"], env=env, capture_output=True, text=True, timeout=300

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from helpers.environment import environment_without
@@ -30,12 +29,12 @@ def job_env(**variables: str) -> dict[str, str]:
     return env
 
 
-def run_job(ray_cluster, directory: Path, code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`code` as `train.py` in `directory`, its first argument the cluster's address."""
-    script = directory / "train.py"
-    script.write_text(textwrap.dedent(code))
+def run_job(
+    ray_cluster, directory: Path, program: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess:
+    """The job's driver `program` run in `directory`, its first argument the cluster's address, then `args`."""
     address = ray_cluster.get_runtime_context().gcs_address
-    return subprocess.run([sys.executable, str(script), address], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(program), address, *args], env=env, capture_output=True, text=True,
                           timeout=600, cwd=directory)  # fmt: skip
 
 

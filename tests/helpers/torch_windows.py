@@ -7,11 +7,20 @@ from pathlib import Path
 import torch
 
 from nrlprof.backends.base import ProcessRole
+from nrlprof.backends.torch_profiler import TorchBackend
 from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.process.state import OpenWindows
 from nrlprof.runtime.windows.profiler import START, STEP, STOP, Action, ProcessProfiler
 from nrlprof.workers.identity import WorkerIdentity
+
+
+def torch_backend(directory: Path, **switches: bool) -> TorchBackend:
+    """A policy worker's torch backend alone, for a window of steps 2 and 3; `switches`: TorchSettings'."""
+    backend_plan = BackendPlan(TORCH, (Target("*"),), StepSelection((Window(2, 3),)))
+    plan = Plan(backends=(backend_plan,), torch=TorchSettings(directory=str(directory), **switches))
+    role = ProcessRole(WorkerIdentity("PolicyWorker", None, 0, explicit_name="policy"), plan, None)
+    return TorchBackend(backend_plan, role, Target("*"))
 
 
 def torch_process(directory: Path, controller: bool = False, gzip_traces: bool = False) -> ProcessProfiler:

@@ -23,12 +23,7 @@ HERE = Path(__file__).parent
 if not (AREAL_SITE / "areal").is_dir():
     pytest.skip("AReaL is installed into .areal-site by scripts/setup-venv", allow_module_level=True)
 
-DRIVER = """
-import sys
-from areal_job import main
-
-main(sys.argv[1])
-"""
+DRIVER = HERE / "areal_driver.py"
 
 
 def range_steps(trace_path: Path, label: str) -> set[int]:
@@ -103,15 +98,10 @@ def test_a_local_scheduler_is_said_to_start_processes_nrlprof_does_not_see(tmp_p
 
     for folder in ("names", "logs"):
         (tmp_path / folder).mkdir()
-    code = (
-        "from areal.infra.scheduler.local import LocalScheduler\n"
-        f"LocalScheduler(gpu_devices=[0], log_dir={str(tmp_path / 'logs')!r}, experiment_name='e', trial_name='t',\n"
-        f"               fileroot={str(tmp_path)!r}, nfs_record_root={str(tmp_path / 'names')!r})\n"
-    )
     env = job_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="actor", NRL_TORCH_PROFILE_STEP_RANGE="1")
     env["PYTHONPATH"] = os.pathsep.join(map(str, (AREAL_SITE, HERE / "stubs")))
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)  # fmt: skip
+    job = [sys.executable, str(HERE / "local_scheduler_job.py"), str(tmp_path)]
+    result = subprocess.run(job, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     said = [line for line in result.stderr.splitlines() if "does not see" in line]
     assert said == [

@@ -18,26 +18,8 @@ from helpers.on_demand import asked_steps, printed_answer
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 pytestmark = pytest.mark.framework
-README = Path(__file__).parent.parent.parent / "README.md"
-
-GRPO_JOB = """
-import sys, ray
-ray.init(address=sys.argv[1], logging_level="ERROR")
-from nemo_rl.algorithms.grpo import grpo_train
-from nemo_rl.distributed.virtual_cluster import RayVirtualCluster
-from nemo_rl.models.generation.vllm.vllm_generation import VllmGeneration
-from nemo_rl.models.policy.lm_policy import Policy
-
-cluster = RayVirtualCluster([2])
-policy = Policy(cluster, {"model": "tiny"})
-generation = VllmGeneration(RayVirtualCluster([1]), {"model": "tiny"})
-grpo_train(policy, generation, max_num_steps=5)
-print("SESSION", ray._private.worker.global_worker.node.get_session_dir_path())
-print("POLICY", *sorted(set(policy.train(6))))
-print("VLLM", *generation.generate(6))
-policy.shutdown()
-generation.shutdown()
-"""
+HERE = Path(__file__).parent
+README = HERE.parent.parent / "README.md"
 
 
 def pids(stdout: str, label: str) -> list[int]:
@@ -51,7 +33,7 @@ def test_readme_recipe_profiles_the_policy_workers_only_under_one_nsys(ray_clust
     env = job_env(**variables, NEMO_OWN_PROFILING_LOG=str(own_log))
     # NeMo RL gives its workers the driver's whole environment, PATH included: nsys is on the user's PATH.
     env["PATH"] = f"{stand_in_env['bin']}:{env['PATH']}"
-    result = run_job(ray_cluster, tmp_path, GRPO_JOB, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "grpo_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     log = result.stderr
     printed = readme_log_lines(README, "**NeMo RL**")
@@ -78,7 +60,7 @@ def test_a_pattern_selects_only_the_worker_types_it_names(ray_cluster, tmp_path,
     traces = tmp_path / "traces"
     env = job_env(NRL_TORCH_PROFILE_WORKER_PATTERNS=pattern, NRL_TORCH_PROFILE_STEP_RANGE="2:4",
                   NRL_TORCH_PROFILE_DIR=str(traces))  # fmt: skip
-    result = run_job(ray_cluster, tmp_path, GRPO_JOB, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "grpo_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     workers = sorted(p.name for p in traces.iterdir() if p.is_dir()) if traces.exists() else []
     assert workers == ([selected] if selected else [])
@@ -94,27 +76,6 @@ def test_a_pattern_selects_only_the_worker_types_it_names(ray_cluster, tmp_path,
     assert not any(name.startswith(("lm_policy", "vllm_policy")) for name in listed), "actor names are not matched"
 
 
-ARMED_GRPO_JOB = """
-import sys, time, ray
-ray.init(address=sys.argv[1], logging_level="ERROR")
-from nemo_rl.algorithms.grpo import grpo_train
-from nemo_rl.distributed.virtual_cluster import RayVirtualCluster
-from nemo_rl.models.generation.vllm.vllm_generation import VllmGeneration
-from nemo_rl.models.policy.lm_policy import Policy
-from helpers.on_demand import ask_in_background
-
-policy = Policy(RayVirtualCluster([2]), {"model": "tiny"})
-generation = VllmGeneration(RayVirtualCluster([1]), {"model": "tiny"})
-train = policy.train
-policy.train = lambda step: time.sleep(0.3) or train(step)  # steps long enough for a request to come meanwhile
-asker = ask_in_background(("*vllm*",), steps=2)
-grpo_train(policy, generation, max_num_steps=30)
-asker.join()
-policy.shutdown()
-generation.shutdown()
-"""
-
-
 def test_an_armed_grpo_job_takes_a_window_asked_for_at_its_own_steps(ray_cluster, tmp_path):
     import nrlprof
 
@@ -122,7 +83,7 @@ def test_an_armed_grpo_job_takes_a_window_asked_for_at_its_own_steps(ray_cluster
     env = job_env(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces))
     # This checkout's nrlprof first, in the job and in the workers NeMo RL gives the job's environment.
     env["PYTHONPATH"] = os.pathsep.join([str(Path(nrlprof.__file__).parent.parent), env["PYTHONPATH"]])
-    result = run_job(ray_cluster, tmp_path, ARMED_GRPO_JOB, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "armed_grpo_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     answer = printed_answer(result.stdout)
     assert answer.state == "closed", (answer, result.stderr[-6000:])

@@ -8,51 +8,23 @@ RLinf's Cluster calls `ray.init(address="auto")`: RAY_ADDRESS points it at the t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_log_lines, run_job
 from helpers.on_demand import asked_window_of
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
+HERE = Path(__file__).parent
 pytestmark = pytest.mark.framework
 pytest.importorskip("rlinf.scheduler", reason="RLinf is installed by scripts/setup-venv")
-
-RLINF_JOB = """
-import os, sys
-os.environ["RAY_ADDRESS"] = sys.argv[1]
-from omegaconf import OmegaConf
-from rlinf.runners.embodied_runner import EmbodiedRunner
-from rlinf.scheduler import Cluster, Worker
-
-
-class ActorWorker(Worker):
-    def train(self, step):
-        import torch
-
-        with torch.profiler.record_function(f"actor.train.{step}"):
-            torch.ones(16, 16) @ torch.ones(16, 16)
-        return os.getpid()
-
-
-profiling = {"backend": "nsight", "worker_groups": ["ActorGroup"], "steps": [0, 1], "output_dir": sys.argv[2]}
-placement = {"actor": {"node_group": "node", "placement": "0"}}
-config = {"num_nodes": 1, "component_placement": placement, "profiling": profiling}
-cluster = Cluster(cluster_cfg=OmegaConf.create(config))
-actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
-runner = EmbodiedRunner.__new__(EmbodiedRunner)
-runner._profile_all_steps, runner._profile_steps = False, {0, 1}
-for global_step in range(4):
-    runner._should_profile_step(global_step)
-    pids = actors.train(global_step).wait()
-print("PIDS", *sorted(set(pids)))
-"""
 
 
 def test_rlinfs_own_profiling_section_runs_one_nsys_per_process_with_nrlprofs_windows(ray_cluster, tmp_path, calls):
     output = tmp_path / "rlinf-profiles"
     env = job_env(NRL_PROFILE_FRAMEWORK_CONFIG="1")
     env["PYTHONPATH"] = str(TESTS)  # the real rlinf, not tests/frameworks' runner shapes
-    script_args = f"{RLINF_JOB}\n".replace("sys.argv[2]", repr(str(output)))
-    result = run_job(ray_cluster, tmp_path, script_args, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "rlinf_profiling_job.py", env, str(output))
     assert result.returncode == 0, result.stderr[-4000:]
     log = result.stderr
     printed = readme_log_lines(TESTS.parent / "README.md", "**RLinf**")
@@ -67,52 +39,12 @@ def test_rlinfs_own_profiling_section_runs_one_nsys_per_process_with_nrlprofs_wi
         assert len(list(output.glob(f"ActorGroup_0-1_{pid}*.nsys-rep"))) == 1, "one report per process, in output_dir"
 
 
-ARMED_RLINF_JOB = """
-import os, sys, time
-os.environ["RAY_ADDRESS"] = sys.argv[1]
-from omegaconf import OmegaConf
-from rlinf.runners.embodied_runner import EmbodiedRunner
-from rlinf.scheduler import Cluster, Worker
-from helpers.on_demand import ask_in_background
-
-
-class ActorWorker(Worker):
-    def train(self, step):
-        import torch
-
-        with torch.profiler.record_function(f"actor.train.{step}"):
-            torch.ones(16, 16) @ torch.ones(16, 16)
-
-
-class RolloutWorker(ActorWorker):
-    pass
-
-
-placement = {"actor": {"node_group": "node", "placement": "0"}}
-cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "component_placement": placement}))
-actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
-rollouts = RolloutWorker.create_group().launch(cluster, name="RolloutGroup")
-runner = EmbodiedRunner.__new__(EmbodiedRunner)
-runner._profile_all_steps, runner._profile_steps = False, set()
-asker = ask_in_background(("ActorGroup",), steps=2)
-for global_step in range(60):
-    started = time.monotonic()
-    runner._should_profile_step(global_step)
-    actors.train(global_step).wait()
-    rollouts.train(global_step).wait()
-    time.sleep(max(0.0, 0.3 - (time.monotonic() - started)))
-    if not asker.is_alive():
-        break
-print("LAST", global_step)
-"""
-
-
 def test_an_armed_rlinf_job_takes_a_window_asked_for_at_its_runners_steps(ray_cluster, tmp_path):
     """RLinf counts steps from 0; the window asked for is in its numbers. A group is named as a variable names it."""
     traces = tmp_path / "traces"
     env = job_env(NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces))
     env["PYTHONPATH"] = str(TESTS)
-    result = run_job(ray_cluster, tmp_path, ARMED_RLINF_JOB, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "armed_rlinf_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     steps = asked_window_of(result)
     assert "steps come from RLinf's embodied runner (global_step) (first step: 0)" in result.stderr
@@ -122,37 +54,13 @@ def test_an_armed_rlinf_job_takes_a_window_asked_for_at_its_runners_steps(ray_cl
     assert marker_steps(load_trace(trace), "actor.train.") == steps, "RLinf's step numbers, as the answer printed them"
 
 
-PATTERN_RLINF_JOB = """
-import os, sys
-os.environ["RAY_ADDRESS"] = sys.argv[1]
-from omegaconf import OmegaConf
-from rlinf.runners.embodied_runner import EmbodiedRunner
-from rlinf.scheduler import Cluster, Worker
-
-
-class ActorWorker(Worker):
-    def train(self, step):
-        return os.getpid()
-
-
-placement = {"actor": {"node_group": "node", "placement": "0"}}
-cluster = Cluster(cluster_cfg=OmegaConf.create({"num_nodes": 1, "component_placement": placement}))
-actors = ActorWorker.create_group().launch(cluster, name="ActorGroup")
-runner = EmbodiedRunner.__new__(EmbodiedRunner)
-runner._profile_all_steps, runner._profile_steps = False, set()
-for global_step in range(3):
-    runner._should_profile_step(global_step)
-    actors.train(global_step).wait()
-"""
-
-
 def test_a_pattern_of_the_ray_actor_name_selects_nothing_and_the_log_says_what_rlinfs_patterns_match(
     ray_cluster, tmp_path
 ):
     """Ray's dashboard shows `ActorGroup:0`; RLinf's patterns match its group names: one warning says both."""
     env = job_env(NRL_TORCH_PROFILE_WORKER_PATTERNS="ActorGroup:*", NRL_TORCH_PROFILE_STEP_RANGE="1:3")
     env["PYTHONPATH"] = str(TESTS)
-    result = run_job(ray_cluster, tmp_path, PATTERN_RLINF_JOB, env)
+    result = run_job(ray_cluster, tmp_path, HERE / "actor_group_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     (warning,) = [line for line in result.stderr.splitlines() if "selects no worker" in line]
     assert "WARNING torch: pattern 'ActorGroup:*' selects no worker of this job; its workers can be matched by: " in (

@@ -26,12 +26,7 @@ HERE = Path(__file__).parent
 if not (SKYRL_SITE / "skyrl").is_dir():
     pytest.skip("SkyRL is installed into .skyrl-site by scripts/setup-venv", allow_module_level=True)
 
-DRIVER = """
-import sys
-from skyrl_job import main
-
-main(sys.argv[1])
-"""
+DRIVER = HERE / "skyrl_driver.py"
 
 
 def range_steps(trace_path: Path, label: str) -> set[int]:

@@ -19,14 +19,7 @@ from helpers.trace_reading import load_trace, traces_under
 pytestmark = pytest.mark.framework
 
 ROOT = TESTS.parent
-DRIVER = """
-import os, runpy, sys
-import ray
-
-ray.init(address=os.environ["JOB_ADDRESS"], runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
-runpy.run_path(os.environ["SLIME_TRAIN"], run_name="__main__")
-print("DONE")
-"""
+DRIVER = Path(__file__).parent / "slime_driver.py"
 
 
 def range_steps(trace_path: Path, label: str) -> set[int]:
@@ -40,9 +33,8 @@ def run_slime(ray_cluster, tmp_path: Path, arguments: list[str], **variables: st
     env.update(
         JOB_ADDRESS=ray_cluster.get_runtime_context().gcs_address, SLIME_TRAIN=str(FRAMEWORKS / "slime_train.py")
     )
-    (tmp_path / "train.py").write_text(DRIVER)
-    result = subprocess.run([sys.executable, str(tmp_path / "train.py"), *arguments], env=env, capture_output=True,
-                            text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    result = subprocess.run([sys.executable, str(DRIVER), *arguments], env=env, capture_output=True, text=True,
+                            timeout=600, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-6000:]
     return result
 

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,6 @@ TESTS = HERE.parent
 pytestmark = pytest.mark.framework
 FUSED = "worker_dict-actor_rollout-critic"
 
-PROLOGUE = f"""
-import os, sys, ray
-sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
-from verl_workers import bare_trainer, train, worker_groups
-# A job on a running cluster gives its workers what they import and read in its own runtime_env.
-JOB_ENV = {{"env_vars": {{k: os.environ[k] for k in ("PYTHONPATH", "VERL_OWN_PROFILER_DIR", "VERL_PLANTED_SECONDS",
-                                                     "VERL_PLANTED_STEP") if k in os.environ}}}}
-"""
-
 
 def verl_env(tmp_path: Path, ray=None, **variables: str) -> dict[str, str]:
     """A driver's environment; with `ray`, one that joins the shared cluster `ray` is connected to."""
@@ -42,18 +32,10 @@ def verl_env(tmp_path: Path, ray=None, **variables: str) -> dict[str, str]:
     return env
 
 
-def run_program(tmp_path: Path, body: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    script = tmp_path / "train.py"
-    script.write_text(PROLOGUE + textwrap.dedent(body))
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900,
-                          cwd=tmp_path)  # fmt: skip
-
-
-LOCAL_JOB = """
-ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-groups = worker_groups(colocated={colocated}, critic_ranks=1)
-train(bare_trainer(groups), groups, steps=5, profile_steps={profile_steps})
-"""
+def run_job(tmp_path: Path, job: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`job` (a module of tests/on_verl) run as a driver in `tmp_path`, with `args`."""
+    return subprocess.run([sys.executable, str(HERE / job), *args], env=env, capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path)  # fmt: skip
 
 
 def steps_in(trace: Path, prefix: str) -> set[int]:
@@ -70,7 +52,7 @@ def test_variables_route_profiles_each_rank_of_a_fused_worker_and_verls_own_prof
         NRL_TORCH_PROFILE_DIR=str(traces),
         VERL_OWN_PROFILER_DIR=str(own),
     )
-    result = run_program(tmp_path, LOCAL_JOB.format(colocated=True, profile_steps=(2, 3)), env)
+    result = run_job(tmp_path, "local_job.py", env, "--colocated", "--profile-steps", "2", "3")
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"Torch profiling enabled for worker '{FUSED}' (matched pattern '*WorkerDict*')" in result.stderr
     assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
@@ -112,7 +94,7 @@ def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixe
     config = tmp_path / "verl.yaml"
     config.write_text(VERL_YAML)
     env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_CONFIG=str(config), NRL_TORCH_PROFILE_DIR=str(traces))
-    result = run_program(tmp_path, LOCAL_JOB.format(colocated=False, profile_steps=()), env)
+    result = run_job(tmp_path, "local_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Torch profiling enabled for worker 'worker_dict-actor_rollout'" in result.stderr
     assert not (traces / "worker_dict-critic").exists(), "the critic's pool hosts no profiled role"
@@ -123,20 +105,10 @@ def test_verl_yaml_route_selects_the_workers_hosting_a_role_and_its_role_prefixe
         assert all(steps_in(t, "actor.update.") == set() for t in discrete), "only the listed method's calls"
 
 
-ARMED_JOB = """
-ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-from helpers.on_demand import ask_in_background
-
-groups = worker_groups(colocated=False, critic_ranks=1)
-asker = ask_in_background(("*actor_rollout*",), steps=2)
-print("LAST", train(bare_trainer(groups), groups, steps=40, until=lambda: not asker.is_alive()), flush=True)
-"""
-
-
 def test_an_armed_verl_job_takes_a_window_asked_for_at_its_trainers_global_steps(ray_cluster, tmp_path):
     traces = tmp_path / "traces"
     env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_ON_DEMAND="1", NRL_TORCH_PROFILE_DIR=str(traces))
-    result = run_program(tmp_path, ARMED_JOB, env)
+    result = run_job(tmp_path, "armed_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     steps = asked_window_of(result)
     assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
@@ -149,39 +121,11 @@ def test_an_armed_verl_job_takes_a_window_asked_for_at_its_trainers_global_steps
     assert len(list(traces.glob(f"controller.steps{first}-{last}.*.pt.trace.json"))) == 1, "and in the controller"
 
 
-FRAMEWORK_CONFIG_JOB = """
-import torch
-import verl
-from omegaconf import OmegaConf, open_dict
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer, Role
-from verl.single_controller.ray import RayWorkerGroup
-
-config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
-with open_dict(config):
-    config.data.train_batch_size = config.data.val_batch_size = 1
-    config.data.dataloader_num_workers = 0
-    config.global_profiler.tool = "torch"
-    config.global_profiler.steps = [2, 3]
-    config.actor_rollout_ref.actor.profiler.enable = True
-    config.actor_rollout_ref.actor.profiler.all_ranks = True
-    config.actor_rollout_ref.actor.profiler.tool = "torch"
-data = [{"x": i} for i in range(4)]
-ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-trainer = RayPPOTrainer(config, tokenizer=None, role_worker_mapping={Role.ActorRollout: object},
-                        resource_pool_manager=None, ray_worker_group_cls=RayWorkerGroup, train_dataset=data,
-                        val_dataset=data, collate_fn=lambda batch: batch,
-                        train_sampler=torch.utils.data.SequentialSampler(data), device_name="cpu")
-groups = worker_groups(colocated=False, critic_ranks=1)
-trainer.use_reference_policy, trainer.use_critic = False, True
-train(trainer, groups, steps=5, profile_steps=(2, 3))
-"""
-
-
 def test_verls_own_config_object_is_read_when_its_trainer_starts(ray_cluster, tmp_path):
     """NRL_PROFILE_FRAMEWORK_CONFIG=1: verl's global_profiler and role blocks, from verl's config object."""
     traces = tmp_path / "traces"
     env = verl_env(tmp_path, ray_cluster, NRL_PROFILE_FRAMEWORK_CONFIG="1", NRL_TORCH_PROFILE_DIR=str(traces))
-    result = run_program(tmp_path, FRAMEWORK_CONFIG_JOB, env)
+    result = run_job(tmp_path, "framework_config_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)" in result.stderr
     for rank in (0, 1):
@@ -203,15 +147,7 @@ def test_the_step_marker_needs_no_trainer_and_the_anatomy_names_every_phase(ray_
         NRL_STEP_ANATOMY="1",
         NRL_STEP_ANATOMY_DIR=str(anatomy),
     )
-    body = """
-        ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-        groups = worker_groups(colocated=False, critic_ranks=1)
-        for step in range(1, 5):
-            groups["actor_rollout"].generate_sequences(step)
-            groups["critic"].compute_values(step)
-            groups["actor_rollout"].update_actor(step)
-    """
-    result = run_program(tmp_path, body, env)
+    result = run_job(tmp_path, "step_marker_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     for rank in (0, 1):
         (trace,) = traces_under(traces / "worker_dict-actor_rollout" / str(rank))
@@ -234,7 +170,7 @@ def test_explain_names_verls_slow_update_actor_as_training_bound(ray_cluster, tm
     anatomy = tmp_path / "step_anatomy"
     env = verl_env(tmp_path, ray_cluster, NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(anatomy),
                    VERL_PLANTED_SECONDS=json.dumps({"update_actor": 0.4}))  # fmt: skip
-    result = run_program(tmp_path, LOCAL_JOB.format(colocated=True, profile_steps=()), env)
+    result = run_job(tmp_path, "local_job.py", env, "--colocated")
     assert result.returncode == 0, result.stderr[-4000:]
     explained = subprocess.run([sys.executable, "-m", "nrlprof", "explain", str(tmp_path), "--json"],
                                capture_output=True, text=True, timeout=300, env=verl_env(tmp_path))  # fmt: skip
@@ -249,36 +185,13 @@ def test_explain_names_verls_slow_update_actor_as_training_bound(ray_cluster, tm
     assert sorted(found["steps"], key=int) == ["2", "3", "4", "5"]  # verl's global_steps; step 1 is its warm-up
 
 
-TASK_RUNNER_JOB = f"""
-import os, sys, ray
-
-@ray.remote(num_cpus=0)
-class TaskRunner:
-    # verl's main_ppo shape: the worker groups are created, and the trainer runs, inside this actor.
-    def run(self):
-        sys.path[:0] = [{str(HERE)!r}, {str(TESTS)!r}]
-        from verl_workers import bare_trainer, train, worker_groups
-
-        groups = worker_groups(colocated=True)
-        train(bare_trainer(groups), groups, steps=4)
-        return os.getpid()
-
-# The job's own runtime_env (nrlprof adds its settings beside it): the workers import the test's modules.
-ray.init(address="auto", runtime_env={{"env_vars": {{"PYTHONPATH": {os.pathsep.join([str(HERE), str(TESTS)])!r}}}}})
-print("RUNNER", ray.get(TaskRunner.remote().run.remote()), flush=True)
-"""
-
-
 def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluster(ray_start_head, tmp_path):
     traces = tmp_path / "traces"
-    script = tmp_path / "main_ppo.py"
-    script.write_text(TASK_RUNNER_JOB)
     env = {**ray_start_head["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "0",
            "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)]),
            "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*actor_rollout*", "NRL_TORCH_PROFILE_STEP_RANGE": "2:4",
            "NRL_TORCH_PROFILE_DIR": str(traces)}  # fmt: skip
-    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900,
-                            cwd=tmp_path)  # fmt: skip
+    result = run_job(tmp_path, "main_ppo_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     runner = int(result.stdout.split("RUNNER")[1])
     assert f"is the controller on {os.uname().nodename} pid {runner}" in result.stderr
@@ -287,30 +200,6 @@ def test_worker_groups_created_and_stepped_inside_an_actor_on_a_ray_start_cluste
         assert steps_in(trace, "actor.update.") == {2, 3}
     (controller,) = traces.glob("controller.steps2-3.*.pt.trace.json")
     assert controller.name.split(".")[2] == str(runner)
-
-
-CONTROLLER_NSIGHT_JOB = """
-import verl
-from omegaconf import OmegaConf, open_dict
-from verl.trainer.main_ppo import run_ppo
-
-config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
-with open_dict(config):
-    config.global_profiler.tool = "nsys"
-    config.global_profiler.steps = [2]
-    config.actor_rollout_ref.actor.profiler.enable = True
-    config.actor_rollout_ref.actor.profiler.all_ranks = True
-    config.actor_rollout_ref.actor.profiler.tool = "nsys"
-    config.ray_kwargs.ray_init.num_cpus = 4
-
-@ray.remote(num_cpus=0)
-class TaskRunner:
-    def run(self, config):
-        with open(os.environ["RUNNER_PID_FILE"], "w") as out:
-            out.write(str(os.getpid()))
-
-run_ppo(config, task_runner_class=TaskRunner)
-"""
 
 
 @pytest.mark.fresh_cluster  # verl's run_ppo starts its own local cluster, whose raylet sees this test's nsys
@@ -323,7 +212,7 @@ def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_p
     # A Ray temp dir of its own: `ray.init()` with no address would join the cluster whose address file is in /tmp/ray.
     env["RAY_TMPDIR"] = str(short_temp_dir("nrlv"))
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    result = run_program(tmp_path, CONTROLLER_NSIGHT_JOB, env)
+    result = run_job(tmp_path, "controller_nsight_job.py", env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "controller actor 'task_runner' runs under nsys with the controller's options" in result.stderr
     runner = int(pid_file.read_text())
@@ -333,13 +222,6 @@ def test_verls_controller_nsight_options_launch_its_task_runner_under_nsys(tmp_p
     assert "capture-range" not in options, "the controller runs under nsys for its whole lifetime"
 
 
-SLOW_JOB = """
-ray.init(runtime_env=JOB_ENV)  # RAY_ADDRESS: the shared cluster
-groups = worker_groups(colocated=False, critic_ranks=1)
-train(bare_trainer(groups), groups, steps=14)
-"""
-
-
 def test_a_slow_step_of_verls_trainer_opens_a_window_at_its_next_global_step(ray_cluster, tmp_path):
     """Steps from verl's RayPPOTrainer (`global_steps`); its update_actor at step 9 is slow: a window opens at step 10
     in both ranks of the fused actor_rollout worker and in the controller, the critic untouched."""
@@ -347,7 +229,7 @@ def test_a_slow_step_of_verls_trainer_opens_a_window_at_its_next_global_step(ray
     env = verl_env(tmp_path, ray_cluster, NRL_TORCH_PROFILE_WORKER_PATTERNS="*actor_rollout*",
                    NRL_TORCH_PROFILE_STEP_RANGE="slow", NRL_PROFILE_SLOW_FACTOR="3", NRL_TORCH_PROFILE_DIR=str(traces),
                    VERL_PLANTED_SECONDS='{"update_actor": 0.15}', VERL_PLANTED_STEP="9:2.0")  # fmt: skip
-    result = run_program(tmp_path, SLOW_JOB, env)
+    result = run_job(tmp_path, "local_job.py", env, "--steps", "14")
     assert result.returncode == 0, result.stderr[-4000:]
     assert "steps come from verl's RayPPOTrainer (global_steps) (first step: 1)" in result.stderr
     assert (

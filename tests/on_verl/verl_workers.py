@@ -72,6 +72,12 @@ class CriticWorker(Worker, DistProfilerExtension):
         return os.getpid()
 
 
+def job_runtime_env() -> dict:
+    """The runtime_env of a job on a running cluster: its workers get what they import and read from it."""
+    names = ("PYTHONPATH", OWN_PROFILER_DIR, PLANTED, PLANTED_STEP)
+    return {"env_vars": {name: os.environ[name] for name in names if name in os.environ}}
+
+
 def worker_groups(colocated: bool, ranks: int = 2, critic_ranks: int | None = None) -> dict:
     """verl's own way: resource pools, `create_colocated_worker_cls`, a RayWorkerGroup, `spawn` per role. Not
     colocated, the critic's pool has `critic_ranks` (default `ranks`): a test that only checks the critic is left
