@@ -96,9 +96,9 @@ def child_main(part: str, steps: int) -> int:
         if step > WARM_UP:
             walls.append(time.perf_counter() - began)
     cpu_s = time.process_time() - cpu_began
-    from nrlprof.runtime.session import current
+    from nrlprof.process import state
 
-    session = current()
+    session = state.session
     gate = session.built_gate() if session is not None else None
     triggers = len(gate.slow.triggers) if gate is not None and gate.slow is not None else 0
     nrlprof.finish()

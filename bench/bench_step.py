@@ -191,9 +191,9 @@ def _armed_or_not(args: argparse.Namespace, work: Path, armed: bool) -> dict:
         ray.get([w.work.remote(0) for w in workers])
         nrlprof.step(1)
         time.sleep(1.0)  # the listener has written the job's card and polls
-        from nrlprof.runtime.session import current
+        from nrlprof.process import state
 
-        listening = getattr(current(), "listener", None) is not None
+        listening = getattr(state.session, "listener", None) is not None
         step_ns = best_ns(lambda n: nrlprof.step(n + 1), args.iterations)
         empty_ns = best_ns(_noop, args.iterations)
     finally:

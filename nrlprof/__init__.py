@@ -108,9 +108,9 @@ def _activate_from_environment() -> None:
     if kind is None:
         return
     if kind == CHILD:
-        from nrlprof.runtime.children.join import join_worker
+        from nrlprof.runtime.activation import activate_child
 
-        join_worker(os.environ)
+        activate_child(os.environ)
         return
     if not may_activate(os.environ):
         return

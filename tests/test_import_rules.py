@@ -187,7 +187,7 @@ def test_no_two_modules_import_each_other_counting_imports_inside_functions():
 
 
 def test_no_cycle_anywhere_counting_imports_inside_functions():
-    """An adapter hands a framework's config to the activation through the session, never by importing it."""
+    """An adapter hands a framework's config to the activation through its Controller, never by importing it."""
     assert cycles(imports()) == []
 
 

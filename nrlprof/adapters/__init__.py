@@ -14,11 +14,12 @@ from collections.abc import Callable
 from types import ModuleType
 
 from nrlprof.process import import_hooks
-from nrlprof.process.host import Host
+from nrlprof.process.host import ControllerHost, Host
 from nrlprof.process.kind import CONTROLLER, DRIVER, WORKER
 
 # (module, what the adapter does, the process kinds it acts in, the function applying it to the module)
-Adapter = tuple[str, str, tuple[str, ...], Callable[[Host, ModuleType], None]]
+# (an adapter for controllers only takes a ControllerHost: the process kinds say which one it is given)
+Adapter = tuple[str, str, tuple[str, ...], Callable[[ControllerHost, ModuleType], None]]
 
 
 def _adapters() -> tuple[Adapter, ...]:
@@ -101,7 +102,7 @@ def _adapters() -> tuple[Adapter, ...]:
     )
 
 
-def install(session: Host) -> None:
+def install(session: Host | ControllerHost) -> None:
     for module_name, description, kinds, apply in _adapters():
         if session.kind in kinds:
             import_hooks.when_imported(module_name, description, _bound(apply, session))
@@ -142,7 +143,7 @@ def tell_late(session: Host) -> None:
     )
 
 
-def _bound(apply: Callable[[Host, ModuleType], None], session: Host) -> Callable[[ModuleType], None]:
+def _bound(apply: Callable[[ControllerHost, ModuleType], None], session: Host) -> Callable[[ModuleType], None]:
     def applied(module: ModuleType) -> None:
         try:
             apply(session, module)

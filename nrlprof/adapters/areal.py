@@ -26,6 +26,7 @@ from typing import Any
 from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import ControllerHost, Host
 from nrlprof.process.kind import WORKER
 
 SOURCE = "AReaL's PPOTrainer (global_step)"
@@ -60,7 +61,7 @@ def colocated_roles(exp: Any) -> dict[str, tuple[str, ...]]:
 HOSTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def take_scheduler(session: Any, module: Any) -> None:
+def take_scheduler(session: ControllerHost, module: Any) -> None:
     scheduler = module.RayScheduler
     server_class = rayapi.modified_class(module.RayRPCServer)
 
@@ -89,10 +90,8 @@ def take_scheduler(session: Any, module: Any) -> None:
     patches.install("areal RayScheduler._create_ray_workers", scheduler, "_create_ray_workers", wrap_create)
 
 
-def configure_from_areal(session: Any, exp: Any) -> None:
+def configure_from_areal(session: ControllerHost, exp: Any) -> None:
     """The experiment's `perf_tracer` and `memory_profiler`, as AReaL's docs mean them."""
-    if session.read_framework_config is None:
-        return
     import dataclasses
 
     from nrlprof.config.frameworks.areal import areal_fragment
@@ -104,7 +103,7 @@ def configure_from_areal(session: Any, exp: Any) -> None:
     perf, memory = section("perf_tracer"), section("memory_profiler")
     roles = tuple(r for r in PERF_ROLES if r in ("actor", "rollout", "eval-rollout") or getattr(exp, r, None))
     fragment = areal_fragment(perf, memory, roles, _log_dir(perf), _log_dir(section("stats_logger")))
-    session.read_framework_config(fragment.plan("areal"))
+    session.ask_reconfiguration(fragment.plan("areal"))
     logger.info("profiling settings read from AReaL's own config (perf_tracer, memory_profiler; "
                 "NRL_PROFILE_FRAMEWORK_CONFIG=1), its steps counted from 0")  # fmt: skip
 
@@ -120,7 +119,7 @@ def _log_dir(section: dict | None) -> str | None:
     return os.path.join(os.path.expanduser(os.path.expandvars(root)), "logs", getpass.getuser(), experiment, trial)
 
 
-def take_trainer_steps(session: Any, module: Any) -> None:
+def take_trainer_steps(session: ControllerHost, module: Any) -> None:
     """`trace_scope("train.rollout", args={"global_step": n})` opens each step of PPOTrainer.train."""
 
     def wrap(original):
@@ -136,7 +135,7 @@ def take_trainer_steps(session: Any, module: Any) -> None:
     patches.install_with_copies("areal perf_tracer.trace_scope", module, "trace_scope", wrap)
 
 
-def stand_down_perf_profiler(session: Any, module: Any) -> None:
+def stand_down_perf_profiler(session: Host, module: Any) -> None:
     """The perf tracer's own torch profiler (`profile_steps`) does not start in a process where nrlprof runs torch."""
 
     def wrap(original):
@@ -148,14 +147,14 @@ def stand_down_perf_profiler(session: Any, module: Any) -> None:
     patches.install("areal PerfTracer._should_enable_profiler", module.PerfTracer, "_should_enable_profiler", wrap)
 
 
-def runs(session: Any, kind: str) -> bool:
+def runs(session: Host, kind: str) -> bool:
     """Whether nrlprof runs the backend in this process (a worker's targets; a controller's backends)."""
     if session.kind == WORKER:
         return session.targets.get(kind) is not None
     return kind in session.targets
 
 
-def finish_after_train(session: Any, module: Any) -> None:
+def finish_after_train(session: ControllerHost, module: Any) -> None:
     """The trainer's `close()` ends the workers after `train`: the windows close first."""
     trainer = module.PPOTrainer
 
@@ -171,7 +170,7 @@ def finish_after_train(session: Any, module: Any) -> None:
     patches.install("areal PPOTrainer.train", trainer, "train", wrap)
 
 
-def stand_down_memory_profiler(session: Any, module: Any) -> None:
+def stand_down_memory_profiler(session: ControllerHost, module: Any) -> None:
     """AReaL's memory profiler of a role (the actor's) does not run where nrlprof's memory backend profiles all of its
     workers."""
     controller = module.TrainController
@@ -200,7 +199,7 @@ def stand_down_memory_profiler(session: Any, module: Any) -> None:
 def tell_unseen_scheduler(class_name: str, mode: str):
     """`scheduler.type=local` (LocalScheduler) and `slurm` (SlurmScheduler): their workers are processes."""
 
-    def apply(session: Any, module: Any) -> None:
+    def apply(session: ControllerHost, module: Any) -> None:
         def wrap(original):
             def __init__(self, *args, **kwargs):
                 original(self, *args, **kwargs)

@@ -16,14 +16,14 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
-from nrlprof.process.host import Host
+from nrlprof.process.host import ControllerHost, Host
 
 STEP_SOURCE = "NeMo RL's maybe_gpu_profile_step"
 # NeMo RL's module-level copies of the variables, and what they become.
 BLANKED = {"NRL_NSYS_WORKER_PATTERNS": "", "NRL_NSYS_PROFILE_STEP_RANGE": "", "NRL_NSYS_EXTRA_OPTIONS": {}}
 
 
-def take_over_nsys_helpers(session: Host, module: ModuleType) -> None:
+def take_over_nsys_helpers(session: ControllerHost, module: ModuleType) -> None:
     def maybe_gpu_profile_step(policy: Any, step: int) -> None:
         session.framework_step(int(step), STEP_SOURCE)
 

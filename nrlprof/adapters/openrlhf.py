@@ -17,12 +17,12 @@ import sys
 from types import ModuleType
 
 from nrlprof.process import patches
-from nrlprof.process.host import Host
+from nrlprof.process.host import ControllerHost
 
 STEP_SOURCE = "OpenRLHF's PPO trainer (global_step)"
 
 
-def take_trainer_steps(session: Host, module: ModuleType) -> None:
+def take_trainer_steps(session: ControllerHost, module: ModuleType) -> None:
     generator = getattr(module, "SamplesGenerator", None)
     if generator is None:
         return

@@ -14,10 +14,10 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
-from nrlprof.process.host import Host
+from nrlprof.process.host import ControllerHost
 
 
-def take_embodied_steps(session: Host, module: ModuleType) -> None:
+def take_embodied_steps(session: ControllerHost, module: ModuleType) -> None:
     def wrap(original):
         def _should_profile_step(self, step_idx, *args, **kwargs):
             session.framework_step(int(step_idx), "RLinf's embodied runner (global_step)")
@@ -30,7 +30,7 @@ def take_embodied_steps(session: Host, module: ModuleType) -> None:
     patches.install("rlinf EmbodiedRunner._should_profile_step", module.EmbodiedRunner, "_should_profile_step", wrap)
 
 
-def take_reasoning_steps(session: Host, module: ModuleType) -> None:
+def take_reasoning_steps(session: ControllerHost, module: ModuleType) -> None:
     def wrap(original):
         def _put_batch(self, *args, **kwargs):
             session.framework_step(int(self.global_steps), "RLinf's reasoning runner (global_steps)")
@@ -45,7 +45,7 @@ def take_reasoning_steps(session: Host, module: ModuleType) -> None:
 RLINF_BACKENDS = {"nsight": "nsys", "rocprof_sys": "rocprof"}
 
 
-def take_over_launcher(session: Host, module: ModuleType) -> None:
+def take_over_launcher(session: ControllerHost, module: ModuleType) -> None:
     """RLinf's `Cluster` wraps a selected group's interpreter in its own `nsys profile ...`: while nrlprof runs
     that backend, the interpreter stays as it is and nrlprof's own nsys (with its windows) runs in the worker.
 
@@ -108,15 +108,13 @@ def take_over_launcher(session: Host, module: ModuleType) -> None:
     )
 
 
-def configure_from_rlinf(session: Host, profiling: Any) -> None:
+def configure_from_rlinf(session: ControllerHost, profiling: Any) -> None:
     """RLinf's parsed `cluster.profiling` (a ProfileConfig dataclass), as `nrlprof.configure` reads the section."""
     import dataclasses
 
     from nrlprof.config.readers import framework_keys
 
-    if session.read_framework_config is None:
-        return
     section = {k: v for k, v in dataclasses.asdict(profiling).items() if v is not None}
     with framework_keys():
-        session.read_framework_config({"cluster": {"profiling": section}})
+        session.ask_reconfiguration({"cluster": {"profiling": section}})
     logger.info("profiling settings read from RLinf's own config (cluster.profiling)")

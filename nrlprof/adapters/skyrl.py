@@ -20,6 +20,7 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import ControllerHost, Host
 
 ROLE_BASES = {"PolicyWorkerBase": "policy", "CriticWorkerBase": "critic", "RefWorkerBase": "ref"}
 SYNC_SOURCE = "SkyRL's RayPPOTrainer (global_step)"
@@ -28,7 +29,7 @@ FIRST_STEP = 1
 ASYNC_TRAINER = "FullyAsyncRayPPOTrainer"
 
 
-def record_roles(session: Any, module: Any) -> None:
+def record_roles(session: ControllerHost, module: Any) -> None:
     for name, role in ROLE_BASES.items():
         base = getattr(module, name, None)
         if isinstance(base, type):
@@ -45,7 +46,7 @@ def _set_role(base: type, role: str):
     return undo
 
 
-def take_trainer_steps(session: Any, module: Any) -> None:
+def take_trainer_steps(session: ControllerHost, module: Any) -> None:
     trainer = module.RayPPOTrainer
 
     def wrap_fire(original):
@@ -97,13 +98,13 @@ def _fully_async(trainer: Any) -> bool:
     return any(klass.__name__ == ASYNC_TRAINER for klass in type(trainer).__mro__)
 
 
-def take_async_trainer_end(session: Any, module: Any) -> None:
+def take_async_trainer_end(session: ControllerHost, module: Any) -> None:
     trainer = getattr(module, ASYNC_TRAINER, None)
     if isinstance(trainer, type) and "train" in vars(trainer):
         finish_after_train(session, trainer)
 
 
-def finish_after_train(session: Any, trainer: type) -> None:
+def finish_after_train(session: ControllerHost, trainer: type) -> None:
     """The controller task keeps running after `train` (no exit hook runs): its windows close when `train` ends."""
 
     def wrap(original):
@@ -118,10 +119,8 @@ def finish_after_train(session: Any, trainer: type) -> None:
     patches.install(f"skyrl {trainer.__name__}.train", trainer, "train", wrap)
 
 
-def configure_from_skyrl(session: Any, trainer: Any, first_step: int) -> None:
+def configure_from_skyrl(session: ControllerHost, trainer: Any, first_step: int) -> None:
     """`trainer.policy.torch_profiler_config` and `record_memory`, as SkyRL's docs mean them, from `first_step`."""
-    if session.read_framework_config is None:
-        return
     import dataclasses
 
     from nrlprof.config.frameworks.skyrl import skyrl_fragment
@@ -134,7 +133,7 @@ def configure_from_skyrl(session: Any, trainer: Any, first_step: int) -> None:
     }
     last = getattr(trainer, "total_training_steps", None)
     fragment = skyrl_fragment(section, cfg.ckpt_path, first_step, last if isinstance(last, int) else None)
-    session.read_framework_config(fragment.plan("skyrl"))
+    session.ask_reconfiguration(fragment.plan("skyrl"))
     logger.info(
         "profiling settings read from SkyRL's own config (trainer.policy.torch_profiler_config, record_memory; "
         "NRL_PROFILE_FRAMEWORK_CONFIG=1), its schedule from global step %d",
@@ -142,7 +141,7 @@ def configure_from_skyrl(session: Any, trainer: Any, first_step: int) -> None:
     )
 
 
-def stand_down_profiler(session: Any, module: Any) -> None:
+def stand_down_profiler(session: Host, module: Any) -> None:
     """SkyRL's `Profiler` (torch_profiler_config) does nothing in a worker where nrlprof runs its torch profiler."""
     told: list[bool] = []
 
@@ -168,7 +167,7 @@ def stand_down_profiler(session: Any, module: Any) -> None:
         patches.install(f"skyrl Profiler.{name}", module.Profiler, name, wrap)
 
 
-def stand_down_memory_snapshots(session: Any, module: Any) -> None:
+def stand_down_memory_snapshots(session: Host, module: Any) -> None:
     """SkyRL's `save_memory_snapshot` (record_memory) does nothing in a worker where nrlprof runs its memory backend."""
     worker = getattr(module, "Worker", None)
     if not isinstance(worker, type) or "save_memory_snapshot" not in vars(worker):

@@ -21,6 +21,7 @@ from typing import Any
 
 from nrlprof.log import logger
 from nrlprof.process import patches
+from nrlprof.process.host import ControllerHost, Host
 
 DRIVER_SOURCE = "slime's train loop (rollout_id)"
 MANAGER_SOURCE = "slime's RolloutManager (rollout_id)"
@@ -31,7 +32,7 @@ MAX_FRAMES = 8
 _read: list[bool] = []
 
 
-def record_roles(session: Any, module: Any) -> None:
+def record_roles(session: ControllerHost, module: Any) -> None:
     group = module.RayTrainGroup
 
     def wrap(original):
@@ -57,19 +58,17 @@ def _default_actor_class() -> type:
     return MegatronTrainRayActor
 
 
-def configure_from_slime(session: Any, args: Any) -> None:
-    if session.read_framework_config is None:
-        return
+def configure_from_slime(session: ControllerHost, args: Any) -> None:
     from nrlprof.config.frameworks.slime import slime_fragment
 
     start = getattr(args, "start_rollout_id", None)
     fragment = slime_fragment(vars(args), 0 if start is None else int(start))
-    session.read_framework_config(fragment.plan("slime"))
+    session.ask_reconfiguration(fragment.plan("slime"))
     logger.info("profiling settings read from slime's own switches (--use-pytorch-profiler, --record-memory-history; "
                 "NRL_PROFILE_FRAMEWORK_CONFIG=1), its rollouts counted from 0")  # fmt: skip
 
 
-def take_loop_steps(session: Any, module: Any) -> None:
+def take_loop_steps(session: ControllerHost, module: Any) -> None:
     """In the driver: each actor call made from within the loop carries the loop's `rollout_id`."""
     from ray.actor import ActorMethod
 
@@ -98,7 +97,7 @@ def loop_rollout_id(frame: Any) -> int | None:
     return None
 
 
-def take_manager_steps(session: Any, module: Any) -> None:
+def take_manager_steps(session: ControllerHost, module: Any) -> None:
     """In the RolloutManager: the rollout id it sets steps the SGLang engines it created, where it created profiled
     ones (elsewhere the call changes nothing)."""
 
@@ -114,7 +113,7 @@ def take_manager_steps(session: Any, module: Any) -> None:
     patches.install_with_copies("slime set_current_rollout_id", module, "set_current_rollout_id", wrap)
 
 
-def stand_down_profilers(session: Any, module: Any) -> None:
+def stand_down_profilers(session: Host, module: Any) -> None:
     """slime's torch profilers (`_create_torch_profiler`) and memory recorder (`_BaseMemoryProfiler.create`) are idle in
     a train actor where nrlprof runs the same kind of profiler."""
     told: set[str] = set()

@@ -20,7 +20,7 @@ from typing import Any
 from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches
-from nrlprof.process.host import Host
+from nrlprof.process.host import ControllerHost, Host
 
 # verl's profiler tools, as nrlprof's backends that take their place.
 TOOL_BACKENDS = {"nsys": "nsys", "torch": "torch", "torch_memory": "memory"}
@@ -29,7 +29,7 @@ TOOL_BACKENDS = {"nsys": "nsys", "torch": "torch", "torch_memory": "memory"}
 TRAINER_CLASSES = ("RayPPOTrainer", "PPOTrainer")
 
 
-def take_trainer_steps(session: Host, module: ModuleType) -> None:
+def take_trainer_steps(session: ControllerHost, module: ModuleType) -> None:
     """verl's trainers (the legacy RayPPOTrainer and the v1 PPOTrainer; their subclasses inherit the patch)."""
     for name in TRAINER_CLASSES:
         trainer = getattr(module, name, None)
@@ -37,7 +37,7 @@ def take_trainer_steps(session: Host, module: ModuleType) -> None:
             _patch_trainer(session, trainer)
 
 
-def _patch_trainer(session: Host, trainer: type) -> None:
+def _patch_trainer(session: ControllerHost, trainer: type) -> None:
     source = f"verl's {trainer.__name__} (global_steps)"
 
     def wrap_start(original):
@@ -70,18 +70,18 @@ def _patch_trainer(session: Host, trainer: type) -> None:
     patches.install(f"{name}.fit", trainer, "fit", wrap_fit)
 
 
-def configure_from_verl(session: Host, config: Any) -> None:
+def configure_from_verl(session: ControllerHost, config: Any) -> None:
     """verl's global_profiler and role profiler blocks, as `nrlprof.configure(config)` reads them."""
-    if config is None or session.read_framework_config is None:
+    if config is None:
         return
     from nrlprof.config.readers import framework_keys
 
     with framework_keys():
-        session.read_framework_config(config)
+        session.ask_reconfiguration(config)
     logger.info("profiling settings read from verl's own config (NRL_PROFILE_FRAMEWORK_CONFIG=1)")
 
 
-def record_fused_roles(session: Host, module: ModuleType) -> None:
+def record_fused_roles(session: ControllerHost, module: ModuleType) -> None:
     def roles_recorded(original, remote: bool):
         def create(class_dict, *args, **kwargs):
             created = original(class_dict, *args, **kwargs)
@@ -111,7 +111,7 @@ def _fused_class(class_with_args: Any) -> type | None:
     return rayapi.modified_class(getattr(class_with_args, "cls", None))
 
 
-def mark_task_runner(session: Host, module: ModuleType) -> None:
+def mark_task_runner(session: ControllerHost, module: ModuleType) -> None:
     def wrap(original):
         def run_ppo(config, task_runner_class=None, *args, **kwargs):
             if session.plan.framework_config:

@@ -1,10 +1,10 @@
-"""What the framework adapters use of the process's Session (nrlprof.runtime.session), which the activation gives
-them: they sit below the runtime, so they see it through this."""
+"""What the framework adapters use of the process's part that the activation gives them (nrlprof.runtime.profiled's
+ProfiledProcess, nrlprof.runtime.controller's Controller): they sit below the runtime, so they see it through this."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from nrlprof.config.plan import Plan, Target
@@ -12,15 +12,22 @@ if TYPE_CHECKING:
 
 
 class Host(Protocol):
+    """Any process's part: what it profiles, as whom."""
+
     kind: str
     plan: Plan
     identity: WorkerIdentity | None
     targets: dict[str, Target | None]
-    # Class names of actors to launch as the controller (verl's TaskRunner under controller_nsight_options).
+
+    def finish(self) -> None: ...
+
+
+class ControllerHost(Host, Protocol):
+    """A driver's or controller's: the steps an adapter finds, the actor classes launched as the controller (verl's
+    TaskRunner), a framework's own profiling settings (a mapping, or a Plan) taken as `nrlprof.configure` does."""
+
     controller_classes: set[str]
-    # A framework's own profiling config (a mapping), read as `nrlprof.configure` reads it.
-    read_framework_config: Callable[[object], object] | None
 
     def framework_step(self, step: int, source: str) -> None: ...
 
-    def finish(self) -> None: ...
+    def ask_reconfiguration(self, config: Mapping[str, Any] | Plan) -> None: ...

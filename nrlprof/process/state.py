@@ -1,6 +1,6 @@
-"""The process's one Session and the timings of annotated code. Read on every annotated call, so this module imports
-nothing and its objects are plain. Where the rest of the process-wide state lives: docs/design.md, "Process-wide
-state"."""
+"""The process's part of nrlprof and the timings of annotated code. Read on every annotated call, so this module
+imports nothing and its objects are plain. Where the rest of the process-wide state lives: docs/design.md,
+"Process-wide state"."""
 
 from __future__ import annotations
 
@@ -80,6 +80,7 @@ class Total:
         self.seconds = 0.0
 
 
-# The Session of this process (a driver or a matched worker), or None while nrlprof is inactive.
+# This process's part, as nrlprof.runtime.activation built it (nrlprof.runtime.controller.Controller in a driver or
+# controller, nrlprof.runtime.profiled.ProfiledProcess in a worker or its child), or None while nrlprof is inactive.
 session = None
 timings = Timings()

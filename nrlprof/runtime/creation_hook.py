@@ -6,44 +6,26 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Protocol
+from typing import Any
 
 from nrlprof import rayapi
-from nrlprof.config.plan import NSYS, Plan, Target
+from nrlprof.config.plan import NSYS
 from nrlprof.config.variables import DISABLE_VARIABLE
 from nrlprof.launch.runtime_env import fragment_for, isolation_from_parent, merge_runtime_env, package_fragment
 from nrlprof.log import logger
 from nrlprof.process import patches
 from nrlprof.process.kind import CHILD
 from nrlprof.rayfix.cluster_fix import isolation_overrides, needs_prefix, prefixed_runtime_env
+from nrlprof.runtime.controller import Controller
+from nrlprof.runtime.profiled import ProfiledProcess
 from nrlprof.workers.frameworks import framework_of_class
-from nrlprof.workers.identity import RankCounter, WorkerIdentity, rank_from_env_vars, snake_case
+from nrlprof.workers.identity import WorkerIdentity, rank_from_env_vars, snake_case
 from nrlprof.workers.matching import Match, log_matches, match_worker
-from nrlprof.workers.tracker import TrackedActor, Tracker
+from nrlprof.workers.tracker import TrackedActor
 
 PATCH_NAME = "ray.actor.ActorClass._remote"
 OPT_OUT_VARIABLE = DISABLE_VARIABLE
 NSIGHT_KEYS = ("nsight", "_nsight")
-
-
-class ActorNamer(Protocol):
-    def actor_created(self, handle: Any, name: str, rank: int, class_name: str) -> None: ...
-
-
-class CreationHost(Protocol):
-    """What the hook reads of the process's Session, at each creation."""
-
-    kind: str
-    plan: Plan
-    identity: WorkerIdentity | None
-    targets: dict[str, Target | None]
-    tracker: Tracker
-    ranks: RankCounter
-    anatomy: ActorNamer | None
-    known_actors: dict[str, WorkerIdentity]
-    controller_classes: set[str]
-    created_actors: list
-    created_handles: dict
 
 
 def class_name_of(actor_class: Any) -> str:
@@ -111,8 +93,10 @@ def _gets_existing(actor_options: dict) -> bool:
 
 
 class ActorCreationHook:
-    def __init__(self, host: CreationHost) -> None:
+    def __init__(self, host: ProfiledProcess) -> None:
         self.host = host
+        # A driver's or controller's part: the step anatomy names the actors it creates, its controller classes.
+        self.controller = host if isinstance(host, Controller) else None
         self._package: dict | None = None
 
     def package(self) -> dict:
@@ -195,11 +179,11 @@ class ActorCreationHook:
             self.host.known_actors[actor_id] = identity
             if self.host.plan.on_demand is not None or self.host.kind == CHILD:
                 self.host.created_handles[actor_id] = weakref.ref(handle)
-        if not matched and self.host.identity is None:
+        if not matched and self.controller is not None and self.host.identity is None:
             from nrlprof.runtime.job_env import remember_created
 
-            remember_created(self.host, handle)
-        anatomy = self.host.anatomy
+            remember_created(self.controller, handle)
+        anatomy = self.controller.anatomy if self.controller is not None else None
         if anatomy is not None:
             anatomy.actor_created(handle, identity.name, identity.rank, identity.class_name)
         return handle
@@ -218,7 +202,8 @@ class ActorCreationHook:
             if matches:
                 log_matches(identity, matches, parent)
             fragment = fragment_for(host.plan, identity, matches, parent)
-            if identity.class_name in host.controller_classes and not matches:
+            controller_classes = self.controller.controller_classes if self.controller is not None else ()
+            if identity.class_name in controller_classes and not matches:
                 fragment = self.controller_fragment(identity)
             if matches and not inherits:
                 fragment.update(self.package())
@@ -246,7 +231,7 @@ class ActorCreationHook:
 NSYS_FRAGMENT_KEY = "_nsight"
 
 
-def install(host: CreationHost) -> ActorCreationHook:
+def install(host: ProfiledProcess) -> ActorCreationHook:
     hook = ActorCreationHook(host)
     patches.install(PATCH_NAME, *rayapi.actor_creation(), hook.wrap)
     return hook

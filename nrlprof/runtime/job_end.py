@@ -17,23 +17,25 @@ from nrlprof import rayapi
 from nrlprof.log import logger
 from nrlprof.process import patches, state
 from nrlprof.process.kind import DRIVER
+from nrlprof.runtime.controller import Controller
 from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.profiled import ProfiledProcess
+    from nrlprof.workers.tracker import TrackedActor
 
 SHUTDOWN_PATCH = "ray.shutdown (open windows closed first)"
 KILL_PATCH = "ray.kill (the actor's windows closed first)"
 
 
-def install(session: Session) -> None:
+def install(session: ProfiledProcess) -> None:
     import ray
 
     patches.install(SHUTDOWN_PATCH, ray, "shutdown", lambda original: _first(original, session, _before_shutdown))
     patches.install(KILL_PATCH, ray, "kill", lambda original: _first(original, session, _before_kill))
 
 
-def _first(original: Callable, session: Session, before: Callable[..., None]) -> Callable:
+def _first(original: Callable, session: ProfiledProcess, before: Callable[..., None]) -> Callable:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if state.session is session and rayapi.connected():
@@ -46,27 +48,29 @@ def _first(original: Callable, session: Session, before: Callable[..., None]) ->
     return wrapper
 
 
-def _before_shutdown(session: Session, *args: Any, **kwargs: Any) -> None:
-    gate = session._gate
+def _before_shutdown(session: ProfiledProcess, *args: Any, **kwargs: Any) -> None:
+    controller = session if isinstance(session, Controller) else None
+    gate = controller.built_gate() if controller is not None else None
     if gate is not None and (gate.open or gate.prepared):
         logger.info("ray.shutdown() with a window open: nrlprof closes it first, in every worker")
-    if session.kind == DRIVER and session.created_actors:
+    if controller is not None and controller.kind == DRIVER and controller.created_actors:
         from nrlprof.runtime.job_env import finish_controllers
 
-        finish_controllers(session)
+        finish_controllers(controller)
     if gate is not None:
         session.finish()
     else:  # a worker, or a process it started, that drives actors of its own: their windows close
         for tracked in session.tracker.actors():
             _release(session, tracked)
     session.tracker.clear()
-    session.created_actors.clear()
+    if controller is not None:
+        controller.created_actors.clear()
 
 
-def _before_kill(session: Session, actor: Any = None, *args: Any, **kwargs: Any) -> None:
+def _before_kill(session: ProfiledProcess, actor: Any = None, *args: Any, **kwargs: Any) -> None:
     if actor is None:
         return
-    gate = session._gate
+    gate = session.built_gate() if isinstance(session, Controller) else None
     if gate is not None:
         gate.release(actor)
     else:
@@ -75,7 +79,7 @@ def _before_kill(session: Session, actor: Any = None, *args: Any, **kwargs: Any)
             _release(session, tracked)
 
 
-def _release(session: Session, tracked: Any) -> None:
+def _release(session: ProfiledProcess, tracked: TrackedActor) -> None:
     """In a worker or its child: an actor it created follows its windows, those open in this process."""
     backends = session.process.backends if session.has_process else {}
     kinds = [kind for kind, backend in backends.items() if backend.window is not None and kind in tracked.kinds]

@@ -25,7 +25,7 @@ from nrlprof.process.kind import CONTROLLER
 from nrlprof.process.lifecycle import CONTROLLER_ACTORS, LIFECYCLE
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.controller import Controller
 
 PATCH_NAME = "ray.init (the job's env_vars)"
 PREFIX = "NRL_"
@@ -70,7 +70,7 @@ def inherited(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def install(session: Session) -> None:
+def install(session: Controller) -> None:
     import ray
 
     def wrap(original_init):
@@ -102,7 +102,7 @@ def finish_in_actor(_actor_instance: object) -> bool:
     return True
 
 
-def finish_controllers(session: Session) -> None:
+def finish_controllers(session: Controller) -> None:
     """The actors this driver created (and still holds) that became controllers close their windows."""
     handles = [h for h in (ref() for ref in session.created_actors) if h is not None]
     if not handles or state.session is not session:
@@ -128,7 +128,7 @@ def finish_controllers(session: Session) -> None:
         logger.info("%d controller actor(s) closed their windows as the driver exits", finished)
 
 
-def remember_created(session: Session, handle: Any) -> None:
+def remember_created(session: Controller, handle: Any) -> None:
     """An unmatched actor the driver creates may become a controller; held weakly, never kept alive."""
     with contextlib.suppress(TypeError):
         session.created_actors.append(weakref.ref(handle))

@@ -37,7 +37,8 @@ from nrlprof.runtime.windows.fanout import BEHIND, Answer, Fanout, Gone, OpenWin
 from nrlprof.runtime.windows.profiler import SETTLE, STOP, Action
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.config.plan import Plan
+    from nrlprof.runtime.windows.profiler import ProcessProfiler
 
 LISTEN_BACKLOG = 128
 ENVIRONMENT_PATCH = "os.environ[PYTHONPATH, NRLPROF_CHANNEL] (nrlprof children)"
@@ -278,30 +279,20 @@ def _writable(connection: socket.socket, deadline: float) -> bool:
 # --- what the worker's children inherit ------------------------------------------------------------
 
 
-def open_children(session: Session) -> None:
-    """In a matched worker: listen for the processes it will start, and make them find the channel (processes
-    forked from the worker are joined by nrlprof.runtime.children.join's fork handler, which the activation
-    installs)."""
-    process = session.process
-    channel = ChildChannel(
-        session.identity.name, session.identity.rank, process.role.node_ip, session.plan.timeout_s,
-        process.write_manifest,
-    )  # fmt: skip
-    session.children = channel
-    info = ChannelInfo(channel.address, process.role.session_dir, process.role.node_ip)
+def open_children(channel: ChildChannel | None, plan: Plan, worker: ProcessProfiler | None) -> ChildChannel:
+    """The processes this Ray worker will start find its channel (processes forked from it are joined by
+    nrlprof.runtime.children.join's fork handler, which the activation installs). A matched `worker`'s is named; a Ray
+    worker's of an armed job that no pattern matched learns who it is, its Ray session and node, with its first window
+    asked for (one it had already, as the process was reconfigured, is named to the children again)."""
+    if worker is not None:
+        identity, role = worker.role.identity, worker.role
+        channel = ChildChannel(identity.name, identity.rank, role.node_ip, plan.timeout_s, worker.write_manifest)
+        info = ChannelInfo(channel.address, role.session_dir, role.node_ip)
+    else:
+        channel = channel if isinstance(channel, ChildChannel) else ChildChannel("", 0, "", plan.timeout_s, None)
+        info = ChannelInfo(channel.address)
     patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
-
-
-def open_unbound_children(session: Session) -> None:
-    """In a Ray worker of an armed job that no pattern matched: listen for the processes it will start, as a
-    matched worker does; who the worker is, its Ray session and node come with its first window asked for. A
-    channel the session has already (the session was reconfigured) is named to the children again."""
-    channel = session.children
-    if not isinstance(channel, ChildChannel):
-        channel = ChildChannel("", 0, "", session.plan.timeout_s, None)
-        session.children = channel
-    info = ChannelInfo(channel.address)
-    patches.install_undoable(ENVIRONMENT_PATCH, lambda: _children_environment(wire.encode(info)))
+    return channel
 
 
 def _children_environment(channel_info: str) -> Callable[[], None]:

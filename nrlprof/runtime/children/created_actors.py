@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING, Any
 from nrlprof import rayapi
 from nrlprof.config.plan import Plan, Target
 from nrlprof.launch.runtime_env import worker_descriptor
-from nrlprof.log import logger
-from nrlprof.runtime.on_demand.worker import enable_in_actor
-from nrlprof.runtime.on_demand.workers import live_created
+from nrlprof.runtime.on_demand.workers import live_created, ready_in_actors
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
 from nrlprof.workers.tracker import TrackedActor
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.on_demand.workers import EnableInActor
+    from nrlprof.runtime.profiled import ProfiledProcess
 
 
 class CreatedActorNames:
@@ -40,43 +39,29 @@ class CreatedActorNames:
 
 
 def enable_created_actors(
-    session: Session, names: CreatedActorNames, plan_json: str, kind: str, worker: WorkerIdentity, target: Target
+    session: ProfiledProcess,
+    names: CreatedActorNames,
+    plan_json: str,
+    kind: str,
+    worker: WorkerIdentity,
+    target: Target,
+    enable_in_actor: EnableInActor,
 ) -> None:
     """Ready every live actor this process created for the `kind` window asked for, and track it."""
     created = live_created(session)
     if not created or not rayapi.connected():
         return
-    import ray
-
-    backend = Plan.from_json(plan_json).backend(kind)
-    refs: dict[Any, tuple[Any, WorkerIdentity]] = {}
+    match = Match(Plan.from_json(plan_json).backend(kind), target, worker.name)
+    calls = []
     for actor_id, handle, own in created:
         identity = names.of(actor_id, own, worker)
-        descriptor = worker_descriptor(identity, (Match(backend, target, worker.name),), worker.name)
-        try:
-            refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, kind)] = (handle, identity)
-        except Exception as err:
-            logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, err)
-    timeout_s = session.plan.timeout_s
-    done, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    for ref in done:
-        handle, identity = refs[ref]
-        try:
-            ray.get(ref)
-        except Exception as err:
-            cause = getattr(err, "cause", None) or err
-            logger.warning("actor '%s' rank %d is not in the window asked for: %s", identity.name, identity.rank, cause)
-            continue
+        calls.append((handle, identity, worker_descriptor(identity, (match,), worker.name), identity.name))
+    ready, _problems = ready_in_actors(calls, plan_json, kind, session.plan.timeout_s, enable_in_actor)
+    for handle, identity in ready:
         _track(session, handle, identity, kind)
-    for ref in late:
-        _handle, identity = refs[ref]
-        logger.warning(
-            "actor '%s' rank %d is not in the window asked for: it did not answer within %.0f s",
-            identity.name, identity.rank, timeout_s,
-        )  # fmt: skip
 
 
-def _track(session: Session, handle: Any, identity: WorkerIdentity, kind: str) -> None:
+def _track(session: ProfiledProcess, handle: Any, identity: WorkerIdentity, kind: str) -> None:
     tracked = session.tracker.find(handle)
     if tracked is None:
         session.tracker.add(TrackedActor(handle, identity, (kind,)))

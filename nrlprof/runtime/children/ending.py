@@ -16,7 +16,7 @@ from nrlprof.process import patches, state
 from nrlprof.runtime.windows.dispatch import written_child_records
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.profiled import ProfiledProcess
 
 PATCH_NAME = "os.kill (a child's windows closed first)"
 ENDING_SIGNALS = frozenset(
@@ -24,11 +24,11 @@ ENDING_SIGNALS = frozenset(
 )
 
 
-def install(session: Session) -> None:
+def install(session: ProfiledProcess) -> None:
     patches.install(PATCH_NAME, os, "kill", lambda original: _closing_first(original, session))
 
 
-def _closing_first(original: Callable[[int, int], None], session: Session) -> Callable[[int, int], None]:
+def _closing_first(original: Callable[[int, int], None], session: ProfiledProcess) -> Callable[[int, int], None]:
     def kill(pid: int, signal_number: int, /) -> None:
         if signal_number in ENDING_SIGNALS and state.session is session and session.children is not None:
             try:
@@ -40,7 +40,7 @@ def _closing_first(original: Callable[[int, int], None], session: Session) -> Ca
     return kill
 
 
-def close_child_windows(session: Session, pid: int) -> None:
+def close_child_windows(session: ProfiledProcess, pid: int) -> None:
     released = session.children.release(pid)
     if released is None:
         return

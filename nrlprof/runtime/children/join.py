@@ -1,6 +1,7 @@
 """A Python process a matched worker starts (or any Ray worker of an armed job) joins the worker's windows, with no code
 of its own: found through NRLPROF_CHANNEL and the start-up shim in `site/`, or a fork handler; its window actions run
-on a thread that blocks on the channel. docs/design.md, "Processes a worker starts join its windows"."""
+on a thread that blocks on the channel. What joins is built by nrlprof.runtime.activation (`activate_child`).
+docs/design.md, "Processes a worker starts join its windows"."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from nrlprof import wire
 from nrlprof.backends.base import ProcessRole
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, BackendPlan, Plan, Target
 from nrlprof.config.variables import CHANNEL_VARIABLE
-from nrlprof.launch.runtime_env import PLAN_VARIABLE, WORKER_VARIABLE, parse_worker_descriptor
+from nrlprof.launch.runtime_env import parse_worker_descriptor
 from nrlprof.log import configure_logging, logger
 from nrlprof.process import import_hooks, patches, state
 from nrlprof.process.kind import CHILD, disabled, process_kind
@@ -41,7 +42,8 @@ from nrlprof.workers.identity import WorkerIdentity
 
 if TYPE_CHECKING:
     from nrlprof.runtime.children.created_actors import CreatedActorNames
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.on_demand.workers import EnableInActor
+    from nrlprof.runtime.profiled import ProfiledProcess
 
 # Backends a child takes from its worker; rocprof-sys wraps the worker's own interpreter for its lifetime.
 CHILD_BACKENDS = (NSYS, TORCH, MEMORY)
@@ -74,27 +76,31 @@ def multiprocessing_helper(orig_argv: list[str]) -> str | None:
     return None
 
 
-def join_worker(environ: Mapping[str, str] = os.environ, forked: bool = False) -> Session | None:
-    """Join the windows of the matched worker that started this process; the child's Session, or None.
+# Builds the child's part and connects it to its worker (nrlprof.runtime.activation, the one place that builds it).
+Join = Callable[[Mapping[str, str], ChannelInfo], "ProfiledProcess | None"]
+
+
+def join_worker(environ: Mapping[str, str], forked: bool, join: Join) -> ProfiledProcess | None:
+    """Join the windows of the matched worker that started this process (`join`); the child's part, or None.
 
     A process `multiprocessing` starts (spawned, or forked by the forkserver) joins once it knows its name, when
     `multiprocessing.spawn.prepare` has run. Never raises: a child runs unprofiled rather than not at all.
     """
-    if state.session is not None:
-        return state.session
     info = channel_info(environ)
     if info is None or disabled(environ) or not (forked or process_kind(environ) == CHILD):
         return None
     try:
-        install_fork_handler()
+        install_fork_handler(join)
         argv = list(getattr(sys, "orig_argv", sys.argv))
         helper = multiprocessing_helper(argv)
         if (forked and helper == FORKSERVER) or (not forked and SPAWNED_FLAG in argv):
-            import_hooks.when_imported("multiprocessing.spawn", "nrlprof joins once prepared", _join_once_prepared)
+            import_hooks.when_imported(
+                "multiprocessing.spawn", "nrlprof joins once prepared", lambda spawn: _join_once_prepared(spawn, join)
+            )
             return None
         if helper is not None:
             return None
-        return _join(environ, info)
+        return join(environ, info)
     except Exception as err:
         _warn_not_joining(err)
         return None
@@ -104,7 +110,7 @@ def _warn_not_joining(err: Exception) -> None:
     sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
 
 
-def _join_once_prepared(spawn: ModuleType) -> None:
+def _join_once_prepared(spawn: ModuleType, join: Join) -> None:
     def wrap(original):
         def prepare(data, *args, **kwargs):
             original(data, *args, **kwargs)
@@ -112,34 +118,13 @@ def _join_once_prepared(spawn: ModuleType) -> None:
             info = channel_info(os.environ)
             try:
                 if info is not None and state.session is None:
-                    _join(os.environ, info)
+                    join(os.environ, info)
             except Exception as err:
                 _warn_not_joining(err)
 
         return prepare
 
     patches.install(PREPARE_PATCH, spawn, "prepare", wrap)
-
-
-def _join(environ: Mapping[str, str], info: ChannelInfo) -> Session | None:
-    from nrlprof.runtime.session import Session
-
-    plan_text, worker_text = environ.get(PLAN_VARIABLE), environ.get(WORKER_VARIABLE)
-    if plan_text and worker_text:
-        plan = Plan.from_json(plan_text)
-        worker = parse_worker_descriptor(worker_text)
-        configure_logging(plan.log_level)
-        session = Session(plan, worker.identity, child_targets(worker.targets, plan), kind=CHILD)
-    else:  # the worker was matched by no pattern: who it is comes with a window asked for
-        session = Session(Plan(), None, {}, kind=CHILD)
-    link = ParentLink(session, info)
-    if not link.connect():
-        return None
-    session.parent_link = link
-    state.session = session
-    import_hooks.when_imported("ray", "nrlprof's creation hook in a child", lambda _ray: _on_ray_imported(session))
-    link.start()
-    return session
 
 
 def child_targets(targets: Mapping[str, Target], plan: Plan | None = None) -> dict[str, Target]:
@@ -159,22 +144,13 @@ def child_targets(targets: Mapping[str, Target], plan: Plan | None = None) -> di
     return kept
 
 
-def _on_ray_imported(session: Session) -> None:
-    """Actors this process creates are known (a child of an unmatched worker keeps them for windows asked for),
-    and those a planned window selects become its worker's engine children."""
-    if state.session is session:
-        from nrlprof.runtime import creation_hook, job_end
-
-        creation_hook.install(session)
-        job_end.install(session)
-
-
 class ParentLink:
     """The child's end of its worker's channel, and the thread that runs the window actions arriving on it."""
 
-    def __init__(self, session: Session, info: ChannelInfo) -> None:
+    def __init__(self, session: ProfiledProcess, info: ChannelInfo, enable_in_actor: EnableInActor) -> None:
         self.session = session
         self.info = info
+        self.enable_in_actor = enable_in_actor
         self.connection: socket.socket | None = None
         self._thread: threading.Thread | None = None
         # Backends of windows asked for, added when this process's backends are built (or at once if they are).
@@ -255,7 +231,9 @@ class ParentLink:
         if self.created_names is None:
             self.created_names = CreatedActorNames()
         try:
-            enable_created_actors(self.session, self.created_names, plan_json, kind, worker, target)
+            enable_created_actors(
+                self.session, self.created_names, plan_json, kind, worker, target, self.enable_in_actor
+            )
         except Exception as err:  # the child's own work goes on whatever happens here
             logger.error("a window asked for cannot reach the actors this process created: %s", err)
 
@@ -318,12 +296,12 @@ class ParentLink:
 # --- fork ----------------------------------------------------------------------------------------------------
 
 
-def install_fork_handler() -> None:
+def install_fork_handler(join: Join) -> None:
     """Processes forked from here join too (nrlprof.process.lifecycle runs the handler in them)."""
-    LIFECYCLE.on_fork(CHILDREN, _after_fork_in_child)
+    LIFECYCLE.on_fork(CHILDREN, lambda: _after_fork_in_child(join))
 
 
-def _after_fork_in_child() -> None:
+def _after_fork_in_child(join: Join) -> None:
     try:
         inherited, state.session = state.session, None
         if inherited is not None:
@@ -332,6 +310,6 @@ def _after_fork_in_child() -> None:
                     end.close_inherited()
         patches.uninstall_all(keep=(ENVIRONMENT_PATCH, PREPARE_PATCH))
         import_hooks.remove_all()
-        join_worker(os.environ, forked=True)
+        join_worker(os.environ, True, join)
     except Exception as err:
         sys.stderr.write(f"[nrlprof] WARNING this forked process does not join its worker's windows: {err!r}\n")

@@ -32,24 +32,24 @@ from nrlprof.launch.runtime_env import worker_descriptor
 from nrlprof.log import logger
 from nrlprof.process import lifecycle
 from nrlprof.process.lifecycle import LIFECYCLE
-from nrlprof.runtime.on_demand.worker import enable_in_actor
-from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, selected
+from nrlprof.runtime.on_demand.workers import describe_names, live_workers, names_and_ranks, ready_in_actors, selected
 from nrlprof.runtime.windows.asked import AskedWindow, asked_conflict
 from nrlprof.workers.matching import match_backend
 from nrlprof.workers.tracker import TrackedActor
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.controller import Controller
+    from nrlprof.runtime.on_demand.workers import EnableInActor
 
 # How long a request waits for the workers the controller has called but not yet heard from.
 ADOPTION_WAIT_S = 2.0
 
 
-def start_listening(session: Session) -> Listener:
+def start_listening(session: Controller, enable_in_actor: EnableInActor) -> Listener:
     import ray
 
     context = ray.get_runtime_context()
-    listener = Listener(session, context.get_job_id(), _controller_name(context))
+    listener = Listener(session, context.get_job_id(), _controller_name(context), enable_in_actor)
     listener.start()
     LIFECYCLE.add(lifecycle.LISTENER, listener.stop_taking)
     LIFECYCLE.add(lifecycle.ANSWERS, listener.stop)
@@ -73,8 +73,10 @@ def _controller_name(context: Any) -> str:
 
 
 class Listener:
-    def __init__(self, session: Session, job: str, controller: str) -> None:
+    def __init__(self, session: Controller, job: str, controller: str, enable_in_actor: EnableInActor) -> None:
         self.session = session
+        # Readies a worker for the window asked for, run inside it (nrlprof.runtime.activation.enable_in_actor).
+        self.enable_in_actor = enable_in_actor
         self.job = job
         self.controller = controller
         self.host = socket.gethostname()
@@ -213,9 +215,9 @@ class Listener:
         chosen = selected(workers, backend_plan)
         if chosen and request.backend == NSYS:
             launched = self.session.plan.backend(NSYS)
-            outside = [(h, m) for h, m in chosen if match_backend(launched, self._identity(h, m)) is None]
+            outside = [(h, m) for h, m in chosen if match_backend(launched, self.session.identity_of(h)) is None]
             if outside:
-                names = describe_names(names_and_ranks([(h, self._identity(h, m)) for h, m in outside]))
+                names = describe_names(names_and_ranks([(h, self.session.identity_of(h)) for h, m in outside]))
                 patterns = ",".join(t.pattern for t in launched.targets)
                 return (
                     f"{names} did not start under nsys (nsys cannot attach to a running process): the workers launched "
@@ -264,40 +266,12 @@ class Listener:
 
     def _ready(self, chosen: list, backend_plan: BackendPlan) -> tuple[list[TrackedActor], list[str]]:
         """The selected workers with their backend in place, and what each of the others said."""
-        import ray
-
         plan_json = replace(self.session.plan, backends=(backend_plan,)).to_json()
-        refs = {}
-        for handle, match in chosen:
-            descriptor = worker_descriptor(self._identity(handle, match), (match,))
-            try:
-                refs[rayapi.call_in_actor(handle, enable_in_actor, plan_json, descriptor, backend_plan.kind)] = (
-                    handle,
-                    match,
-                )
-            except Exception as err:
-                logger.warning("could not reach worker '%s': %s", match.matched_name, err)
-        done, late = ray.wait(list(refs), num_returns=len(refs), timeout=self.session.plan.timeout_s)
-        ready, problems = [], []
-        for ref in done:
-            handle, match = refs[ref]
-            identity = self._identity(handle, match)
-            try:
-                ray.get(ref)
-            except Exception as err:
-                cause = getattr(err, "cause", None) or err
-                logger.warning("worker '%s' rank %s is not ready: %s", identity.name, identity.rank, cause)
-                problems.append(f"'{identity.name}' rank {identity.rank}: {cause}")
-                continue
-            ready.append(TrackedActor(handle, identity, (backend_plan.kind,)))
-        problems += [f"'{refs[ref][1].matched_name}' did not answer within {self.session.plan.timeout_s:.0f} s"
-                     for ref in late]  # fmt: skip
-        return ready, problems
-
-    def _identity(self, handle: Any, match: Any) -> Any:
-        return self.session.known_actors.get(rayapi.actor_id(handle)) or next(
-            a.identity for a in self.session.tracker.actors() if a.handle is handle
-        )
+        calls = [(handle, identity, worker_descriptor(identity, (match,)), match.matched_name)
+                 for handle, match in chosen if (identity := self.session.identity_of(handle)) is not None]  # fmt: skip
+        ready, problems = ready_in_actors(calls, plan_json, backend_plan.kind, self.session.plan.timeout_s,
+                                          self.enable_in_actor)  # fmt: skip
+        return [TrackedActor(handle, identity, (backend_plan.kind,)) for handle, identity in ready], problems
 
     def _about(self) -> dict:
         return {"job": self.job, "controller": self.controller, "host": self.host, "pid": self.pid}

@@ -3,19 +3,24 @@ kept alive) and those it adopted; each with who it is."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nrlprof import rayapi
 from nrlprof.config.plan import BackendPlan
 from nrlprof.config.requests import WorkerRow
+from nrlprof.log import logger
 from nrlprof.workers.identity import WorkerIdentity
 from nrlprof.workers.matching import Match, match_backend
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.profiled import ProfiledProcess
+
+# Readies an actor for a window asked for, run inside it (nrlprof.runtime.activation.enable_in_actor).
+EnableInActor = Callable[[object, str, str, str], bool]
 
 
-def live_created(session: Session) -> list[tuple[str, Any, WorkerIdentity]]:
+def live_created(session: ProfiledProcess) -> list[tuple[str, Any, WorkerIdentity]]:
     """(actor id, handle, identity at creation) of each actor this process created that the job still holds."""
     found = []
     for actor_id, reference in list(session.created_handles.items()):
@@ -27,7 +32,7 @@ def live_created(session: Session) -> list[tuple[str, Any, WorkerIdentity]]:
     return found
 
 
-def live_workers(session: Session) -> list[tuple[Any, WorkerIdentity]]:
+def live_workers(session: ProfiledProcess) -> list[tuple[Any, WorkerIdentity]]:
     """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
     found = {actor_id: (handle, identity) for actor_id, handle, identity in live_created(session)}
     for actor in session.tracker.actors():
@@ -35,6 +40,37 @@ def live_workers(session: Session) -> list[tuple[Any, WorkerIdentity]]:
         if actor_id is not None and actor_id not in found:
             found[actor_id] = (actor.handle, actor.identity)
     return sorted(found.values(), key=lambda pair: (pair[1].name, pair[1].rank))
+
+
+def ready_in_actors(
+    calls: list[tuple[Any, WorkerIdentity, str, str]], plan_json: str, kind: str, wait_s: float, enable: EnableInActor
+) -> tuple[list[tuple[Any, WorkerIdentity]], list[str]]:
+    """`enable` run in each actor (handle, identity, descriptor, the name a problem shows) for the `kind` window asked
+    for: the actors ready, and what went wrong with each of the others (also logged)."""
+    import ray
+
+    refs = {}
+    for handle, identity, descriptor, shown in calls:
+        try:
+            refs[rayapi.call_in_actor(handle, enable, plan_json, descriptor, kind)] = (handle, identity, shown)
+        except Exception as err:
+            logger.warning("could not reach worker '%s': %s", shown, err)
+    done, late = ray.wait(list(refs), num_returns=len(refs), timeout=wait_s)
+    ready, problems = [], []
+    for ref in done:
+        handle, identity, _shown = refs[ref]
+        try:
+            ray.get(ref)
+        except Exception as err:
+            cause = getattr(err, "cause", None) or err
+            logger.warning("worker '%s' rank %s is not ready: %s", identity.name, identity.rank, cause)
+            problems.append(f"'{identity.name}' rank {identity.rank}: {cause}")
+            continue
+        ready.append((handle, identity))
+    for ref in late:
+        problems.append(f"'{refs[ref][2]}' did not answer within {wait_s:.0f} s")
+        logger.warning("worker %s", problems[-1])
+    return ready, problems
 
 
 def selected(workers: list[tuple[Any, WorkerIdentity]], backend: BackendPlan) -> list[tuple[Any, Match]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from nrlprof import rayapi
+from nrlprof.config.plan import Plan
 from nrlprof.log import logger
 from nrlprof.process import state
 from nrlprof.process.kind import WORKER
@@ -39,7 +40,7 @@ def describe_in_actor(actor_instance: object) -> Described | None:
     armed = session.plan.on_demand is not None
     if session.kind != WORKER:
         return _own_identity(actor_instance) if armed else None
-    kinds = tuple(kind for kind, target in session.targets.items() if target is not None and _gated(session, kind))
+    kinds = tuple(kind for kind, target in session.targets.items() if target is not None and _gated(session.plan, kind))
     if not kinds and not armed:
         return None
     return Described(session.identity, kinds)
@@ -70,8 +71,8 @@ class AdoptionHost(Protocol):
     tracker: Tracker
 
 
-def _gated(session: Any, kind: str) -> bool:
-    backend = session.plan.backend(kind)
+def _gated(plan: Plan, kind: str) -> bool:
+    backend = plan.backend(kind)
     return backend is not None and backend.steps is not None
 
 

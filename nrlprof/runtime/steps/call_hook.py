@@ -17,14 +17,14 @@ from nrlprof.process import patches
 from nrlprof.runtime.steps.marker import StepMarker, actor_names
 
 if TYPE_CHECKING:
-    from nrlprof.runtime.session import Session
+    from nrlprof.runtime.controller import Controller
 
 PATCH_NAME = "ray.actor.ActorMethod._remote"
 GRAPH_PATCHES = ("execute", "execute_async")
 
 
 class CallWatcher:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Controller) -> None:
         self.session = session
         method = session.plan.step_method
         self.marker = StepMarker(method) if method is not None else None
@@ -88,7 +88,7 @@ def _actor_key(handle: Any) -> object:
     return rayapi.actor_key(handle)
 
 
-def install(session: Session) -> None:
+def install(session: Controller) -> None:
     watcher = CallWatcher(session)
 
     def wrap(original_remote):

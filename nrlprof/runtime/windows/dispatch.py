@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nrlprof import rayapi
 from nrlprof.config.plan import NSYS
@@ -18,12 +18,15 @@ from nrlprof.runtime.windows.fanout import Answer, Fanout, Gone, OpenWindow, Pee
 from nrlprof.runtime.windows.profiler import STOP, Action, ProcessProfiler
 from nrlprof.workers.tracker import TrackedActor, Tracker
 
+if TYPE_CHECKING:
+    from nrlprof.runtime.children.channel import ChildChannel
+
 
 class ProcessWithChildren(Protocol):
-    """What applying actions needs of a session: its own profiler and the children it started."""
+    """What applying actions needs of a process: its own profiler and the children it started."""
 
     process: ProcessProfiler
-    children: Any
+    children: ChildChannel | None
 
 
 def apply_in_actor(actor_instance: object, actions: tuple[Action, ...]) -> Answer:

@@ -38,9 +38,9 @@ def _nrlprof():
 def _join() -> None:
     try:
         _nrlprof()
-        from nrlprof.runtime.children.join import join_worker
+        from nrlprof.runtime.activation import activate_child
 
-        join_worker(os.environ)
+        activate_child(os.environ)
     except Exception as err:
         sys.stderr.write(f"[nrlprof] WARNING this process does not join its worker's windows: {err!r}\n")
 
