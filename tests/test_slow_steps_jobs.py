@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from helpers.clusters import joining_env
@@ -269,7 +270,12 @@ def test_capture_list_shows_a_job_armed_for_slow_steps_and_what_is_left_of_its_b
         for line in job.stdout:
             if line.strip() == "STEP 14":
                 break
-        listed = nrlprof_command("capture", "--address", address, "--list", env=joining_env(address))
+        deadline = time.monotonic() + 60
+        while True:  # the job's card is rewritten every second: it may still say an earlier step
+            listed = nrlprof_command("capture", "--address", address, "--list", env=joining_env(address))
+            if "step 14" in listed.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         asked = subprocess.run([sys.executable, "-m", "nrlprof", "capture", "--address", address, "--workers",
                                 "*policy*", "--backend", "memory", "--steps", "1"], capture_output=True, text=True,
                                timeout=300, env={**joining_env(address), "PYTHONPATH": PYTHONPATH})  # fmt: skip
