@@ -200,7 +200,7 @@ def armed_gate(**variables: str) -> tuple[Gate, ActionLog, Clock]:
     plan = plan_from_env(variables)
     tracker, log = Tracker(), ActionLog()
     gate = Gate(plan, tracker, log, actor_fanout(tracker, plan.timeout_s))  # type: ignore[arg-type]
-    gate.slow = SlowWatch(plan.slow, plan.backends, None)
+    gate.watch(SlowWatch(plan.slow, plan.backends, None))
     clock = gate.slow.seconds = Clock()
     return gate, log, clock
 

@@ -100,7 +100,8 @@ class Controller(ProfiledProcess):
             if self.plan.slow is not None:
                 from nrlprof.runtime.slow.watch import watch_for
 
-                self._gate.slow, self.call_clock = watch_for(self.plan, self._call_identity)
+                watch, self.call_clock = watch_for(self.plan, self._call_identity)
+                self._gate.watch(watch)
             LIFECYCLE.add(lifecycle.GATE, self._gate.finish)
         return self._gate
 

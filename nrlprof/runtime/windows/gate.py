@@ -83,15 +83,33 @@ class Gate:
         index = bisect.bisect_right(self._starts, step) - 1
         return index >= 0 and step <= self._ends[index]
 
+    def watch(self, slow: SlowWatch) -> None:
+        """Arm for slow steps: each step boundary asks `slow` first (`step` stays as it is in a job not armed)."""
+        self.slow = slow
+        self.step = self._judged_step
+
     def step(self, step: int) -> None:
         if step == self.last_step:
             return
         if self.marks is not None:
             self.marks.append((step, time.time_ns()))
-        slow = self.slow.boundary(self, step) if self.slow is not None else ()
+        if not self.open and not self.prepared and not self.asked_waiting and not self._relevant(step):
+            self.last_step = step
+            return
+        self._boundary(step, ())
+
+    def _judged_step(self, step: int) -> None:
+        if step == self.last_step:
+            return
+        if self.marks is not None:
+            self.marks.append((step, time.time_ns()))
+        slow = self.slow.boundary(self, step)
         if not slow and not self.open and not self.prepared and not self.asked_waiting and not self._relevant(step):
             self.last_step = step
             return
+        self._boundary(step, slow)
+
+    def _boundary(self, step: int, slow: list[Action] | tuple[()]) -> None:
         if self.asked_waiting:
             self._take_asked(step)
         going_back = self.last_step is not None and step < self.last_step
