@@ -257,7 +257,6 @@ STILL_STRINGS = {
     "test_config_on_ray.py": 3,
     "test_env_config.py": 1,
     "test_finishing.py": 1,
-    "test_import_and_annotate.py": 3,
     "test_nsys_capture_on_ray.py": 1,
     "test_quick_start.py": 1,
     "test_rayfix_prefix.py": 1,
