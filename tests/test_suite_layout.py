@@ -254,7 +254,6 @@ STILL_STRINGS = {
     "test_anatomy_long.py": 1,
     "test_child_channel.py": 1,
     "test_cluster_auth.py": 1,
-    "test_config_on_ray.py": 3,
     "test_env_config.py": 1,
     "test_finishing.py": 1,
     "test_nsys_capture_on_ray.py": 1,
