@@ -261,7 +261,6 @@ STILL_STRINGS = {
     "test_rayfix_prefix.py": 1,
     "test_step_ranges.py": 1,
     "test_tools_gpu.py": 1,
-    "test_torch_backend.py": 2,
     "test_trace_pool.py": 1,
 }
 
