@@ -250,7 +250,6 @@ STILL_STRINGS = {
     "helpers/job_end.py": 1,
     "helpers/nsys.py": 1,
     "helpers/standins.py": 1,
-    "test_finishing.py": 1,
     "test_nsys_capture_on_ray.py": 1,
     "test_quick_start.py": 1,
     "test_rayfix_prefix.py": 1,
