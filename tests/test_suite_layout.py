@@ -254,7 +254,6 @@ STILL_STRINGS = {
     "test_quick_start.py": 1,
     "test_rayfix_prefix.py": 1,
     "test_tools_gpu.py": 1,
-    "test_trace_pool.py": 1,
 }
 
 
