@@ -251,7 +251,6 @@ STILL_STRINGS = {
     "test_nsys_capture_on_ray.py": 1,
     "test_quick_start.py": 1,
     "test_rayfix_prefix.py": 1,
-    "test_tools_gpu.py": 1,
 }
 
 

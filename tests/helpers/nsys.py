@@ -25,7 +25,7 @@ def copy_nsys_export(tmp_path: Path) -> Path:
     return Path(shutil.copyfile(FIXTURE, run_dir / "vllm_generation_worker_3_5_4242.1.sqlite"))
 
 
-STATS_STANDIN = Path(__file__).resolve().parents[1] / "programs" / "nsys_stats_standin.py"
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 KERNEL_CSV = """Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
 61.5,2000,4,500.0,500.0,400,600,81.6,"ampere_sgemm_128x64_nn"
 38.5,1250,5,250.0,250.0,200,300,35.4,"void at::native::elementwise_kernel<128, 4>(int, float*)"
@@ -42,8 +42,13 @@ def fake_nsys(directory: Path, reject: str = "", kernels: str = KERNEL_CSV, nvtx
     tables.mkdir()
     for name, text in (("kernels.csv", kernels), ("nvtx.csv", nvtx), ("reject", reject)):
         (tables / name).write_text(text)
+    return nsys_running(directory, "nsys_stats_standin.py", str(tables))
+
+
+def nsys_running(directory: Path, program: str, *arguments: str) -> str:
+    """An `nsys` in `directory`: one line that runs tests/programs/`program` with `arguments` and nsys's own."""
     path = directory / "nsys"
-    command = shlex.join([sys.executable, str(STATS_STANDIN), str(tables)])
+    command = shlex.join([sys.executable, str(PROGRAMS / program), *arguments])
     path.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
     path.chmod(0o755)
     return str(path)
