@@ -249,7 +249,6 @@ AS_DATA = "# source as data"
 STILL_STRINGS = {
     "helpers/standins.py": 1,
     "test_nsys_capture_on_ray.py": 1,
-    "test_quick_start.py": 1,
     "test_rayfix_prefix.py": 1,
 }
 
