@@ -248,7 +248,6 @@ AS_DATA = "# source as data"
 # shrinks.
 STILL_STRINGS = {
     "helpers/standins.py": 1,
-    "test_rayfix_prefix.py": 1,
 }
 
 
