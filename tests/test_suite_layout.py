@@ -243,9 +243,10 @@ def programs_written_as_strings(source: str) -> list[str]:
 
 # Python source that a test hands nrlprof as its input, not a program it runs, says so on its line or the one before.
 AS_DATA = "# source as data"
-# Programs still written as strings, none of them a textwrap.dedent template: drivers run with `python -c`, the
-# stand-in tools' executables, the quick start's and a job-end driver. Each is to become a module; the list only
-# shrinks.
+# Programs still written as strings; the list only shrinks. The one left is the stand-in tools' launcher: four lines
+# that call `main` of a module of tests/nsys_standin/ (which ruff lints), written with this interpreter in its `#!`
+# line (the tools' PATH has no `python`) so that the process is the tool itself, named `nsys` as a real nsys is; a
+# `#!/bin/sh` line that runs the module would name it `python`.
 STILL_STRINGS = {
     "helpers/standins.py": 1,
 }
