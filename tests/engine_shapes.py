@@ -87,15 +87,14 @@ class VllmGenerationWorker:
         return os.getpid()
 
 
-SUBPROCESS_ENGINE = """
-import os, sys
-sys.path.insert(0, {tests!r})
-from engine_shapes import generate
-import torch
-for line in sys.stdin:
-    generate(int(line))
-    print(os.getpid(), flush=True)
-"""
+def subprocess_engine() -> None:
+    """A `subprocess` engine's loop (`python engine_shapes.py`): one generation per step read from stdin, answered
+    with its pid."""
+    import torch  # noqa: F401  (imported before any window, as an engine does)
+
+    for line in sys.stdin:
+        generate(int(line))
+        print(os.getpid(), flush=True)
 
 
 @ray.remote(num_cpus=0)
@@ -103,9 +102,8 @@ class SglangGenerationWorker:
     """SGLang's shape: the engine is a `subprocess` running Python with the worker's environment."""
 
     def __init__(self):
-        code = SUBPROCESS_ENGINE.format(tests=os.path.dirname(os.path.abspath(__file__)))
         self.engine = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
     def generate(self, step: int) -> int:
@@ -211,3 +209,7 @@ class ProfiledVllmWorker:
 
     def engine_pid(self) -> int:
         return self.llm.engine.pid
+
+
+if __name__ == "__main__":
+    subprocess_engine()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -60,53 +61,6 @@ def test_every_one_of_1000_steps_is_kept_though_the_gcs_drops_early_events(small
         assert step["phases"][0]["dur_ms"] >= 1000 * CALL_S - 1
 
 
-STOPPED_READER_DRIVER = """
-import json, os, signal, sys, time
-
-import nrlprof
-import ray
-
-ray.init(log_to_driver=False)
-
-
-@ray.remote(num_cpus=0)
-class ShortStep:
-    def work(self, seconds):
-        time.sleep(seconds)
-        return 1
-
-
-def reader_pid():
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
-            parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        if b"nrlprof.anatomy.reader_process" in cmdline and parent == os.getpid():
-            return int(pid)
-
-
-workers = [ShortStep.remote() for _ in range(2)]
-nrlprof.step(1)
-ray.get([w.work.remote(0) for w in workers])
-began = time.monotonic()
-while (pid := reader_pid()) is None and time.monotonic() - began < 60:
-    time.sleep(0.2)
-os.kill(pid, signal.SIGSTOP)  # a reader that gets no CPU while the job outruns what the GCS keeps
-try:
-    nrlprof.step(2)
-    ray.get([w.work.remote(0) for w in workers for _ in range(int(sys.argv[1]))])
-    time.sleep(3)  # the workers' and owner's last events of step 2 reach the GCS (sent once a second)
-finally:
-    os.kill(pid, signal.SIGCONT)
-nrlprof.step(3)
-ray.get([w.work.remote(0) for w in workers])
-nrlprof.finish()
-print(json.dumps({"job_id": ray.get_runtime_context().get_job_id()}))
-"""
-
-
 @pytest.mark.slow
 def test_calls_the_gcs_let_go_while_the_reader_was_stopped_are_counted_and_said(small_gcs_cluster, tmp_path):
     """Ray's own count of the job's tasks (held + let go) against what the reads saw: the calls lost, and where."""
@@ -121,7 +75,8 @@ def test_calls_the_gcs_let_go_while_the_reader_was_stopped_are_counted_and_said(
     burst = 1000  # per worker: more than the GCS keeps arrive while the reader is stopped
     address = ray.get_runtime_context().gcs_address
     env = clusters.joining_env(address) | {"NRL_STEP_ANATOMY": "1", "NRL_STEP_ANATOMY_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", STOPPED_READER_DRIVER, str(burst)], env=env, cwd=tmp_path,
+    driver = Path(__file__).parent / "programs" / "stopped_reader_driver.py"
+    done = subprocess.run([sys.executable, str(driver), str(burst)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
     job_id = bytes.fromhex(json.loads(done.stdout.splitlines()[-1])["job_id"])

@@ -85,9 +85,6 @@ def test_a_child_is_named_by_its_multiprocessing_name_else_its_title_else_its_ex
     assert result.stdout.split() == [executable, "engine_core_proc", "engine_core_0"]
 
 
-WAITING_CHILD = "import sys\nsys.stdin.readline()\n"
-
-
 def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for_sends(tmp_path):
     """A child with no plan and no worker in its environment (its worker matched no pattern) joins, answers window
     actions with nothing, then takes the backend and the worker an `enable` line names; one that registers after
@@ -109,9 +106,10 @@ def test_children_of_an_unmatched_worker_wait_for_the_backend_a_window_asked_for
     env.update(NRLPROF_CHANNEL=json.dumps({"address": channel.address}), NRLPROF_PARENT="1",
                PYTHONPATH=os.pathsep.join([str(SITE_DIR), checkout]))  # fmt: skip
     children = []
+    waiting_child = [sys.executable, str(PROGRAMS / "waiting_child.py")]
 
     def start_child(count: int) -> None:
-        children.append(subprocess.Popen([sys.executable, "-c", WAITING_CHILD], env=env, stdin=subprocess.PIPE))
+        children.append(subprocess.Popen(waiting_child, env=env, stdin=subprocess.PIPE))
         deadline = time.monotonic() + 60
         while len(channel) < count:
             assert time.monotonic() < deadline, "the child registered"

@@ -151,30 +151,6 @@ def test_plan_matches_live_actors_with_the_token(token_cluster, tmp_path):
     assert json.loads(done.stdout)["live"] == []  # joined the cluster; no actor runs there
 
 
-STEP_ANATOMY_DRIVER = """
-import time
-
-import nrlprof
-import ray
-
-ray.init(address="auto", log_to_driver=False)
-
-
-@ray.remote(num_cpus=0)
-class PolicyWorker:
-    def train(self):
-        time.sleep(0.05)
-
-
-workers = [PolicyWorker.remote() for _ in range(2)]
-for step in range(1, 4):
-    nrlprof.step(step)
-    ray.get([w.train.remote() for w in workers])
-time.sleep(1.5)  # the recorder's thread has written the step marks
-os.kill(os.getpid(), signal.SIGKILL)  # no finish, no exit hook: the waiting reader process reads the calls
-"""
-
-
 def test_step_anatomy_reader_process_reads_with_the_token_after_its_driver_was_killed(token_cluster, tmp_path):
     """The task-event reader is a process of its own: it must reach the GCS with the driver's token. A small job
     leaves its reading to the driver's end; a driver killed before it (SIGKILL) has its calls read by the reader."""
@@ -183,7 +159,8 @@ def test_step_anatomy_reader_process_reads_with_the_token_after_its_driver_was_k
 
     env = {**token_cluster["env"], "RAY_AUTH_MODE": "token", "NRL_STEP_ANATOMY": "1",
            "NRL_STEP_ANATOMY_DIR": str(tmp_path / "anatomy")}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", "import os, signal\n" + STEP_ANATOMY_DRIVER], env=env,
+    driver = Path(__file__).parent / "programs" / "killed_anatomy_driver.py"
+    done = subprocess.run([sys.executable, str(driver)], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == -signal.SIGKILL, done.stderr
     [run] = run_directories(tmp_path / "anatomy")

@@ -18,6 +18,7 @@ from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 from nrlprof.launch.runtime_env import parse_worker_descriptor
 
+PROGRAMS = Path(__file__).parent / "programs"
 WORKER = "dtensor_policy_worker"
 SWITCHES = (
     "NRL_TORCH_PROFILE_RECORD_SHAPES",
@@ -153,26 +154,9 @@ def test_log_level_decides_which_lines_show(ray_cluster, activate, tmp_path, lev
         assert bool(debug) is (level == "DEBUG"), debug
 
 
-DRIVER = """\
-import os, sys
-import ray
-import nrlprof
-from workload import DTensorPolicyWorker
-
-ray.init(address=sys.argv[1], logging_level="WARNING")
-worker = DTensorPolicyWorker.remote()
-for step in range(1, 4):
-    nrlprof.step(step)
-    ray.get(worker.train.remote(step), timeout=180)
-nrlprof.finish()
-print(ray.get(worker.pid.remote()))
-"""
-
-
 def test_relative_torch_dir_is_resolved_against_the_drivers_working_directory(ray_cluster, tmp_path):
     driver_dir = tmp_path / "job"
     driver_dir.mkdir()
-    (driver_dir / "driver.py").write_text(DRIVER)
     env = environment_without("NRL_", "RAY_ADDRESS")
     env |= {
         "NRL_TORCH_PROFILE_WORKER_PATTERNS": "*policy*",
@@ -183,7 +167,12 @@ def test_relative_torch_dir_is_resolved_against_the_drivers_working_directory(ra
     }
     address = ray_cluster.get_runtime_context().gcs_address
     done = subprocess.run(
-        [sys.executable, "driver.py", address], cwd=driver_dir, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(PROGRAMS / "policy_worker_three_steps.py"), address],
+        cwd=driver_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     pid = int(done.stdout.split()[-1])
@@ -192,52 +181,19 @@ def test_relative_torch_dir_is_resolved_against_the_drivers_working_directory(ra
     assert [p.name.split(".")[:2] for p in folder.glob("controller.*.pt.trace.json")] == [["controller", "steps2"]]
 
 
-AUDIT_PLUGIN = """\
-import os
-from ray._private.runtime_env.plugin import RuntimeEnvPlugin
-
-# The runtime-env agent imports this module when it starts: leave a mark with the agent's pid.
-with open(os.path.join(os.environ["AUDIT_MARK_DIR"], f"loaded-{os.getpid()}"), "w") as mark:
-    mark.write("loaded")
-
-
-class AuditPlugin(RuntimeEnvPlugin):
-    name = "audit_site"
-"""
-
-KEEP_PLUGINS_DRIVER = """\
-import json, os, sys
-import nrlprof  # the NRL_* variables alone
-plugins = os.environ["RAY_RUNTIME_ENV_PLUGINS"]
-import ray
-from workload import DTensorPolicyWorker
-from nrlprof.rayfix.cluster_fix import agent_has_fix
-
-ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
-worker = DTensorPolicyWorker.remote()
-pid = ray.get(worker.pid.remote(), timeout=600)
-result = {"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix(), "driver": os.getpid()}
-print("RESULT " + json.dumps(result))
-ray.shutdown()
-"""
-
-
 @pytest.mark.fresh_cluster  # what the runtime-env agent loads when a driver starts a cluster
 def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook_on_a_real_cluster(tmp_path):
     from helpers.standins import SYSTEM_PATH, install_stand_ins, tool_records
 
     from nrlprof.rayfix.names import HOOK_CLASS_PATH
 
-    (tmp_path / "site_plugins").mkdir()
-    (tmp_path / "site_plugins" / "audit_site.py").write_text(AUDIT_PLUGIN)
     (tmp_path / "marks").mkdir()
-    (tmp_path / "driver.py").write_text(KEEP_PLUGINS_DRIVER)
     mine = {"class": "audit_site.AuditPlugin", "priority": 5}
     bin_dir = install_stand_ins(tmp_path / "bin")
     env = environment_without("NRL_", "NRLPROF_", "RAY_")
     env |= {
         "PATH": f"{bin_dir}:{SYSTEM_PATH}",
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(tmp_path / "site_plugins")]),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(PROGRAMS / "site_plugins")]),
         "NRL_NSYS_WORKER_PATTERNS": "*policy*",
         "NRL_NSYS_PROFILE_STEP_RANGE": "2",
         "NRLPROF_FAKE_TOOL_LOG": str(tmp_path / "calls"),
@@ -245,7 +201,11 @@ def test_an_existing_runtime_env_plugin_is_kept_next_to_nrlprofs_hook_on_a_real_
         "RAY_RUNTIME_ENV_PLUGINS": json.dumps([mine]),
     }
     done = subprocess.run(
-        [sys.executable, str(tmp_path / "driver.py")], env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, str(PROGRAMS / "import_nrlprof_then_start_ray.py"), "600"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stdout[-2000:] + done.stderr[-3000:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -173,11 +174,8 @@ def test_plan_round_trips_through_json_for_workers():
 
 
 def test_validation_survives_python_dash_o():
-    code = (
-        "import os; os.environ.update(NRL_NSYS_WORKER_PATTERNS='*', NRL_NSYS_PROFILE_STEP_RANGE='0:10')\n"
-        "try:\n    import nrlprof\nexcept ValueError as err:\n    print('rejected:', type(err).__name__)\n"
-    )
-    result = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
+    program = Path(__file__).parent / "programs" / "step_zero_rejected.py"
+    result = subprocess.run([sys.executable, "-O", str(program)], capture_output=True, text=True, check=True)
     assert "rejected: ConfigError" in result.stdout
 
 

@@ -110,24 +110,10 @@ def test_a_name_taken_by_a_file_not_written_yet_is_not_given_twice(tmp_path):
     assert finisher.unused_path(tmp_path / first.name) == first, "released, and never written: free again"
 
 
-EXIT_WITH_A_JOB_LEFT = """
-import sys, time
-from pathlib import Path
-from nrlprof.process.finishing import FINISHER
-
-def slow_write():
-    time.sleep(1.0)
-    Path(sys.argv[1]).write_text("finished")
-
-FINISHER.run(slow_write)
-print("exiting", flush=True)
-"""
-
-
 def test_the_interpreter_exits_only_once_its_jobs_are_done(tmp_path):
     target = tmp_path / "finished.txt"
-    done = subprocess.run([sys.executable, "-c", EXIT_WITH_A_JOB_LEFT, str(target)], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    program = Path(__file__).parent / "programs" / "exit_with_a_job_left.py"
+    done = subprocess.run([sys.executable, str(program), str(target)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert target.read_text() == "finished", "a daemon thread's job would be cut off at exit without the settle"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers.environment import environment_without
@@ -13,21 +14,20 @@ import nrlprof
 from nrlprof.process import state
 from nrlprof.ranges.annotate import reset_timings
 
-INERT_CHECK = (
-    "import sys, nrlprof, nrlprof.process.patches as p, logging\n"
-    "print(sorted(m for m in ('ray', 'torch', 'nvtx') if m in sys.modules), p.installed(), nrlprof.is_active(),"
-    " logging.getLogger('nrlprof').handlers)\n"
-)
+PROBES = Path(__file__).parent / "programs" / "import_probes.py"
 
 
 def clean_env() -> dict[str, str]:
     return environment_without("NRL_", "NRLPROF_")
 
 
+def probe(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """tests/programs/import_probes.py's probe `name`, in a fresh interpreter."""
+    return subprocess.run([sys.executable, str(PROBES), name], env=env, capture_output=True, text=True, check=True)
+
+
 def test_import_with_nothing_configured_patches_nothing_prints_nothing_imports_no_ray_or_torch():
-    result = subprocess.run(
-        [sys.executable, "-c", INERT_CHECK], env=clean_env(), capture_output=True, text=True, check=True
-    )
+    result = probe("inert", clean_env())
     assert result.stdout.strip() == "[] () False []"
     assert result.stderr == ""
 
@@ -41,8 +41,7 @@ HEAVY_STDLIB = ("re", "dataclasses", "pathlib", "inspect", "logging", "socket", 
 
 
 def test_import_with_nothing_configured_loads_only_the_light_modules():
-    code = "import sys\nbefore = set(sys.modules)\nimport nrlprof\nprint(*sorted(set(sys.modules) - before))"
-    result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, check=True)
+    result = probe("loaded", clean_env())
     loaded = set(result.stdout.split())
     assert {m for m in loaded if m.startswith("nrlprof")} == LIGHT_IMPORT
     assert loaded.isdisjoint(HEAVY_STDLIB), sorted(loaded.intersection(HEAVY_STDLIB))
@@ -50,13 +49,7 @@ def test_import_with_nothing_configured_loads_only_the_light_modules():
 
 def test_import_with_variables_activates_and_its_ray_hooks_wait_for_ray():
     env = {**clean_env(), "NRL_NSYS_WORKER_PATTERNS": "*policy*", "NRL_NSYS_PROFILE_STEP_RANGE": "2:3"}
-    code = (
-        "import sys, nrlprof, nrlprof.process.patches as p\n"
-        "print(p.installed(), nrlprof.is_active(), 'ray' in sys.modules, flush=True)\n"
-        "import ray\n"
-        "print(p.installed())\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    result = probe("hooks_wait_for_ray", env)
     before, after = result.stdout.splitlines()
     assert before == "() True False", "activated, but nothing patched and ray not imported before `import ray`"
     assert "'ray.actor.ActorClass._remote'" in after

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -179,18 +180,12 @@ def test_worker_killed_inside_a_window_leaves_no_report_and_none_is_claimed(ray_
     assert all_named_files_exist(ray_cluster) == []
 
 
-UV_LIKE_WRAPPER = """\
-import subprocess, sys
-# Like `uv run ... python`: the interpreter runs as this process's child, so nsys's %p is this process.
-sys.exit(subprocess.call([{python!r}, *sys.argv[1:]]))
-"""
-
-
 def test_wrapper_interpreter_reports_are_named_after_the_wrapper_and_recorded(ray_cluster, activate, calls, tmp_path):
     from workload import DTensorPolicyWorker
 
     wrapper = tmp_path / "uv-like"
-    wrapper.write_text(f"#!{sys.executable}\n" + UV_LIKE_WRAPPER.format(python=sys.executable))
+    program = Path(__file__).parent / "programs" / "uv_like_wrapper.py"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join([sys.executable, str(program), sys.executable])} "$@"\n')
     wrapper.chmod(0o755)
     nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="2")
     worker = DTensorPolicyWorker.options(runtime_env={"py_executable": str(wrapper)}).remote()

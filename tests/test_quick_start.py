@@ -19,27 +19,6 @@ from helpers.environment import environment_without
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.build, pytest.mark.fresh_cluster]  # the README's job starts its own cluster
 
-TRAIN = """
-import ray
-
-@ray.remote(num_cpus=0)
-class DTensorPolicyWorker:
-    def get_logprobs(self, step):
-        return step
-
-    def train(self, step):
-        import torch
-
-        with torch.profiler.record_function(f"policy.train.{step}"):
-            return float((torch.ones(64, 64) @ torch.ones(64, 64)).sum())
-
-ray.init(address="local", num_cpus=2, include_dashboard=False)
-workers = [DTensorPolicyWorker.remote() for _ in range(2)]
-for step in range(1, 7):
-    ray.get([worker.get_logprobs.remote(step) for worker in workers])
-    ray.get([worker.train.remote(step) for worker in workers])
-"""
-
 
 def quick_start_lines() -> list[str]:
     """The commands of the README's first quick-start block, comments dropped."""
@@ -79,7 +58,7 @@ def short_ray_tmpdir():
 def test_the_quick_start_on_one_machine_is_true(fresh_venv, tmp_path, short_ray_tmpdir):
     job = tmp_path / "job"
     job.mkdir()
-    (job / "train.py").write_text(TRAIN)
+    shutil.copyfile(ROOT / "tests" / "programs" / "quick_start_train.py", job / "train.py")
     env = environment_without("NRL_", "NRLPROF_", "RAY_", "PYTHONPATH")
     env.update(PATH=f"{fresh_venv / 'bin'}:{env['PATH']}", RAY_TMPDIR=str(short_ray_tmpdir))
     lines = quick_start_lines()

@@ -28,13 +28,12 @@ def run_like_ray(py_executable: str, worker_args: list[str], path: str, tmp_path
 
 
 def recording_tool(bin_dir: Path, name: str) -> None:
-    """A tool that prints its argv (one JSON line) and the environment it was given."""
+    """A tool that prints its argv (one JSON line) and the environment it was given: one line that runs
+    tests/programs/recording_tool.py."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     tool = bin_dir / name
-    tool.write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: v for k, v in os.environ.items() if k.isupper()}}))\n"
-    )
+    program = Path(__file__).parent / "programs" / "recording_tool.py"
+    tool.write_text(f'#!/bin/sh\nexec {shlex.join([sys.executable, str(program)])} "$@"\n')
     tool.chmod(0o755)
 
 

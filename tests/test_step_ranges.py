@@ -9,18 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-STEPS = """\
-from nrlprof.ranges.step_ranges import StepRanges
-
-ranges = StepRanges()
-ranges.begin_step(1)
-ranges.end_step()
-ranges.end_step()
-ranges.begin_step(2)
-ranges.begin_step(3)
-ranges.end_step()
-"""
-
 
 def test_each_step_is_one_range_ended_once(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
@@ -31,7 +19,8 @@ def test_each_step_is_one_range_ended_once(tmp_path):
     env = dict(os.environ)
     env["NVTX_INJECTION64_PATH"] = str(build.library_dir() / "libnvtx_standin_injection.so")
     env["NRLPROF_STANDIN_NVTX_DIR"] = str(events_dir)
-    done = subprocess.run([sys.executable, "-c", STEPS], env=env, capture_output=True, text=True, timeout=300)
+    program = Path(__file__).parent / "programs" / "step_ranges_out_of_order.py"
+    done = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for path in events_dir.glob("*.jsonl") for line in path.read_text().splitlines()]
     starts = {e["id"]: e["msg"] for e in events if e["ev"] == "start" and e["domain"] == "nrlprof"}

@@ -6,11 +6,10 @@ import copy
 import io
 import json
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
-from helpers.nsys import FIXTURE, copy_nsys_export
+from helpers.nsys import FIXTURE, copy_nsys_export, nsys_running
 from helpers.traces import ELEMENTWISE, NCCL, gpu_step_trace, write_json
 
 from nrlprof.tools.figures.kernel_names import short_kernel_name
@@ -171,28 +170,12 @@ def test_the_rank_of_an_nsys_capture_comes_from_its_manifest(nsys_export):
                                           "start_ms": 150.0, "stop_ms": 3012.5, "finish_ms": 0.0}]  # fmt: skip
 
 
-FAKE_EXPORT = """#!{python}
-import shutil, sys
-args = sys.argv[1:]
-options = dict(zip(args[1:-1:2], args[2:-1:2]))
-expected = {{"--type": "sqlite", "--force-overwrite": "true", "--output": options.get("--output")}}
-if args[0] != "export" or options != expected:
-    print("ERROR: unexpected arguments " + repr(args), file=sys.stderr)
-    sys.exit(2)
-if not args[-1].endswith(".nsys-rep"):
-    sys.exit(3)
-shutil.copyfile({fixture!r}, options["--output"])
-"""
-
-
 def test_a_report_without_export_is_exported_with_nsys(nsys_export, tmp_path):
     report = nsys_export.with_name("vllm_generation_worker_3_5_4242.1.nsys-rep")
     report.write_bytes(b"report")
     nsys_export.unlink()
-    nsys = tmp_path / "nsys"
-    nsys.write_text(FAKE_EXPORT.format(python=sys.executable, fixture=str(FIXTURE)))
-    nsys.chmod(0o755)
-    data = summarize(report.parent, nsys=str(nsys)).to_json()
+    nsys = nsys_running(tmp_path, "nsys_export_standin.py", str(FIXTURE))  # copies the fixture as its export
+    data = summarize(report.parent, nsys=nsys).to_json()
     nsys_workers = [w for w in data["workers"] if w["source"] == "nsys"]
     assert len(nsys_workers) == 1 and nsys_workers[0]["steps"]["3"]["gpu_kernels"] == 82
     assert nsys_workers[0]["files"] == [str(report)]

@@ -16,6 +16,8 @@ from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.workers.identity import WorkerIdentity
 
+PROGRAMS = Path(__file__).parent / "programs"
+
 
 def backend_for(name: str, directory) -> TorchBackend:
     steps = StepSelection((Window(2, 3),))
@@ -141,38 +143,6 @@ def test_torch_builds_no_python_events_at_stop_unless_stacks_need_them(monkeypat
     assert real(trace_only=True).trace_only  # the option torch 2.13 reads at stop
 
 
-STARTED_UP_AHEAD = """
-import json, sys, torch
-from nrlprof.backends import torch_profiler
-from nrlprof.process.finishing import FINISHER
-from nrlprof.backends.base import ProcessRole
-from nrlprof.backends.torch_profiler import TorchBackend
-from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
-from nrlprof.config.steps import Window
-from nrlprof.workers.identity import WorkerIdentity
-
-plan = Plan(backends=(BackendPlan(TORCH, (Target("*"),), None),), torch=TorchSettings(directory=sys.argv[1]))
-role = ProcessRole(WorkerIdentity("PolicyWorker", None, 0), plan, None)
-backend = TorchBackend(plan.backends[0], role, Target("*"))
-theirs = torch.profiler.profile()
-theirs.start()
-backend.ready_for_asked()
-left_alone = not torch_profiler._kineto_started
-theirs.stop()
-backend.ready_for_asked()
-started_up = torch_profiler._kineto_started and not torch_profiler.another_profiler_running()
-with torch.profiler.record_function("before the window"):
-    torch.ones(8) + 1
-backend.start_window(Window(4, 5), 4)
-with torch.profiler.record_function("in the window"):
-    torch.ones(8) + 1
-backend.mark_step(5)
-(path,) = backend.stop_window().files
-FINISHER.settle()
-print(json.dumps({"left_alone": left_alone, "started_up": started_up, "trace": path}))
-"""
-
-
 def test_a_window_asked_for_finds_the_profiler_started_up_and_records_only_its_steps(tmp_path):
     """`ready_for_asked` (run before a window asked for is handed to the gate) pays Kineto's once-per-process
     start-up with an empty start and stop, so the window's first step does not; a profiler another party runs is left
@@ -180,8 +150,7 @@ def test_a_window_asked_for_finds_the_profiler_started_up_and_records_only_its_s
     import subprocess
     import sys
 
-    script = tmp_path / "asked.py"
-    script.write_text(STARTED_UP_AHEAD)
+    script = PROGRAMS / "asked_window_started_up.py"
     run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
@@ -277,16 +246,6 @@ def test_a_profiler_started_by_the_job_during_the_warm_up_ends_it_and_the_window
     assert any(e.name == "aten::add" for e in theirs.events())
 
 
-DRIVER_WITHOUT_RAY = """
-import json, sys, torch, nrlprof
-for step in range(1, 5):
-    nrlprof.step(step)
-    torch.ones(8) + 1
-nrlprof.finish()
-print(json.dumps({"ray": "ray" in sys.modules, "inductor": "torch._inductor" in sys.modules}))
-"""
-
-
 def test_a_drivers_window_imports_neither_ray_nor_torchs_compiler(tmp_path):
     """torch's profiler start imports `torch._inductor` (3 s of Python on 2 cores) to read one setting of a
     compiler the job never loaded; a driver without Ray had Ray imported (2 s) to list workers at its window's
@@ -301,8 +260,8 @@ def test_a_drivers_window_imports_neither_ray_nor_torchs_compiler(tmp_path):
         NRL_TORCH_PROFILE_DIR=str(tmp_path / "torch"),
         NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"),
     )
-    run = subprocess.run([sys.executable, "-c", DRIVER_WITHOUT_RAY], env=env, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    driver = [sys.executable, str(PROGRAMS / "driver_without_ray.py")]
+    run = subprocess.run(driver, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"ray": False, "inductor": False}
     (trace,) = (tmp_path / "torch").rglob("*.pt.trace.json")

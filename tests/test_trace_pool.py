@@ -81,14 +81,8 @@ def test_readers_come_from_a_forkserver_when_this_process_has_another_thread(tmp
 
 def test_readers_are_forked_from_a_process_with_one_thread(tmp_path):
     root = write_run(tmp_path / "run", [30, 5, 20])
-    script = (
-        "import json, sys\n"
-        "from nrlprof.tools.figures.summarize import summarize\n"
-        "from nrlprof.tools.read.pool import start_context\n"
-        "method = start_context('nrlprof.tools.figures.trace_pool').get_start_method()\n"
-        "print(json.dumps([method, summarize(sys.argv[1], nsys='', jobs=3).to_json()]))\n"
-    )
-    run = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=300)
+    script = Path(__file__).parent / "programs" / "summarize_in_a_fresh_process.py"
+    run = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     method, together = json.loads(run.stdout)
     assert method == "fork"

@@ -72,35 +72,9 @@ class EndingGenerationWorker:
         return self.engine.exitcode
 
 
-DRIVER = """\
-import os, sys, ray
-from helpers.job_end import EndingPolicyWorker
-
-address, ending, last_step = sys.argv[1], sys.argv[2], int(sys.argv[3])
-ray.init(address=address, logging_level="WARNING")
-die_at = {"sigkill": 5}.get(ending, 0)
-policy = [EndingPolicyWorker.options(runtime_env={"env_vars": {"RANK": str(r)}}).remote(die_at if r else 0)
-          for r in (0, 1)]
-print("PIDS", os.getpid(), *ray.get([w.pid.remote() for w in policy]), flush=True)
-for step in range(1, last_step + 1):
-    ray.get([w.pid.remote() for w in policy])  # another method: the train calls that follow begin a step
-    try:
-        ray.get([w.train.remote(step) for w in policy])
-    except ray.exceptions.RayActorError:
-        policy = policy[:1]
-    if ending == "kill" and step == 3:
-        ray.kill(policy[1])
-        policy = policy[:1]
-if ending == "shutdown":
-    ray.shutdown()
-print("DONE", flush=True)
-"""
-
-
 def run_job(ray_module, tmp_path: Path, ending: str, last_step: int, **variables: str) -> tuple[str, list[int]]:
-    """Run the driver (`ending`: `shutdown`, `kill` rank 1 at step 3, `sigkill`: rank 1 dies at step 5); its stderr,
-    and the pids of the driver and of ranks 0 and 1."""
-    (tmp_path / "driver.py").write_text(DRIVER)
+    """Run tests/programs/job_end_driver.py (`ending`: `shutdown`, `kill` rank 1 at step 3, `sigkill`: rank 1 dies
+    at step 5); its stderr, and the pids of the driver and of ranks 0 and 1."""
     env = environment_without("NRL_", "NRLPROF_", "RAY_ADDRESS")
     env |= {
         "NRL_STEP_METHOD": "*policy*.train",
@@ -111,7 +85,7 @@ def run_job(ray_module, tmp_path: Path, ending: str, last_step: int, **variables
     }
     address = ray_module.get_runtime_context().gcs_address
     done = subprocess.run(
-        [sys.executable, "driver.py", address, ending, str(last_step)],
+        [sys.executable, str(TESTS_DIR / "programs" / "job_end_driver.py"), address, ending, str(last_step)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]

@@ -1,7 +1,7 @@
 """A driver that imports nrlprof (the NRL_* variables alone: no activate call, no agent-hook call) and then starts
 a cluster of its own: prints `RESULT <json>`, the runtime-env plugins its environment names once nrlprof is
-imported, the pid of a matched actor (or `HUNG` after `timeout` s) and whether the agent has nrlprof's fix
-(`python import_nrlprof_then_start_ray.py <timeout>`)."""
+imported, the pid of a matched actor (or `HUNG` after `timeout` s), whether the agent has nrlprof's fix and the
+driver's own pid (`python import_nrlprof_then_start_ray.py <timeout>`)."""
 
 from __future__ import annotations
 
@@ -23,5 +23,5 @@ try:
     pid = ray.get(worker.pid.remote(), timeout=float(sys.argv[1]))
 except ray.exceptions.GetTimeoutError:
     pid = "HUNG"
-print("RESULT " + json.dumps({"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix()}))
+print("RESULT " + json.dumps({"plugins": plugins, "pid": pid, "agent_has_fix": agent_has_fix(), "driver": os.getpid()}))
 ray.shutdown()
