@@ -6,6 +6,7 @@ children inherit, a fork handler) is recorded with the function that reverts it 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable
@@ -62,6 +63,7 @@ def install_finally(name: str, owner: Any, attribute: str, then: Callable[[], No
     def wrap(original):
         if inspect.iscoroutinefunction(original):
 
+            @functools.wraps(original)
             async def awaited(*args, **kwargs):
                 try:
                     return await original(*args, **kwargs)
@@ -70,6 +72,7 @@ def install_finally(name: str, owner: Any, attribute: str, then: Callable[[], No
 
             return awaited
 
+        @functools.wraps(original)
         def called(*args, **kwargs):
             try:
                 return original(*args, **kwargs)
