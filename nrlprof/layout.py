@@ -183,11 +183,6 @@ def memory_file_name(worker_file_name: str, rank: int | None, label: str, pid: i
     return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
 
 
-def window_label(first: int, last: int) -> str:
-    """File-name friendly: no ':' or spaces."""
-    return str(first) if first == last else f"{first}-{last}"
-
-
 def unused_path(path: Path, taken: Callable[[Path], bool] = Path.exists) -> Path:
     """The path itself, or with `.1`, `.2`... before the suffixes: a later window never overwrites."""
     if not taken(path):

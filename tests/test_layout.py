@@ -71,11 +71,6 @@ def test_parse_trace_name_round_trips():
     assert layout.parse_trace_name("summary.json") is None
 
 
-def test_window_label():
-    assert layout.window_label(3, 3) == "3"
-    assert layout.window_label(3, 4) == "3-4"
-
-
 def test_a_later_window_never_overwrites(tmp_path):
     first = tmp_path / "w.rank0.steps2.5.pt.trace.json"
     assert layout.unused_path(first) == first

@@ -156,18 +156,7 @@ def runs(session: Host, kind: str) -> bool:
 
 def finish_after_train(session: ControllerHost, module: Any) -> None:
     """The trainer's `close()` ends the workers after `train`: the windows close first."""
-    trainer = module.PPOTrainer
-
-    def wrap(original):
-        def train(self, *args, **kwargs):
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                session.finish()
-
-        return train
-
-    patches.install("areal PPOTrainer.train", trainer, "train", wrap)
+    patches.install_finally("areal PPOTrainer.train", module.PPOTrainer, "train", session.finish)
 
 
 def stand_down_memory_profiler(session: ControllerHost, module: Any) -> None:

@@ -106,17 +106,7 @@ def take_async_trainer_end(session: ControllerHost, module: Any) -> None:
 
 def finish_after_train(session: ControllerHost, trainer: type) -> None:
     """The controller task keeps running after `train` (no exit hook runs): its windows close when `train` ends."""
-
-    def wrap(original):
-        async def train(self, *args, **kwargs):
-            try:
-                return await original(self, *args, **kwargs)
-            finally:
-                session.finish()
-
-        return train
-
-    patches.install(f"skyrl {trainer.__name__}.train", trainer, "train", wrap)
+    patches.install_finally(f"skyrl {trainer.__name__}.train", trainer, "train", session.finish)
 
 
 def configure_from_skyrl(session: ControllerHost, trainer: Any, first_step: int) -> None:

@@ -55,19 +55,10 @@ def _patch_trainer(session: ControllerHost, trainer: type) -> None:
 
         return __init__
 
-    def wrap_fit(original):
-        def fit(self, *args, **kwargs):
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                session.finish()
-
-        return fit
-
     name = f"verl {trainer.__name__}"
     patches.install(f"{name}._start_profiling", trainer, "_start_profiling", wrap_start)
     patches.install(f"{name}.__init__", trainer, "__init__", wrap_init)
-    patches.install(f"{name}.fit", trainer, "fit", wrap_fit)
+    patches.install_finally(f"{name}.fit", trainer, "fit", session.finish)
 
 
 def configure_from_verl(session: ControllerHost, config: Any) -> None:

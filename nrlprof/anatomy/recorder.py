@@ -62,7 +62,6 @@ class Recorder:
         self.reads = 0
         self.read_s = 0.0
         self.read_cpu_s = 0.0
-        self.reader_cpu_s = 0.0
         self.thread_cpu_s = 0.0
         self.owner_timed = 0
         self.gaps = 0
@@ -299,7 +298,6 @@ class Recorder:
             self.reads += line["reads"]
             self.read_s += line["read_s"]
             self.read_cpu_s += line["read_cpu_s"]
-            self.reader_cpu_s += line["process_cpu_s"]
             self.owner_timed += line.get("owner_timed", 0)
             self.gaps += line.get("gaps", 0)
             self._add_lost(line.get("lost"))

@@ -16,7 +16,6 @@ from nrlprof import wire
 from nrlprof.config.plan import MEMORY, NSYS, TORCH, Target
 from nrlprof.manifest import WindowRecord
 
-NAMESPACE = "nrlprof"
 ARMED_PREFIX = "armed/"
 REQUEST_PREFIX = "request/"
 ANSWER_PREFIX = "answer/"

@@ -6,6 +6,8 @@ children inherit, a fork handler) is recorded with the function that reverts it 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +55,33 @@ def install_with_copies(name: str, module: Any, attribute: str, make_replacement
             continue
         if held is original:
             install(f"{name} in {other_name}", other, attribute, lambda _: replacement)
+
+
+def install_finally(name: str, owner: Any, attribute: str, then: Callable[[], None]) -> None:
+    """`install` of a method after which `then()` runs, however it ends (a coroutine's once it is awaited)."""
+
+    def wrap(original):
+        if inspect.iscoroutinefunction(original):
+
+            @functools.wraps(original)
+            async def awaited(*args, **kwargs):
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    then()
+
+            return awaited
+
+        @functools.wraps(original)
+        def called(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            finally:
+                then()
+
+        return called
+
+    install(name, owner, attribute, wrap)
 
 
 def install_undoable(name: str, apply: Callable[[], Callable[[], None]]) -> None:

@@ -103,6 +103,10 @@ class ProfiledProcess:
         self.targets.setdefault(kind, target)
         self.process.add_backend(kind, backend_plan, target)
 
+    def follow_worker(self, plan: Plan, identity: WorkerIdentity) -> None:
+        """A child whose worker no window selected until one asked for did: it takes that worker's plan and identity."""
+        self.plan, self.identity = plan, identity
+
     def use_process(self, process: ProcessProfiler) -> None:
         """A child's backends, built with its worker's Ray session (it has none of its own)."""
         self._process = process

@@ -212,7 +212,7 @@ class ParentLink:
                 return
             if session.identity is None:
                 configure_logging(plan.log_level)
-                session.plan, session.identity = plan, worker
+                session.follow_worker(plan, worker)
             self.info.session_dir = self.info.session_dir or asked.session_dir
             self.info.node_ip = self.info.node_ip or asked.node_ip
             self.enabled[kind] = (backend_plan, target)

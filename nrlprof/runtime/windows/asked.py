@@ -21,7 +21,6 @@ class AskedWindow:
     state: str = ACCEPTED
     message: str = ""
     window: Window | None = None
-    opened_at_step: int | None = None
     answered: int = 0
     # Records of its processes that came before it closed (a worker found dead during it).
     records_before_close: list[WindowRecord] = field(default_factory=list)
@@ -39,8 +38,7 @@ class AskedWindow:
         self.message = message
         self.state = REFUSED
 
-    def opened(self, step: int, answered: int) -> None:
-        self.opened_at_step = step
+    def opened(self, answered: int) -> None:
         self.answered = answered
         self.state = OPENED
 

@@ -283,7 +283,7 @@ class Gate:
         """Windows asked for that opened or closed now: what their command waits for."""
         for action in actions:
             if action.op == START and (asked := self.asked.get((action.kind, action.window))) is not None:
-                asked.opened(step, answered)
+                asked.opened(answered)
         for (kind, window), asked in self.asked.items():  # a worker found dead at a step of the window, say
             asked.records_before_close += _records_of(records, kind, window.label)
         closing, self._closing = self._closing, []

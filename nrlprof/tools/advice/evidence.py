@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nrlprof.layout import CONTROLLER
-from nrlprof.tools.advice.finding import Look
+from nrlprof.tools.advice.finding import Finding, Look
 from nrlprof.tools.advice.step_facts import NS_PER_MS, StepFacts
 from nrlprof.tools.figures.model import Summary, WorkerSummary
 
@@ -24,6 +25,17 @@ class Evidence:
     @property
     def traced_workers(self) -> list[WorkerSummary]:
         return [w for w in self.summary.workers if not (w.worker == CONTROLLER and w.rank is None)]
+
+    def per_worker(
+        self, rule: Callable[[Evidence, str, list[WorkerSummary]], Finding | None], ranked: bool = False
+    ) -> list[Finding]:
+        """`rule`'s findings, per worker kind (by name) and its traced entries (only those with a rank, if `ranked`)."""
+        kinds: dict[str, list[WorkerSummary]] = {}
+        for entry in self.traced_workers:
+            if not ranked or entry.rank is not None:
+                kinds.setdefault(entry.worker, []).append(entry)
+        findings = (rule(self, worker, ranks) for worker, ranks in sorted(kinds.items()))
+        return [finding for finding in findings if finding is not None]
 
     def trace_of(self, worker: str, rank: int | None, step: int | None) -> WorkerSummary | None:
         """The trace (or capture) entry of this worker rank that holds `step`, if any was read."""

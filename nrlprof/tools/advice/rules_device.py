@@ -15,15 +15,7 @@ EXPOSED_SHARE = 0.10  # of the device's busy time (warn, as traceml does)
 
 
 def exposed_comm_findings(evidence: Evidence) -> list[Finding]:
-    kinds: dict[str, list[WorkerSummary]] = {}
-    for entry in evidence.traced_workers:
-        kinds.setdefault(entry.worker, []).append(entry)
-    findings = []
-    for worker, ranks in sorted(kinds.items()):
-        finding = _exposed(evidence, worker, ranks)
-        if finding is not None:
-            findings.append(finding)
-    return findings
+    return evidence.per_worker(_exposed)
 
 
 def _exposed(evidence: Evidence, worker: str, ranks: list[WorkerSummary]) -> Finding | None:

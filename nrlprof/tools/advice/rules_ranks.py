@@ -26,16 +26,7 @@ TAIL_SHARE = 0.10  # of the rollout phase, the others' wait for the last replica
 
 def collective_stragglers(evidence: Evidence) -> list[Finding]:
     """Per worker kind with two or more ranks traced: the rank that waits least in the collectives, step after step."""
-    findings = []
-    kinds: dict[str, list[WorkerSummary]] = {}
-    for entry in evidence.traced_workers:
-        if entry.rank is not None:
-            kinds.setdefault(entry.worker, []).append(entry)
-    for worker, ranks in sorted(kinds.items()):
-        finding = _collective_straggler(evidence, worker, ranks)
-        if finding is not None:
-            findings.append(finding)
-    return findings
+    return evidence.per_worker(_collective_straggler, ranked=True)
 
 
 def collective_time(entry: WorkerSummary, step: int) -> tuple[float, str] | None:

@@ -29,7 +29,7 @@ from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.anatomy import ProfiledProcess
 from nrlprof.tools.read.inputs import find_inputs
-from nrlprof.tools.read.manifests import manifest_view
+from nrlprof.tools.read.manifests import manifest_processes, manifest_view
 
 Item = TypeVar("Item")
 NOTHING_FOUND = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
@@ -136,12 +136,7 @@ def profiled_processes(parts: list[FileSetFigures]) -> dict[int, tuple[str, int 
         for header, _ in part.traces:
             worker = CONTROLLER if header.is_controller else header.worker
             found.append((header.host, header.pid, worker, None if header.is_controller else header.rank))
-        for manifest in part.manifests:
-            for record in manifest.lines:
-                if isinstance(record, dict) and isinstance(record.get("worker"), str):
-                    rank = record.get("rank")
-                    found.append((record.get("host"), record.get("pid"), record["worker"],
-                                  rank if isinstance(rank, int) else None))  # fmt: skip
+        found += manifest_processes(part.manifests)
         found += [(None, c.pid, c.worker, None) for c in part.captures]
     return profiled_names(found)
 

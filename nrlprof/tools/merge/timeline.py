@@ -36,7 +36,7 @@ from nrlprof.tools.output import check_output
 from nrlprof.tools.progress import ProgressCallback
 from nrlprof.tools.read.anatomy import ProfiledProcess, profiled_names
 from nrlprof.tools.read.inputs import find_inputs
-from nrlprof.tools.read.manifests import LoadedManifest, load_manifest
+from nrlprof.tools.read.manifests import load_manifest, manifest_processes
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.traces import (
     ReadProgress,
@@ -163,18 +163,6 @@ def merge_traces(
                             manifest_processes(manifests))  # fmt: skip
         return write_timeline(merge, output, lambda tasks, meter: _parts(tasks, jobs, meter), ray_timeline,
                               progress, strict, compress_level, selection, force, started, jobs)  # fmt: skip
-
-
-def manifest_processes(manifests: list[LoadedManifest]) -> list[ProfiledProcess]:
-    """(host, pid, worker, rank) of every process the manifests record a window of."""
-    found: list[ProfiledProcess] = []
-    for manifest in manifests:
-        for record in manifest.lines:
-            if isinstance(record, dict) and isinstance(record.get("worker"), str):
-                rank = record.get("rank")
-                found.append((record.get("host"), record.get("pid"), record["worker"],
-                              rank if isinstance(rank, int) else None))  # fmt: skip
-    return found
 
 
 def check_size(merge: MergeInputs, selection: Selection, force: bool, ray_timeline: Path | None) -> int:

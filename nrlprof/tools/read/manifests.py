@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nrlprof.tools.read.caught import Caught, caught
 from nrlprof.tools.read.inputs import Inputs
+
+if TYPE_CHECKING:
+    from nrlprof.tools.read.anatomy import ProfiledProcess
 
 
 @dataclass
@@ -73,6 +76,18 @@ def load_manifest(path: Path) -> LoadedManifest:
 def read_manifests(found: Inputs) -> ManifestView:
     """The view (`manifest_view`) of the manifests found, read here."""
     return manifest_view([load_manifest(path) for path in found.manifests], found.names)
+
+
+def manifest_processes(manifests: list[LoadedManifest]) -> list[ProfiledProcess]:
+    """(host, pid, worker, rank) of every process the manifests record a window of."""
+    found: list[ProfiledProcess] = []
+    for manifest in manifests:
+        for record in manifest.lines:
+            if isinstance(record, dict) and isinstance(record.get("worker"), str):
+                rank = record.get("rank")
+                found.append((record.get("host"), record.get("pid"), record["worker"],
+                              rank if isinstance(rank, int) else None))  # fmt: skip
+    return found
 
 
 def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> ManifestView:

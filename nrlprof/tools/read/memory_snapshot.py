@@ -91,13 +91,7 @@ def _live_at_end(segments: list[Any]) -> dict[int, dict[int, tuple[int, list]]]:
 def _peak_state(live: dict[int, tuple[int, list]], trace: list[Any]) -> tuple[int, dict[int, tuple[int, list]]]:
     """(peak bytes, the allocations live then) over one device's history, given the live set at its end."""
     entries = [e for e in trace if isinstance(e, dict) and isinstance(e.get("addr"), int)]
-    state = dict(live)
-    for entry in reversed(entries):
-        action = entry.get("action")
-        if action == "alloc":
-            state.pop(entry["addr"], None)
-        elif action in _FREES and entry["addr"] not in state:
-            state[entry["addr"]] = (entry.get("size", 0), entry.get("frames") or [])
+    state = _rewound(live, entries)
     total = sum(size for size, _ in state.values())
     peak, peak_at = total, -1
     for index, entry in enumerate(entries):
@@ -112,14 +106,19 @@ def _peak_state(live: dict[int, tuple[int, list]], trace: list[Any]) -> tuple[in
             total -= state.pop(entry["addr"])[0]
     if peak_at == len(entries) - 1:
         return peak, state
+    return peak, _rewound(live, entries[peak_at + 1 :])
+
+
+def _rewound(live: dict[int, tuple[int, list]], entries: list[dict]) -> dict[int, tuple[int, list]]:
+    """The allocations live before `entries`, given those live after them."""
     state = dict(live)
-    for entry in reversed(entries[peak_at + 1 :]):
+    for entry in reversed(entries):
         action = entry.get("action")
         if action == "alloc":
             state.pop(entry["addr"], None)
         elif action in _FREES and entry["addr"] not in state:
             state[entry["addr"]] = (entry.get("size", 0), entry.get("frames") or [])
-    return peak, state
+    return state
 
 
 def frame_text(frame: Any) -> str:
