@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers.environment import environment_without
+from helpers.timing import CLOCK_SLACK_S
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 from nrlprof.launch.runtime_env import parse_worker_descriptor
@@ -112,7 +113,7 @@ def test_a_worker_busier_than_the_timeout_is_not_waited_on_beyond_it(ray_cluster
     released.touch()
     busy_s = ray_cluster.get(long_call)
     nrlprof.finish()
-    assert step_s >= timeout_s, "the window start waits up to the timeout"
+    assert step_s >= timeout_s - CLOCK_SLACK_S, "the window start waits up to the timeout"
     assert still_busy and busy_s < 120, f"step() took {step_s:.1f} s, the worker was busy {busy_s:.1f} s"
 
 

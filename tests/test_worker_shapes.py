@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.environment import environment_without
+from helpers.timing import CLOCK_SLACK_S
 from helpers.trace_reading import event_threads, load_trace, marker_steps, traces_under
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -129,7 +130,7 @@ def test_a_worker_busy_across_the_window_is_waited_on_once_and_recorded_late(ray
     released.touch()
     ray_cluster.get(long_call)
     nrlprof.finish()
-    assert waited[0] >= 1, "the window start waits once for the busy worker"
+    assert waited[0] >= 1 - CLOCK_SLACK_S, "the window start waits once for the busy worker"
     assert sum(waited[1:]) < waited[0], "later actions of the window do not wait for it again"
     session = Path(ray_cluster._private.worker.global_worker.node.get_session_dir_path())
     manifest = session / "logs" / "nrlprof" / f"manifest-{os.uname().nodename}-{pid}.jsonl"

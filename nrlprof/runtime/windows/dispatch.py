@@ -4,6 +4,7 @@ over Ray. Nothing here calls Ray once the job has shut it down."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -125,7 +126,8 @@ class RayPeers:
         waited = [ref for ref in tokens if ref in wanted]
         ready = []
         if waited:
-            timeout = max(0.0, deadline - time.monotonic())
+            # Ray counts the timeout in whole milliseconds, dropping the rest: rounded up, it lasts to the deadline.
+            timeout = math.ceil(max(0.0, deadline - time.monotonic()) * 1000) / 1000
             ready = ray.wait(waited, num_returns=len(waited), timeout=timeout)[0]
         others = [ref for ref in tokens if ref not in wanted]
         if others:
