@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from figures_table import print_table
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 RESULT_PREFIX = "RESULT "
@@ -149,13 +151,6 @@ def run_part(part: str, args: argparse.Namespace, address: str, work: Path) -> l
         rows.append((f"  {triggers} step(s) found slow despite NRL_PROFILE_SLOW_FACTOR=100: figures distorted", "", "",
                      "", ""))  # fmt: skip
     return rows
-
-
-def print_table(rows: list[tuple[str, ...]]) -> None:
-    header = ("figure", "value", "baseline (same run)", "ratio / overhead", "target")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(5)]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(widths[i]) if i in (0, 2) else cell.rjust(widths[i]) for i, cell in enumerate(row)))
 
 
 def main() -> int:

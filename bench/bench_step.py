@@ -38,6 +38,8 @@ import timeit
 from collections.abc import Callable
 from pathlib import Path
 
+from figures_table import print_table
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULT_PREFIX = "RESULT "
 FAR_RANGE = "1000000000:1000000002"
@@ -338,13 +340,6 @@ def _cv(values: list[float]) -> float:
 def _relative_error(a: list[float], b: list[float]) -> float:
     """Standard error of mean(a) / mean(b), relative: how fine a difference the run can resolve."""
     return (_cv(a) ** 2 / len(a) + _cv(b) ** 2 / len(b)) ** 0.5
-
-
-def print_table(rows: list[tuple[str, str, str, str, str]]) -> None:
-    header = ("figure", "value", "baseline (same run)", "ratio / overhead", "target")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(5)]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(widths[i]) if i in (0, 2) else cell.rjust(widths[i]) for i, cell in enumerate(row)))
 
 
 def main() -> int:
