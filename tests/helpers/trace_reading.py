@@ -20,6 +20,12 @@ def marker_steps(trace: dict, prefix: str) -> set[int]:
     return {int(m.group(1)) for e in trace["traceEvents"] if (m := pattern.match(str(e.get("name", ""))))}
 
 
+def range_steps(trace_path: Path, label: str) -> set[int]:
+    """The steps of the ranges `<label> [step <n>]` in a torch trace."""
+    pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
+    return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
+
+
 def traces_under(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.pt.trace.json*") if not p.name.startswith("."))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_block_variables, readme_log_lines, run_job
 from helpers.on_demand import asked_window_of
-from helpers.trace_reading import load_trace, traces_under
+from helpers.trace_reading import load_trace, range_steps, traces_under
 
 pytestmark = pytest.mark.framework
 
@@ -31,12 +31,6 @@ if not (OPENRLHF_SITE / "openrlhf").is_dir():
     pytest.skip("OpenRLHF is installed into .openrlhf-site by scripts/setup-venv", allow_module_level=True)
 
 OPENRLHF_JOB = Path(__file__).parent / "openrlhf_job.py"
-
-
-def range_steps(trace_path: Path, label: str) -> set[int]:
-    """The steps of the ranges `<label> [step <n>]` in a torch trace."""
-    pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
-    return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
 
 
 def run_openrlhf_job(ray_cluster, tmp_path: Path, selected: str, **variables: str):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.framework_jobs import TESTS, job_env, readme_block_variables, readme_log_lines, run_job
-from helpers.trace_reading import load_trace, traces_under
+from helpers.trace_reading import range_steps, traces_under
 
 pytestmark = pytest.mark.framework
 
@@ -27,12 +27,6 @@ if not (SKYRL_SITE / "skyrl").is_dir():
     pytest.skip("SkyRL is installed into .skyrl-site by scripts/setup-venv", allow_module_level=True)
 
 DRIVER = HERE / "skyrl_driver.py"
-
-
-def range_steps(trace_path: Path, label: str) -> set[int]:
-    """The steps of the ranges `<label> [step <n>]` in a torch trace."""
-    pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
-    return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
 
 
 def run_skyrl_job(ray_cluster, tmp_path: Path, policy: int = 2, ref: int = 1, steps: int = 4, **variables: str):

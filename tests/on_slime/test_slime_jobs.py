@@ -6,7 +6,6 @@ creating the SGLang engines, the loop over `rollout_id` from 0, slime's own prof
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys
@@ -14,17 +13,12 @@ from pathlib import Path
 
 import pytest
 from helpers.framework_jobs import FRAMEWORKS, TESTS, job_env, readme_block_variables, readme_log_lines
-from helpers.trace_reading import load_trace, traces_under
+from helpers.trace_reading import range_steps, traces_under
 
 pytestmark = pytest.mark.framework
 
 ROOT = TESTS.parent
 DRIVER = Path(__file__).parent / "slime_driver.py"
-
-
-def range_steps(trace_path: Path, label: str) -> set[int]:
-    pattern = re.compile(re.escape(label) + r" \[step (\d+)\]$")
-    return {int(m.group(1)) for e in load_trace(trace_path)["traceEvents"] if (m := pattern.match(str(e.get("name"))))}
 
 
 def run_slime(ray_cluster, tmp_path: Path, arguments: list[str], **variables: str) -> subprocess.CompletedProcess:
