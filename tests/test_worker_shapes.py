@@ -236,3 +236,32 @@ def test_discrete_captures_survive_overlapping_calls(ray_cluster, activate, torc
     captures = traces_under(torch_dir / "overlapping_generation_worker")
     assert len(captures) == 3, "one capture for the overlapping calls, then one per later call"
     assert all(marker_steps(load_trace(f), "overlap.generate.") == {2} for f in captures)
+
+
+def test_a_slow_step_opens_its_window_in_threaded_async_and_compiled_graph_workers(ray_cluster, activate, torch_dir):
+    """NRL_TORCH_PROFILE_STEP_RANGE=slow on the shapes above: step 8 is slow (the controller's own time), and the
+    window of step 9 is in the traces of the threaded, the async and the compiled graph's worker."""
+    from ray.dag import InputNode
+    from worker_shapes import AsyncRewardWorker, CompiledGraphWorker, ThreadedRolloutWorker
+
+    nrlprof = activate(**torch_env(torch_dir, "*rollout*,*reward*,*compiled*", "slow"), NRL_PROFILE_SLOW_FACTOR="3")
+    threaded, asynchronous, compiled_worker = (ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote(),
+                                               CompiledGraphWorker.remote())  # fmt: skip
+    ray_cluster.get([threaded.pid.remote(), asynchronous.pid.remote(), compiled_worker.pid.remote()])
+    with InputNode() as step_input:
+        graph = compiled_worker.forward.bind(step_input)
+    compiled = graph.experimental_compile()
+    try:
+        for step in range(1, 13):
+            nrlprof.step(step)
+            time.sleep(0.1 + (1.2 if step == 8 else 0.0))
+            ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=300)
+            assert ray_cluster.get(compiled.execute(step), timeout=300) == step
+        nrlprof.finish()
+    finally:
+        compiled.teardown()
+    for worker, marker in (("threaded_rollout_worker", "threaded.rollout."), ("async_reward_worker", "async.score."),
+                           ("compiled_graph_worker", "compiled.forward.")):  # fmt: skip
+        (trace,) = traces_under(torch_dir / worker)
+        assert marker_steps(load_trace(trace), marker) == {9}, worker
+        assert load_trace(trace)["nrlprof"]["trigger"]["step"] == 8, worker
