@@ -196,3 +196,15 @@ def test_the_same_job_explained_in_process_and_by_the_command(ray_cluster, activ
     here = explain(summarize(tmp_path, anatomy_view=False), phase_map()).to_json()
     assert [f["kind"] for f in here["findings"]] == kinds(result)
     assert here["steps"] == result["steps"]
+
+
+def test_a_balanced_job_gets_none_of_the_findings_whose_cause_is_absent(ray_cluster, activate, tmp_path):
+    """No rank or replica slower, no collectives, no growth under a memory window, no controller work: those kinds stay
+    silent (the planted tests above name each where its cause is). The window's own per-step work in steps of 0.2 s
+    is a profiler_distortion, rightly: it is not asserted either way here."""
+    plan = Plan(steps=8)
+    directory = job(activate, tmp_path, plan, NRL_MEMORY_PROFILE_WORKER_PATTERNS="policy_worker",
+                    NRL_MEMORY_PROFILE_STEP_RANGE="2:8", NRL_MEMORY_PROFILE_DIR=str(tmp_path / "memory"))  # fmt: skip
+    result = explained(directory, "--all")
+    absent = {"straggler", "long_tail", "exposed_comm", "memory_growth", "controller_bound"}
+    assert absent.isdisjoint(kinds(result)), result["findings"]
