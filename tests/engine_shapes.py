@@ -45,13 +45,25 @@ def joined() -> dict:
     }
 
 
+def configure_here() -> dict:
+    """The engine's own code calling `nrlprof.configure` with verl's settings: which part this process has after it."""
+    import nrlprof
+    from nrlprof.process import state
+
+    before = state.session
+    roles = {"rollout": {"profiler": {"enable": True, "all_ranks": True}}}
+    verl = {"trainer": {"profile_steps": [1]}, "global_profiler": {"tool": "torch"}, "actor_rollout_ref": roles}
+    nrlprof.configure(verl)
+    return {"kind": getattr(state.session, "kind", None), "same": state.session is before}
+
+
 def engine_core(connection) -> None:
     """The engine's loop in its own process: one generation per request, until told to stop."""
     import torch  # noqa: F401  (imported before any window, as an engine does)
 
     while (request := connection.recv()) != STOP:
-        if request == "probe":
-            connection.send(joined())
+        if request in ("probe", "configure"):
+            connection.send(joined() if request == "probe" else configure_here())
             continue
         generate(request)
         connection.send(os.getpid())
@@ -76,8 +88,8 @@ class VllmGenerationWorker:
         self.connection.send(step)
         return self.connection.recv()
 
-    def probe(self) -> dict:
-        self.connection.send("probe")
+    def probe(self, request: str = "probe") -> dict:
+        self.connection.send(request)
         return self.connection.recv()
 
     def engine_pid(self) -> int:

@@ -109,6 +109,22 @@ def test_a_spawned_engine_core_records_the_generation_for_the_window_steps(ray_c
     assert ENGINE in (tmp_path / "report.html").read_text()
 
 
+def test_a_child_calling_configure_stays_its_workers_child(ray_cluster, activate, tmp_path):
+    """`nrlprof.configure` in an engine process (its own code reading verl's settings) leaves the process its worker's
+    child: it records the driver's window, not the steps that configuration names, and becomes no driver."""
+    from engine_shapes import VllmGenerationWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(**torch_env(torch_dir, "*vllm*", "2:4"))
+    worker = VllmGenerationWorker.remote("spawn")
+    engine_pid = ray_cluster.get(worker.engine_pid.remote(), timeout=180)
+    assert ray_cluster.get(worker.probe.remote("configure"), timeout=60) == {"kind": "child", "same": True}
+    drive(ray_cluster, nrlprof, worker.generate.remote, range(1, 5))
+
+    assert profiled_dirs(torch_dir) == [WORKER, ENGINE]
+    assert_engine_trace(torch_dir, ENGINE, engine_pid, {2, 3})
+
+
 @pytest.mark.parametrize("start_method", ["fork", "forkserver"])
 def test_forked_and_forkserver_children_join(ray_cluster, activate, tmp_path, start_method):
     from engine_shapes import VllmGenerationWorker

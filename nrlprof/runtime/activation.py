@@ -57,12 +57,16 @@ def activate_driver(plan: Plan, plan_source: str = "NRL_TORCH_PROFILE_DIR", kind
     are installed when `ray` is imported. A process that already has a Controller reconfigures it.
     """
     configure_logging(plan.log_level)
+    session = state.session
+    if session is not None and session.follows_windows:
+        logger.info("this process follows its worker's windows (the driver's plan): a configuration made in it is "
+                    "not applied")  # fmt: skip
+        return None
     anatomy_config = anatomy_settings(os.environ, plan.active)
     if not (plan.configured or anatomy_config.enabled):
         return state.session
     plan = _resolved(plan)
     _prepare_output_dirs(plan, plan_source)
-    session = state.session
     if session is not None and session.kind != WORKER:
         session.finish()  # its windows close in the lifecycle's order, while its closers are in place
     _remove_hooks()
