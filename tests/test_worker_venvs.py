@@ -11,7 +11,24 @@ import pytest
 from helpers.trace_reading import load_trace, marker_steps, traces_under
 
 # What a worker venv of an RL framework has: Ray (with what Ray needs) and torch; not nrlprof or its own dependencies.
-LEFT_OUT = ("nrlprof", "__editable__", "__editable___nrlprof", "_editable_impl_nrlprof", "nvtx", "orjson", "ijson")
+LEFT_OUT = (
+    "nrlprof",
+    "__editable__",
+    "__editable___nrlprof",
+    "_editable_impl_nrlprof",
+    "nvtx",
+    "orjson",
+    "ijson",
+    "msgspec",
+    "rich",
+)
+
+# nrlprof's own dependencies a worker's code could reach for: none is there (the wire codec is the standard library's).
+PROBE = (
+    "import importlib.util, ray, torch;"
+    "print([m for m in ('msgspec', 'rich', 'orjson', 'ijson', 'nvtx') if importlib.util.find_spec(m)]);"
+    "import nrlprof"
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +42,8 @@ def bare_worker_venv(tmp_path_factory) -> Path:
         if not entry.name.lower().startswith(LEFT_OUT):
             (theirs / entry.name).symlink_to(entry)
     python = root / "bin" / "python"
-    probe = subprocess.run(
-        [python, "-c", "import ray, torch; import nrlprof"], capture_output=True, text=True, cwd=root, timeout=300
-    )
-    assert "No module named 'nrlprof'" in probe.stderr, probe.stderr
+    probe = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, cwd=root, timeout=300)
+    assert probe.stdout == "[]\n" and "No module named 'nrlprof'" in probe.stderr, (probe.stdout, probe.stderr)
     return python
 
 
