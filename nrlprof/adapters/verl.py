@@ -110,7 +110,7 @@ def mark_task_runner(session: ControllerHost, module: ModuleType) -> None:
             runner = task_runner_class or getattr(module, "TaskRunner", None)
             name = _remote_class_name(runner)
             if name:
-                session.controller_classes.add(name)
+                session.launch_as_controller(name)
             if task_runner_class is None:
                 return original(config, *args, **kwargs)
             return original(config, task_runner_class, *args, **kwargs)

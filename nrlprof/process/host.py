@@ -26,8 +26,8 @@ class ControllerHost(Host, Protocol):
     """A driver's or controller's: the steps an adapter finds, the actor classes launched as the controller (verl's
     TaskRunner), a framework's own profiling settings (a mapping, or a Plan) taken as `nrlprof.configure` does."""
 
-    controller_classes: set[str]
-
     def framework_step(self, step: int, source: str) -> None: ...
 
     def ask_reconfiguration(self, config: Mapping[str, Any] | Plan) -> None: ...
+
+    def launch_as_controller(self, class_name: str) -> None: ...

@@ -4,6 +4,7 @@ profiled). Built by nrlprof.runtime.activation, which hands in everything it cal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import weakref
@@ -50,10 +51,10 @@ class Controller(ProfiledProcess):
     ) -> None:
         super().__init__(plan, None, targets, kind)
         # Class names of actors to launch as the controller (verl's TaskRunner under controller_nsight_options).
-        self.controller_classes: set[str] = set()
+        self._controller_classes: set[str] = set()
         self.adoption = Adoption(self)
         # Weak references to the unmatched actors a driver created: one may become a controller.
-        self.created_actors: list[weakref.ref] = []
+        self._created: list[weakref.ref] = []
         self.listener: Stoppable | None = None
         self._reconfigure = reconfigure
         self.reconfigure(plan, targets, anatomy, listen)
@@ -75,6 +76,25 @@ class Controller(ProfiledProcess):
         self.call_clock: CallClock | None = None
         # `nrlprof.step`: through the step sources until it is called once, then the gate's own step.
         self.step = self._first_explicit_step
+
+    def launch_as_controller(self, class_name: str) -> None:
+        """Actors of this class are launched as the job's controller (verl's TaskRunner)."""
+        self._controller_classes.add(class_name)
+
+    def launches_as_controller(self, class_name: str) -> bool:
+        return class_name in self._controller_classes
+
+    def remember_created(self, handle: Any) -> None:
+        """An unmatched actor this driver created may become a controller; held weakly, never kept alive."""
+        with contextlib.suppress(TypeError):
+            self._created.append(weakref.ref(handle))
+
+    def created_actors(self) -> list[Any]:
+        """The unmatched actors this driver created that the job still holds."""
+        return [handle for handle in (ref() for ref in self._created) if handle is not None]
+
+    def forget_created(self) -> None:
+        self._created.clear()
 
     def ask_reconfiguration(self, config: FrameworkConfig) -> None:
         """A framework adapter found the framework's own profiling settings: nrlprof takes them, as `nrlprof.configure`

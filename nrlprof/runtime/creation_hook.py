@@ -5,7 +5,6 @@ profiled worker (or a process it started) creates is profiled with it as `<paren
 from __future__ import annotations
 
 import os
-import weakref
 from typing import Any
 
 from nrlprof import rayapi
@@ -174,15 +173,9 @@ class ActorCreationHook:
 
     def created(self, handle: Any, identity: WorkerIdentity, matched: bool = True) -> Any:
         """Every actor this process creates, matched or not: known to the step marker, named for the anatomy."""
-        actor_id = rayapi.actor_id(handle)
-        if actor_id is not None:
-            self.host.known_actors[actor_id] = identity
-            if self.host.plan.on_demand is not None or self.host.kind == CHILD:
-                self.host.created_handles[actor_id] = weakref.ref(handle)
+        self.host.know_actor(handle, identity, held=self.host.plan.on_demand is not None or self.host.kind == CHILD)
         if not matched and self.controller is not None and self.host.identity is None:
-            from nrlprof.runtime.job_env import remember_created
-
-            remember_created(self.controller, handle)
+            self.controller.remember_created(handle)
         anatomy = self.controller.anatomy if self.controller is not None else None
         if anatomy is not None:
             anatomy.actor_created(handle, identity.name, identity.rank, identity.class_name)
@@ -202,8 +195,8 @@ class ActorCreationHook:
             if matches:
                 log_matches(identity, matches, parent)
             fragment = fragment_for(host.plan, identity, matches, parent)
-            controller_classes = self.controller.controller_classes if self.controller is not None else ()
-            if identity.class_name in controller_classes and not matches:
+            controller = self.controller
+            if controller is not None and controller.launches_as_controller(identity.class_name) and not matches:
                 fragment = self.controller_fragment(identity)
             if matches and not inherits:
                 fragment.update(self.package())

@@ -53,7 +53,7 @@ def _before_shutdown(session: ProfiledProcess, *args: Any, **kwargs: Any) -> Non
     gate = controller.built_gate() if controller is not None else None
     if gate is not None and (gate.open or gate.prepared):
         logger.info("ray.shutdown() with a window open: nrlprof closes it first, in every worker")
-    if controller is not None and controller.kind == DRIVER and controller.created_actors:
+    if controller is not None and controller.kind == DRIVER and controller.created_actors():
         from nrlprof.runtime.job_env import finish_controllers
 
         finish_controllers(controller)
@@ -64,7 +64,7 @@ def _before_shutdown(session: ProfiledProcess, *args: Any, **kwargs: Any) -> Non
             _release(session, tracked)
     session.tracker.clear()
     if controller is not None:
-        controller.created_actors.clear()
+        controller.forget_created()
 
 
 def _before_kill(session: ProfiledProcess, actor: Any = None, *args: Any, **kwargs: Any) -> None:

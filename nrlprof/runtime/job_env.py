@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +103,7 @@ def finish_in_actor(_actor_instance: object) -> bool:
 
 def finish_controllers(session: Controller) -> None:
     """The actors this driver created (and still holds) that became controllers close their windows."""
-    handles = [h for h in (ref() for ref in session.created_actors) if h is not None]
+    handles = session.created_actors()
     if not handles or state.session is not session:
         return
     import ray
@@ -126,9 +125,3 @@ def finish_controllers(session: Controller) -> None:
             continue
     if finished:
         logger.info("%d controller actor(s) closed their windows as the driver exits", finished)
-
-
-def remember_created(session: Controller, handle: Any) -> None:
-    """An unmatched actor the driver creates may become a controller; held weakly, never kept alive."""
-    with contextlib.suppress(TypeError):
-        session.created_actors.append(weakref.ref(handle))

@@ -3,7 +3,8 @@ its children's channel; a controller has one too (nrlprof.runtime.controller). B
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nrlprof import rayapi
@@ -54,7 +55,7 @@ class ProfiledProcess:
         # Every actor this process created (and a controller adopted), by actor id: who it is; in an armed job (or a
         # child) also held weakly: a window asked for while the job runs reaches those its patterns select.
         self.known_actors: dict[str, WorkerIdentity] = {}
-        self.created_handles: dict[str, Callable[[], Any]] = {}
+        self._held: dict[str, weakref.ref] = {}
         # A worker created by a profiled worker: its parent gates it (no controller adopts it).
         self.gated_by_parent = gated_by_parent
         # A worker's channel to the processes it starts, a child's end of it, engines' own profiler switches: the
@@ -70,6 +71,25 @@ class ProfiledProcess:
         self.windows = OpenWindows()
         self._process: ProcessProfiler | None = None
         self._channel: Fanout | None = None
+
+    def know_actor(self, handle: Any, identity: WorkerIdentity, held: bool) -> None:
+        """An actor this process created or adopted is `identity`; `held`, it is also held weakly (`held_actors`)."""
+        actor_id = rayapi.actor_id(handle)
+        if actor_id is not None:
+            self.known_actors[actor_id] = identity
+            if held:
+                self._held[actor_id] = weakref.ref(handle)
+
+    def held_actors(self) -> list[tuple[str, Any, WorkerIdentity]]:
+        """(actor id, handle, identity) of each actor held that the job still holds; the others are let go."""
+        found = []
+        for actor_id, reference in list(self._held.items()):
+            handle = reference()
+            if handle is None:
+                del self._held[actor_id]
+            else:
+                found.append((actor_id, handle, self.known_actors[actor_id]))
+        return found
 
     def identity_of(self, handle: Any) -> WorkerIdentity | None:
         """Who an actor this process created, adopted or tracks is; None if it does not know."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from nrlprof import rayapi
 from nrlprof.config.plan import Plan, Target
 from nrlprof.launch.runtime_env import worker_descriptor
-from nrlprof.runtime.on_demand.workers import live_created, ready_in_actors
+from nrlprof.runtime.on_demand.workers import ready_in_actors
 from nrlprof.workers.identity import RankCounter, WorkerIdentity, snake_case
 from nrlprof.workers.matching import Match
 from nrlprof.workers.tracker import TrackedActor
@@ -48,7 +48,7 @@ def enable_created_actors(
     enable_in_actor: EnableInActor,
 ) -> None:
     """Ready every live actor this process created for the `kind` window asked for, and track it."""
-    created = live_created(session)
+    created = session.held_actors()
     if not created or not rayapi.connected():
         return
     match = Match(Plan.from_json(plan_json).backend(kind), target, worker.name)

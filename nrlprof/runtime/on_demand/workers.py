@@ -20,21 +20,9 @@ if TYPE_CHECKING:
 EnableInActor = Callable[[object, str, str, str], bool]
 
 
-def live_created(session: ProfiledProcess) -> list[tuple[str, Any, WorkerIdentity]]:
-    """(actor id, handle, identity at creation) of each actor this process created that the job still holds."""
-    found = []
-    for actor_id, reference in list(session.created_handles.items()):
-        handle, identity = reference(), session.known_actors.get(actor_id)
-        if handle is None:
-            session.created_handles.pop(actor_id, None)
-        elif identity is not None:
-            found.append((actor_id, handle, identity))
-    return found
-
-
 def live_workers(session: ProfiledProcess) -> list[tuple[Any, WorkerIdentity]]:
     """(handle, identity) of each actor this controller created that the job still holds, and each it adopted."""
-    found = {actor_id: (handle, identity) for actor_id, handle, identity in live_created(session)}
+    found = {actor_id: (handle, identity) for actor_id, handle, identity in session.held_actors()}
     for actor in session.tracker.actors():
         actor_id = rayapi.actor_id(actor.handle)
         if actor_id is not None and actor_id not in found:

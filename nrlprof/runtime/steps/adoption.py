@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -67,8 +65,9 @@ class AdoptionHost(Protocol):
 
     ranks: RankCounter
     known_actors: dict[str, WorkerIdentity]
-    created_handles: dict[str, Callable[[], Any]]
     tracker: Tracker
+
+    def know_actor(self, handle: Any, identity: WorkerIdentity, held: bool) -> None: ...
 
 
 def _gated(plan: Plan, kind: str) -> bool:
@@ -129,10 +128,8 @@ class Adoption:
         identity = answer.identity
         if not answer.ranked:
             identity = replace(identity, rank=self.host.ranks.take(identity.name))
-        actor_id = rayapi.actor_id(handle)
-        self.host.known_actors[actor_id] = identity
+        self.host.know_actor(handle, identity, held=not answer.kinds)
         if not answer.kinds:  # a worker of an armed job, which windows asked for may select
-            self.host.created_handles[actor_id] = weakref.ref(handle)
             return
         self.host.tracker.add(TrackedActor(handle, identity, answer.kinds))
         logger.info(
