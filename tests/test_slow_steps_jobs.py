@@ -312,3 +312,22 @@ def test_slow_keep_of_memory_keeps_only_the_slow_steps_figures_in_every_matched_
     grown = figures[next(name for name in figures if "/0/" in name)]["steps"][0]["host_rss_mb"]
     assert grown > figures[next(name for name in figures if "/1/" in name)]["steps"][0]["host_rss_mb"] + 48
     assert "records no more" not in result.stderr
+
+
+def test_a_slow_step_opens_its_window_on_a_ray_start_cluster_with_token_auth(ray_start_head, tmp_path):
+    """The job joins a cluster started with `ray start` (token auth on, nrlprof's agent hook): the window of the step
+    after the slow one, in both policy ranks and the controller."""
+    traces = tmp_path / "traces"
+    env = {**joining_env(ray_start_head["address"], ray_start_head["env"]), "PYTHONPATH": PYTHONPATH,
+           "NRL_TORCH_PROFILE_DIR": str(traces), "NRL_STEP_ANATOMY": "0"}  # fmt: skip
+    env.update(torch_slow(NRL_PROFILE_SLOW_FACTOR="3"))
+    result = subprocess.run([sys.executable, str(PROGRAM), SlowPlan(steps=16, slow={10: 0.8}).to_json()], env=env,
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-6000:]
+    found = trace_steps(traces)
+    policy = {name: steps for name, steps in found.items() if name.startswith("policy_worker/")}
+    assert len(policy) == 2 and set(map(frozenset, policy.values())) == {frozenset({11})}, found
+    assert [name for name in found if not name.startswith("policy_worker/")] == [
+        f"controller.steps11.{_pid(result)}.pt.trace.json"
+    ]
+    assert load_trace(traces_under(traces / "policy_worker")[0])["nrlprof"]["trigger"]["step"] == 10

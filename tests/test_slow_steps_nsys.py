@@ -7,7 +7,9 @@ record says so."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -62,3 +64,36 @@ def test_a_slow_step_opens_an_nsys_window_and_a_sweep_that_ends_the_session_is_s
     assert len(starts) == 2 and all(f"--session={session}" in r["options"] for r in starts)
     started = [m for m in nrlprof_log if "nsys window" in m and "started in 1 worker(s)" in m]
     assert len(started) == 2 and not any("controller" in m for m in started), "the controller is not under nsys"
+
+
+def test_a_slow_steps_nsys_window_under_an_interpreter_wrapper_is_named_and_recorded(
+    ray_cluster, activate, calls, tmp_path
+):
+    """Under Ray's uv hook (`py_executable` a wrapper like `uv run python`), nsys launches the wrapper, and %p would be
+    its pid: the collection a slow step starts is named by the worker itself, after its own pid (README, "Profile a job
+    that is already running"), and its record names that file."""
+    from workload import DTensorPolicyWorker
+
+    wrapper = tmp_path / "uv-like"
+    program = Path(__file__).parent / "programs" / "uv_like_wrapper.py"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join([sys.executable, str(program), sys.executable])} "$@"\n')
+    wrapper.chmod(0o755)
+    nrlprof = activate(NRL_NSYS_WORKER_PATTERNS="*policy*", NRL_NSYS_PROFILE_STEP_RANGE="slow",
+                       NRL_PROFILE_SLOW_FACTOR="3")  # fmt: skip
+    policy = DTensorPolicyWorker.options(runtime_env={"py_executable": str(wrapper)}).remote()
+    pid = ray_cluster.get(policy.pid.remote(), timeout=180)
+    (launched,) = [r["pid"] for r in calls() if r["command"][0] == str(wrapper)]
+    assert launched != pid
+    for step in range(1, 12):
+        nrlprof.step(step)
+        time.sleep(0.1 + (1.2 if step == 8 else 0.0))
+        ray_cluster.get(policy.train.remote(step), timeout=300)
+    nrlprof.finish()
+    nsight = session_dir(ray_cluster) / "logs" / "nsight"
+    manifests = (session_dir(ray_cluster) / "logs" / "nrlprof").glob("manifest-*.jsonl")
+    (record,) = [json.loads(line) for m in manifests for line in m.read_text().splitlines()
+                 if '"nsys"' in line and f'"pid": {pid}' in line]  # fmt: skip
+    report = nsight / f"{WORKER}_slow_{pid}.1.nsys-rep"
+    assert (record["window"], record["status"], record["trigger"]["step"]) == ("9", "ok", 8)
+    assert record["files"] == [str(report)] and report.exists()
+    assert list(nsight.glob(f"{WORKER}_slow_{launched}.*")) == [], "nothing is named after the wrapper"

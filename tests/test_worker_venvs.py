@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,24 @@ def test_the_child_process_of_a_worker_in_a_venv_without_nrlprof_joins_its_windo
     assert marker_steps(trace, "engine.generate.") == {2, 3}
     (worker_trace,) = traces_under(torch_dir / "vllm_generation_worker")
     assert marker_steps(load_trace(worker_trace), "engine.generate.") == set()
+
+
+def test_a_slow_step_opens_its_window_in_a_worker_of_a_venv_without_nrlprof(
+    ray_cluster, activate, tmp_path, bare_worker_venv
+):
+    """NRL_TORCH_PROFILE_STEP_RANGE=slow: the window of the step after the slow one, in the venv's worker."""
+    from workload import DTensorPolicyWorker
+
+    torch_dir = tmp_path / "traces"
+    nrlprof = activate(**torch_profiling(torch_dir, "*policy*", "slow"), NRL_PROFILE_SLOW_FACTOR="3")
+    worker = DTensorPolicyWorker.options(runtime_env={"py_executable": str(bare_worker_venv)}).remote()
+    assert ray_cluster.get(worker.executable.remote(), timeout=180) == str(bare_worker_venv)
+    for step in range(1, 12):
+        nrlprof.step(step)
+        time.sleep(0.1 + (1.2 if step == 8 else 0.0))
+        ray_cluster.get(worker.train.remote(step), timeout=300)
+    nrlprof.finish()
+    (trace_path,) = traces_under(torch_dir / "dtensor_policy_worker")
+    trace = load_trace(trace_path)
+    assert marker_steps(trace, "policy.train.") == {9}
+    assert trace["nrlprof"]["trigger"]["step"] == 8
