@@ -60,22 +60,8 @@ def step_figures(data: dict[str, Any], source: Path) -> dict[Key, dict[str, floa
 
 def compare(a: dict[str, Any], b: dict[str, Any], source_a: Path, source_b: Path) -> dict[str, Any]:
     """Rows of figures in both runs with their change; keys found in one run only, listed apart."""
-    fa, fb = step_figures(a, source_a), step_figures(b, source_b)
-    rows = []
-    for key in sorted(fa.keys() & fb.keys(), key=_order):
-        figures = {}
-        for name in FIGURES:
-            if name in fa[key] and name in fb[key]:
-                old, new = fa[key][name], fb[key][name]
-                change_pct = round(100 * (new - old) / old, 1) if old else None
-                figures[name] = {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
-        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
-
-    def listed(keys: set[Key]) -> list[dict[str, Any]]:
-        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=_order)]
-
-    result = {"a": str(source_a), "b": str(source_b), "rows": rows, "only_in_a": listed(fa.keys() - fb.keys()),
-              "only_in_b": listed(fb.keys() - fa.keys())}  # fmt: skip
+    changes = figure_changes(step_figures(a, source_a), step_figures(b, source_b), FIGURES, _order)
+    result = {"a": str(source_a), "b": str(source_b), **changes}
     if "memory" in a and "memory" in b:
         from nrlprof.tools.figures.memory import memory_diff
 
@@ -85,6 +71,33 @@ def compare(a: dict[str, Any], b: dict[str, Any], source_a: Path, source_b: Path
 
         result["anatomy"] = anatomy_diff(a["anatomy"], b["anatomy"])
     return result
+
+
+def change(old: float, new: float) -> dict[str, Any]:
+    """A figure in both runs: a, b, change and change_pct (None where a is 0)."""
+    change_pct = round(100 * (new - old) / old, 1) if old else None
+    return {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
+
+
+def figure_changes(
+    a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]], names: tuple[str, ...], order: Any = None
+) -> dict[str, Any]:
+    """Rows of the (worker, rank, step) keys in both, each named figure numeric in both with its change; keys in
+    one only, listed apart. `order`: the sort key of the keys."""
+    rows = []
+    for key in sorted(a.keys() & b.keys(), key=order):
+        pairs = ((name, a[key].get(name), b[key].get(name)) for name in names)
+        figures = {name: change(old, new) for name, old, new in pairs if _numbers(old, new)}
+        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
+
+    def listed(keys: set[Key]) -> list[dict[str, Any]]:
+        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=order)]
+
+    return {"rows": rows, "only_in_a": listed(a.keys() - b.keys()), "only_in_b": listed(b.keys() - a.keys())}
+
+
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) for v in values)
 
 
 def _order(key: Key) -> tuple:

@@ -45,4 +45,3 @@ def _covered_until(intervals: Intervals, times: np.ndarray) -> np.ndarray:
     last = np.maximum(k - 1, 0)
     partial = np.clip(np.minimum(ends[last], times) - starts[last], 0, None)
     return np.where(k > 0, before[last] + partial, 0)
-
