@@ -22,7 +22,6 @@ from typing import Any
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import CONTROLLER
 from nrlprof.tools.merge import estimate as sizes
 from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events, find_anatomy_run
 from nrlprof.tools.merge.estimate import SizedTrace, estimate, fitting_filters, text_size, too_large
@@ -202,7 +201,7 @@ def write_timeline(
     disk = {t.header.path: t.disk_bytes for t in merge.traces}
     result = MergeResult(output, skipped=list(merge.unreadable), estimated_bytes=estimated,
                          jobs=jobs or _default_jobs(sum(disk.values()), headers))  # fmt: skip
-    profiled = profiled_names([*merge.profiled, *(_header_process(t.header) for t in merge.traces),
+    profiled = profiled_names([*merge.profiled, *(t.header.process for t in merge.traces),
                                *((None, c.pid, c.worker, c.rank) for c in merge.captures)])  # fmt: skip
     anatomy = anatomy_trace_events(merge.anatomy_run, profiled) if merge.anatomy_run else []  # µs since the epoch
     origin_ns = min(
@@ -309,12 +308,6 @@ def _add_ray_timeline(
     names.update(ray.names)
     result.events_in += ray.count
     result.bytes_in += path.stat().st_size
-
-
-def _header_process(header: TraceHeader) -> ProfiledProcess:
-    if header.is_controller:
-        return (header.host, header.pid, CONTROLLER, None)
-    return (header.host, header.pid, header.worker, header.rank)
 
 
 def _earliest_ns(events: list[dict[str, Any]]) -> int:

@@ -179,6 +179,12 @@ class TraceHeader:
         return int(value) if isinstance(value, (int, float)) and value == value and abs(value) < 1e30 else 0
 
     @property
+    def process(self) -> tuple[str, int | None, str, int | None]:
+        """(host, pid, worker, rank) of the process that wrote the trace (read.anatomy.ProfiledProcess); the
+        controller has no rank."""
+        return (self.host, self.pid, self.worker, None if self.is_controller else self.rank)
+
+    @property
     def is_merged(self) -> bool:
         return bool(self.nrlprof.get("merged"))
 
