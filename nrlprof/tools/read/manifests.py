@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from nrlprof.tools.read.caught import Caught, caught
 from nrlprof.tools.read.inputs import Inputs
+from nrlprof.tools.read.traces import is_int
 
 if TYPE_CHECKING:
     from nrlprof.tools.read.anatomy import ProfiledProcess
@@ -125,7 +126,7 @@ def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> Manifes
         str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
     }
     for manifest, record in records:
-        rank = record.get("rank") if _is_int(record.get("rank")) else None
+        rank = record.get("rank") if is_int(record.get("rank")) else None
         for name in record.get("files") or []:
             if rank is not None:
                 view.rank_of_file[Path(name).name] = rank
@@ -153,7 +154,7 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     if not values[0] and not values[1]:
         return None
     times = [float(v) if _is_number(v) else 0.0 for v in values[2:]]
-    pid = record.get("pid") if _is_int(record.get("pid")) else None
+    pid = record.get("pid") if is_int(record.get("pid")) else None
     worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
     status = str(record.get("status", "ok"))
@@ -166,7 +167,3 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
