@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +27,7 @@ class NsysReport:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "worker": self.worker,
-            "window": self.window,
-            "pid": self.pid,
-            "kernels": self.kernels,
-            "nvtx": self.nvtx,
-            "error": self.error,
-        }
+        return {**asdict(self), "path": str(self.path)}
 
 
 def summarize_nsys(reports: list[Path], nsys: str | None) -> tuple[list[NsysReport], list[str]]:
