@@ -9,7 +9,6 @@ left half-written): docs/design.md, "How merge builds one timeline".
 from __future__ import annotations
 
 import multiprocessing
-import os
 import shutil
 import tempfile
 import time
@@ -37,6 +36,7 @@ from nrlprof.tools.read.anatomy import ProfiledProcess, profiled_names
 from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import load_manifest, manifest_processes
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
+from nrlprof.tools.read.pool import usable_cpus
 from nrlprof.tools.read.traces import (
     ReadProgress,
     TraceHeader,
@@ -316,8 +316,7 @@ def _earliest_ns(events: list[dict[str, Any]]) -> int:
 
 
 def _default_jobs(total_bytes: int, inputs: list[Any]) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cpus, len(inputs), total_bytes // _BYTES_PER_JOB))
+    return max(1, min(usable_cpus(), len(inputs), total_bytes // _BYTES_PER_JOB))
 
 
 def _group_key(header: TraceHeader) -> tuple[Any, ...]:
