@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nrlprof.tools.read.caught import Caught, caught
-from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.traces import is_int
 
 if TYPE_CHECKING:
@@ -74,11 +73,6 @@ def load_manifest(path: Path) -> LoadedManifest:
         return LoadedManifest(path, error=f"manifest cannot be read ({type(exc).__name__}: {exc})")
 
 
-def read_manifests(found: Inputs) -> ManifestView:
-    """The view (`manifest_view`) of the manifests found, read here."""
-    return manifest_view([load_manifest(path) for path in found.manifests], found.names)
-
-
 def manifest_processes(manifests: list[LoadedManifest]) -> list[ProfiledProcess]:
     """(host, pid, worker, rank) of every process the manifests record a window of."""
     found: list[ProfiledProcess] = []
@@ -127,9 +121,8 @@ def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> Manifes
     }
     for manifest, record in records:
         rank = record.get("rank") if is_int(record.get("rank")) else None
-        for name in record.get("files") or []:
-            if rank is not None:
-                view.rank_of_file[Path(name).name] = rank
+        if rank is not None:
+            view.rank_of_file.update((Path(name).name, rank) for name in record.get("files") or [])
         overhead = _overhead(record, rank)
         if overhead is not None:
             view.overhead.append(overhead)
