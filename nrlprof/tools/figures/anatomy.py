@@ -11,7 +11,7 @@ import re
 from nrlprof.anatomy.files import latest_run
 from nrlprof.config.steps import StepSelection
 from nrlprof.tools.figures.anatomy_tables import AnatomyTables, PhaseRows, anatomy_tables
-from nrlprof.tools.figures.compare import change
+from nrlprof.tools.figures.model import change
 from nrlprof.tools.read.anatomy import NS_PER_MS, ProfiledNames
 from nrlprof.tools.read.anatomy_calls import read_run_calls
 

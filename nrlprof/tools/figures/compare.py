@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.figures.model import FORMAT
+from nrlprof.tools.figures.model import FORMAT, figure_changes
 
 FIGURES = ("wall_ms", "gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms")
 Key = tuple[str, Any, int]
@@ -71,33 +71,6 @@ def compare(a: dict[str, Any], b: dict[str, Any], source_a: Path, source_b: Path
 
         result["anatomy"] = anatomy_diff(a["anatomy"], b["anatomy"])
     return result
-
-
-def change(old: float, new: float) -> dict[str, Any]:
-    """A figure in both runs: a, b, change and change_pct (None where a is 0)."""
-    change_pct = round(100 * (new - old) / old, 1) if old else None
-    return {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
-
-
-def figure_changes(
-    a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]], names: tuple[str, ...], order: Any = None
-) -> dict[str, Any]:
-    """Rows of the (worker, rank, step) keys in both, each named figure numeric in both with its change; keys in
-    one only, listed apart. `order`: the sort key of the keys."""
-    rows = []
-    for key in sorted(a.keys() & b.keys(), key=order):
-        pairs = ((name, a[key].get(name), b[key].get(name)) for name in names)
-        figures = {name: change(old, new) for name, old, new in pairs if _numbers(old, new)}
-        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
-
-    def listed(keys: set[Key]) -> list[dict[str, Any]]:
-        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=order)]
-
-    return {"rows": rows, "only_in_a": listed(a.keys() - b.keys()), "only_in_b": listed(b.keys() - a.keys())}
-
-
-def _numbers(*values: Any) -> bool:
-    return all(isinstance(v, (int, float)) for v in values)
 
 
 def _order(key: Key) -> tuple:

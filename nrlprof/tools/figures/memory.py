@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nrlprof.tools.figures.compare import figure_changes
+from nrlprof.tools.figures.model import figure_changes
 from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.memory_snapshot import parse_snapshot_name, snapshot_top_allocations
