@@ -14,7 +14,7 @@ from nrlprof.config.plan import TORCH, BackendPlan, Plan, Target, TorchSettings
 from nrlprof.config.steps import StepSelection, Window
 from nrlprof.manifest import NOT_JSON, NOT_UTF8, WindowRecord, append_record, parse_line, read_records
 from nrlprof.tools.read.inputs import find_inputs
-from nrlprof.tools.read.manifests import read_manifests
+from nrlprof.tools.read.manifests import load_manifest, manifest_view
 from nrlprof.workers.identity import WorkerIdentity
 
 LATE = "window actions reached this worker late (it was busy): the trace may miss work"
@@ -77,6 +77,7 @@ def test_a_window_written_ok_with_a_message_is_a_note_and_one_without_is_not(tmp
     fields = {"backend": TORCH, "worker": "policy", "rank": 0, "steps": [2, 3], "window": "2-3", "files": [str(trace)]}
     append_record(tmp_path / ".manifests", WindowRecord(**fields, status="ok", message="1 name escaped"))
     append_record(tmp_path / ".manifests", WindowRecord(**{**fields, "rank": 1}, status="ok"))
-    notes = read_manifests(find_inputs([tmp_path])).notes
+    found = find_inputs([tmp_path])
+    notes = manifest_view([load_manifest(path) for path in found.manifests], found.names).notes
     assert len(notes) == 1, notes
     assert notes[0].startswith("policy rank 0 window 2-3 (torch,") and notes[0].endswith(": ok: 1 name escaped")

@@ -11,6 +11,7 @@ import re
 from nrlprof.anatomy.files import latest_run
 from nrlprof.config.steps import StepSelection
 from nrlprof.tools.figures.anatomy_tables import AnatomyTables, PhaseRows, anatomy_tables
+from nrlprof.tools.figures.model import change
 from nrlprof.tools.read.anatomy import NS_PER_MS, ProfiledNames
 from nrlprof.tools.read.anatomy_calls import read_run_calls
 
@@ -154,18 +155,9 @@ def anatomy_diff(a: dict, b: dict) -> dict:
         phases_a = {f"{p['worker']}.{p['method']}": float(p["dur_ms"]) for p in sa.get("phases", [])}
         phases_b = {f"{p['worker']}.{p['method']}": float(p["dur_ms"]) for p in sb.get("phases", [])}
         steps[step] = {
-            "wall_ms": _change(float(sa.get("wall_ms") or 0.0), float(sb.get("wall_ms") or 0.0)),
-            "phases": {name: _change(phases_a[name], phases_b[name]) for name in sorted(phases_a.keys() & phases_b)},
+            "wall_ms": change(float(sa.get("wall_ms") or 0.0), float(sb.get("wall_ms") or 0.0)),
+            "phases": {name: change(phases_a[name], phases_b[name]) for name in sorted(phases_a.keys() & phases_b)},
             "only_in_a": sorted(phases_a.keys() - phases_b.keys()),
             "only_in_b": sorted(phases_b.keys() - phases_a.keys()),
         }
     return {"steps": steps}
-
-
-def _change(old: float, new: float) -> dict:
-    return {
-        "a": old,
-        "b": new,
-        "change": round(new - old, 3),
-        "change_pct": round(100 * (new - old) / old, 1) if old else None,
-    }

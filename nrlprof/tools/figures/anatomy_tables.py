@@ -74,11 +74,8 @@ class AnatomyTables:
         parts: list[tuple[np.ndarray, np.ndarray]] = []
         for lo in range(0, len(starts), CHUNK):
             hi = lo + CHUNK
-            if mask is None:
-                parts.append(covered(starts[lo:hi], ends[lo:hi]))
-            else:
-                chosen = mask[lo:hi]
-                parts.append(covered(starts[lo:hi][chosen], ends[lo:hi][chosen]))
+            chosen = slice(None) if mask is None else mask[lo:hi]
+            parts.append(covered(starts[lo:hi][chosen], ends[lo:hi][chosen]))
         if not parts:
             return np.zeros(len(self.begins), np.int64)
         union = covered(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.tools.figures.model import FORMAT
+from nrlprof.tools.figures.model import FORMAT, figure_changes
 
 FIGURES = ("wall_ms", "gpu_kernel_ms", "gpu_busy_pct", "gpu_idle_ms", "comm_ms", "memcpy_ms")
 Key = tuple[str, Any, int]
@@ -60,22 +60,8 @@ def step_figures(data: dict[str, Any], source: Path) -> dict[Key, dict[str, floa
 
 def compare(a: dict[str, Any], b: dict[str, Any], source_a: Path, source_b: Path) -> dict[str, Any]:
     """Rows of figures in both runs with their change; keys found in one run only, listed apart."""
-    fa, fb = step_figures(a, source_a), step_figures(b, source_b)
-    rows = []
-    for key in sorted(fa.keys() & fb.keys(), key=_order):
-        figures = {}
-        for name in FIGURES:
-            if name in fa[key] and name in fb[key]:
-                old, new = fa[key][name], fb[key][name]
-                change_pct = round(100 * (new - old) / old, 1) if old else None
-                figures[name] = {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
-        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
-
-    def listed(keys: set[Key]) -> list[dict[str, Any]]:
-        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=_order)]
-
-    result = {"a": str(source_a), "b": str(source_b), "rows": rows, "only_in_a": listed(fa.keys() - fb.keys()),
-              "only_in_b": listed(fb.keys() - fa.keys())}  # fmt: skip
+    changes = figure_changes(step_figures(a, source_a), step_figures(b, source_b), FIGURES, _order)
+    result = {"a": str(source_a), "b": str(source_b), **changes}
     if "memory" in a and "memory" in b:
         from nrlprof.tools.figures.memory import memory_diff
 

@@ -11,7 +11,7 @@ import bisect
 import heapq
 import operator
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 Activity = tuple[float, float, str]  # start, end, name
@@ -41,14 +41,8 @@ class StepGpu:
     exposed_comm_us: float = 0.0  # the part of that union no compute kernel overlaps
 
     def add(self, other: StepGpu) -> None:
-        self.wall_us += other.wall_us
-        self.kernel_us += other.kernel_us
-        self.busy_us += other.busy_us
-        self.comm_us += other.comm_us
-        self.memcpy_us += other.memcpy_us
-        self.kernels += other.kernels
-        self.comm_union_us += other.comm_union_us
-        self.exposed_comm_us += other.exposed_comm_us
+        for name in _STEP_GPU_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_json(self) -> dict[str, Any]:
         busy_pct = 100.0 * self.busy_us / self.wall_us if self.wall_us > 0 else 0.0
@@ -62,6 +56,9 @@ class StepGpu:
             "comm_union_ms": round(self.comm_union_us / 1000, 3),
             "exposed_comm_ms": round(self.exposed_comm_us / 1000, 3),
         }
+
+
+_STEP_GPU_FIELDS = tuple(f.name for f in fields(StepGpu))
 
 
 @dataclass

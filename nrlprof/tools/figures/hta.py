@@ -61,12 +61,7 @@ def hta_figures(workers: Sequence[WorkerSummary]) -> tuple[list[dict[str, Any]],
             continue
         with tempfile.TemporaryDirectory(prefix="nrlprof-hta-") as folder:
             for rank, path in files.items():
-                suffix = next(s for s in reversed(TRACE_SUFFIXES) if path.name.endswith(s))
-                link = Path(folder) / f"rank{rank}{suffix}"
-                try:
-                    os.symlink(path.resolve(), link)
-                except OSError:
-                    shutil.copyfile(path, link)
+                _link(path, Path(folder), rank)
             try:
                 rows += _analyse(TraceAnalysis, folder, name, window)
             except Exception as exc:  # HTA raises anything on traces it does not expect
@@ -139,11 +134,16 @@ def hta_folder(worker_dir: Path, window: str | None = None, dest: Path | None = 
     folder = Path(dest) if dest is not None else Path(tempfile.mkdtemp(prefix="nrlprof-hta-"))
     folder.mkdir(parents=True, exist_ok=True)
     for rank, header in sorted(by_rank.items()):
-        suffix = next(s for s in reversed(TRACE_SUFFIXES) if header.path.name.endswith(s))
-        link = folder / f"rank{rank}{suffix}"
-        link.unlink(missing_ok=True)
-        try:
-            os.symlink(header.path.resolve(), link)
-        except OSError:
-            shutil.copyfile(header.path, link)
+        _link(header.path, folder, rank)
     return folder
+
+
+def _link(path: Path, folder: Path, rank: int) -> None:
+    """`rank<r>.pt.trace.json[.gz]` in `folder`: a link to the trace `path`, or a copy of it where links fail."""
+    suffix = next(s for s in reversed(TRACE_SUFFIXES) if path.name.endswith(s))
+    link = folder / f"rank{rank}{suffix}"
+    link.unlink(missing_ok=True)
+    try:
+        os.symlink(path.resolve(), link)
+    except OSError:
+        shutil.copyfile(path, link)

@@ -45,15 +45,3 @@ def _covered_until(intervals: Intervals, times: np.ndarray) -> np.ndarray:
     last = np.maximum(k - 1, 0)
     partial = np.clip(np.minimum(ends[last], times) - starts[last], 0, None)
     return np.where(k > 0, before[last] + partial, 0)
-
-
-def union_length(spans: list[tuple[float, float]]) -> float:
-    """The length of the union of a few (start, end) spans, in plain Python."""
-    total = 0.0
-    reach = float("-inf")
-    for start, end in sorted(spans):
-        start = max(start, reach)
-        if end > start:
-            total += end - start
-            reach = end
-    return total

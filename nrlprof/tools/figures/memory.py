@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof.tools.figures.model import figure_changes
 from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
 from nrlprof.tools.read.memory_snapshot import parse_snapshot_name, snapshot_top_allocations
@@ -182,22 +183,4 @@ def _step_rows(model: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, An
 
 def memory_diff(a_model: dict[str, Any], b_model: dict[str, Any]) -> dict[str, Any]:
     """Per worker x rank x step in both: each figure's a, b, change (MB) and change_pct; keys in one only, apart."""
-    a_rows, b_rows = _step_rows(a_model), _step_rows(b_model)
-    rows = []
-    for key in sorted(a_rows.keys() & b_rows.keys()):
-        figures = {}
-        for name in MEMORY_FIGURES:
-            old, new = a_rows[key].get(name), b_rows[key].get(name)
-            if isinstance(old, (int, float)) and isinstance(new, (int, float)):
-                change_pct = round(100 * (new - old) / old, 1) if old else None
-                figures[name] = {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
-        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
-
-    def listed(keys: set[tuple[str, str, int]]) -> list[dict[str, Any]]:
-        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys)]
-
-    return {
-        "rows": rows,
-        "only_in_a": listed(a_rows.keys() - b_rows.keys()),
-        "only_in_b": listed(b_rows.keys() - a_rows.keys()),
-    }
+    return figure_changes(_step_rows(a_model), _step_rows(b_model), MEMORY_FIGURES)

@@ -1,6 +1,7 @@
 """The summary of a run: per worker rank and step, its figures (`Summary`; `to_json()` is `summary --json`).
 
-Plain data: `summarize()` (figures.summarize) fills it, the renderers (tools.render) and `diff` read it.
+Plain data: `summarize()` (figures.summarize) fills it, the renderers (tools.render) and `diff` read it; diff's
+rows of a figure's change between two runs (`figure_changes`) are made here for its every section.
 """
 
 from __future__ import annotations
@@ -168,3 +169,30 @@ class Summary:
             "notes": self.notes,
             "skipped": [{"path": str(p), "reason": reason} for p, reason in self.skipped],
         }
+
+
+def change(old: float, new: float) -> dict[str, Any]:
+    """A figure in both runs: a, b, change and change_pct (None where a is 0)."""
+    change_pct = round(100 * (new - old) / old, 1) if old else None
+    return {"a": old, "b": new, "change": round(new - old, 3), "change_pct": change_pct}
+
+
+def figure_changes(
+    a: dict[tuple, dict[str, Any]], b: dict[tuple, dict[str, Any]], names: tuple[str, ...], order: Any = None
+) -> dict[str, Any]:
+    """Rows of the (worker, rank, step) keys in both, each named figure numeric in both with its change; keys in
+    one only, listed apart. `order`: the sort key of the keys."""
+    rows = []
+    for key in sorted(a.keys() & b.keys(), key=order):
+        pairs = ((name, a[key].get(name), b[key].get(name)) for name in names)
+        figures = {name: change(old, new) for name, old, new in pairs if _numbers(old, new)}
+        rows.append({"worker": key[0], "rank": key[1], "step": key[2], "figures": figures})
+
+    def listed(keys: set[tuple]) -> list[dict[str, Any]]:
+        return [{"worker": w, "rank": r, "step": s} for w, r, s in sorted(keys, key=order)]
+
+    return {"rows": rows, "only_in_a": listed(a.keys() - b.keys()), "only_in_b": listed(b.keys() - a.keys())}
+
+
+def _numbers(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) for v in values)

@@ -26,7 +26,7 @@ from nrlprof.tools.figures.gpu_time import (
     exposed_collectives,
     is_comm,
 )
-from nrlprof.tools.read.nsys_export import capture_identity, export_sqlite, export_stem
+from nrlprof.tools.read.nsys_export import capture_identity, connect, export_sqlite, export_stem, export_tables
 
 __all__ = [
     "CaptureNote",
@@ -112,10 +112,7 @@ def read_capture(path: Path) -> NsysCapture:
     """Steps and per-step GPU figures of one SQLite export; ToolError when it is not one."""
     worker, window, pid = capture_identity(path)
     capture = NsysCapture(path, worker, window, pid)
-    try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ToolError(f"cannot open as SQLite: {exc}", path) from exc
+    connection = connect(path)
     try:
         _read(connection, capture)
     except sqlite3.DatabaseError as exc:
@@ -126,13 +123,7 @@ def read_capture(path: Path) -> NsysCapture:
 
 
 def _read(db: sqlite3.Connection, capture: NsysCapture) -> None:
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "NVTX_EVENTS" not in tables or "StringIds" not in tables:
-        raise ToolError("no NVTX_EVENTS / StringIds table: not an Nsight Systems export with NVTX", capture.path)
-    epoch_ns = 0
-    if "TARGET_INFO_SESSION_START_TIME" in tables:
-        row = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-        epoch_ns = int(row[0]) if row and row[0] is not None else 0
+    tables, epoch_ns = export_tables(db, capture.path)
     windows = _step_windows(db, capture)
     to_us = 1e-3
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import CONTROLLER, range_label
+from nrlprof.layout import range_label
 from nrlprof.tools.figures.anatomy import incomplete_note
 from nrlprof.tools.figures.empty_gpu import no_kernel_notes
 from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
@@ -133,9 +133,7 @@ def profiled_processes(parts: list[FileSetFigures]) -> dict[int, tuple[str, int 
 
     found: list[ProfiledProcess] = []
     for part in parts:
-        for header, _ in part.traces:
-            worker = CONTROLLER if header.is_controller else header.worker
-            found.append((header.host, header.pid, worker, None if header.is_controller else header.rank))
+        found += [header.process for header, _ in part.traces]
         found += manifest_processes(part.manifests)
         found += [(None, c.pid, c.worker, None) for c in part.captures]
     return profiled_names(found)
@@ -171,9 +169,8 @@ def combine(stats: list[TraceStats]) -> list[WorkerSummary]:
     kernels: dict[tuple[str, int | None], dict[str, OpStat]] = defaultdict(dict)
     for item in stats:
         header = item.header
-        worker = CONTROLLER if header.is_controller else header.worker
-        key = (worker, None if header.is_controller else header.rank)
-        summary = groups.get(key) or groups.setdefault(key, WorkerSummary(worker, key[1]))
+        key = header.process[2:]  # (worker, rank)
+        summary = groups.get(key) or groups.setdefault(key, WorkerSummary(*key))
         if header.host not in summary.hosts:
             summary.hosts.append(header.host)
         summary.files.append(header.path)

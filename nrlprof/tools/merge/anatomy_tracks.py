@@ -41,60 +41,30 @@ def anatomy_trace_events(directory: str | os.PathLike, profiled: ProfiledNames |
         events.append(
             {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": PROCESS_PREFIX + group}}
         )
-    for rank in sorted({(c["worker"], c["rank"]) for c in calls}):
-        events.append(
-            {
-                "ph": "M",
-                "name": "thread_name",
-                "pid": pids[rank[0]],
-                "tid": rank[1],
-                "args": {"name": f"rank {rank[1]}"},
-            }
-        )
+    for worker, rank in sorted({(c["worker"], c["rank"]) for c in calls}):
+        label = {"name": f"rank {rank}"}
+        events.append({"ph": "M", "name": "thread_name", "pid": pids[worker], "tid": rank, "args": label})
     events.append({"ph": "M", "name": "process_name", "pid": steps_pid, "tid": 0, "args": {"name": STEPS_PROCESS}})
     starts = [w[1] for w in windows]
     for call in calls:
         step = _step_of(starts, windows, call["start"])
-        events.append(
-            {
-                "ph": "X",
-                "cat": "step_anatomy",
-                "name": f"{call['worker']}.{call['method']}" + (f" [step {step}]" if step is not None else ""),
-                "pid": pids[call["worker"]],
-                "tid": call["rank"],
-                "ts": call["start"] / 1000,
-                "dur": (call["end"] - call["start"]) / 1000,
-                "args": {"worker": call["worker"], "rank": call["rank"], "step": step, "pid": call["pid"]},
-            }
-        )
+        name = f"{call['worker']}.{call['method']}" + (f" [step {step}]" if step is not None else "")
+        args = {"worker": call["worker"], "rank": call["rank"], "step": step, "pid": call["pid"]}
+        events.append(_span(name, pids[call["worker"]], call["rank"], call["start"], call["end"], args))
     for step, begin, end in windows:
-        events.append(
-            {
-                "ph": "X",
-                "cat": "step_anatomy",
-                "name": f"step {step}",
-                "pid": steps_pid,
-                "tid": 0,
-                "ts": begin / 1000,
-                "dur": (end - begin) / 1000,
-                "args": {"step": step, "wall_ms": (end - begin) / NS_PER_MS},
-            }
-        )
+        args = {"step": step, "wall_ms": (end - begin) / NS_PER_MS}
+        events.append(_span(f"step {step}", steps_pid, 0, begin, end, args))
     for mark in run["steps"]:
         if "profiler" in mark:  # nrlprof's own window work in the driver, under the steps
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "step_anatomy",
-                    "name": f"nrlprof: {mark['profiler']}",
-                    "pid": steps_pid,
-                    "tid": 1,
-                    "ts": mark["start_ns"] / 1000,
-                    "dur": (mark["end_ns"] - mark["start_ns"]) / 1000,
-                    "args": {"at_step": mark.get("at_step")},
-                }
-            )
+            name, args = f"nrlprof: {mark['profiler']}", {"at_step": mark.get("at_step")}
+            events.append(_span(name, steps_pid, 1, mark["start_ns"], mark["end_ns"], args))
     return events
+
+
+def _span(name: str, pid: int, tid: int, start_ns: int, end_ns: int, args: dict) -> dict:
+    """A complete event of the anatomy, its times in µs."""
+    times = {"ts": start_ns / 1000, "dur": (end_ns - start_ns) / 1000}
+    return {"ph": "X", "cat": "step_anatomy", "name": name, "pid": pid, "tid": tid, **times, "args": args}
 
 
 def _step_of(starts: list[int], windows: list[tuple[int, int, int]], t: int) -> int | None:

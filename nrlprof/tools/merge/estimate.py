@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from nrlprof.tools.merge.select import Selection
@@ -70,10 +71,7 @@ def _largest_fitting(options: list[tuple[str, Selection]], size_of: Callable[[Se
 def fitting_filters(traces: list[SizedTrace], selection: Selection, limit: int = PERFETTO_UI_LIMIT_BYTES) -> list[str]:
     """Filters that, added to `selection`, give a timeline under `limit`: the most ranks, steps, one worker kind."""
     kept = [t for t in traces if selection.keeps(t.header)]
-
-    def size_of(narrower: Selection) -> int:
-        return estimate(kept, narrower)
-
+    size_of = partial(estimate, kept)  # of the timeline with a narrower selection
     found = []
     ranks = sorted({t.header.rank for t in kept if t.header.rank is not None})
     by_ranks = [(f"--ranks {ranks[0]}-{r}" if r != ranks[0] else f"--ranks {r}",

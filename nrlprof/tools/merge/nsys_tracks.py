@@ -22,7 +22,7 @@ from typing import Any
 from nrlprof.errors import ToolError
 from nrlprof.layout import NSYS_EXPORT_SUFFIX
 from nrlprof.tools.read.manifests import LoadedManifest
-from nrlprof.tools.read.nsys_export import capture_identity, export_sqlite, export_stem
+from nrlprof.tools.read.nsys_export import capture_identity, connect, export_sqlite, export_stem, export_tables
 
 BATCH = 10_000
 BYTES_PER_EVENT = 200  # of JSON text, for the size guard
@@ -110,13 +110,6 @@ def _owners(manifests: list[LoadedManifest]) -> dict[str, tuple[int | None, str 
     return owners
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ToolError(f"cannot open as SQLite: {exc}", path) from exc
-
-
 def _tables(db: sqlite3.Connection) -> set[str]:
     return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
@@ -124,14 +117,9 @@ def _tables(db: sqlite3.Connection) -> set[str]:
 def _open(export: Path, source: Path, owner: tuple[int | None, str | None] | None) -> Capture:
     worker, _, pid = capture_identity(source)
     capture = Capture(export, source, worker, pid, *(owner or (None, None)))
-    db = _connect(export)
+    db = connect(export)
     try:
-        tables = _tables(db)
-        if "NVTX_EVENTS" not in tables or "StringIds" not in tables:
-            raise ToolError("no NVTX_EVENTS / StringIds table: not an Nsight Systems export with NVTX", source)
-        if "TARGET_INFO_SESSION_START_TIME" in tables:
-            row = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-            capture.start_ns = int(row[0]) if row and row[0] is not None else 0
+        tables, capture.start_ns = export_tables(db, source)
         counted = [f"SELECT count(*) FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN {NVTX_RANGE_TYPES}"]
         counted += [f"SELECT count(*) FROM {t}" for t in (KERNELS, *(a for a, _ in ACTIVITIES)) if t in tables]
         capture.events = sum(db.execute(query).fetchone()[0] for query in counted)
@@ -149,7 +137,7 @@ def estimated_bytes(captures: list[Capture]) -> int:
 def capture_events(capture: Capture, pid: int, origin_ns: int) -> Iterator[list[dict[str, Any]]]:
     """The capture's tracks in batches: metadata, NVTX ranges, then GPU activities; µs since `origin_ns`."""
     offset_us = (capture.start_ns - origin_ns) / 1000
-    db = _connect(capture.export)
+    db = connect(capture.export)
     try:
         tables = _tables(db)
         yield [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": capture.process_name}}]

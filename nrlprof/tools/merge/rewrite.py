@@ -13,6 +13,7 @@ import zlib
 from typing import Any, Protocol
 
 from nrlprof.layout import PROFILER_STEP_PREFIX, step_number
+from nrlprof.tools.read.traces import is_number
 
 ID_STRIDE = 1 << 40
 PID_BLOCK = 100_000
@@ -39,10 +40,6 @@ def pid_slot(original: Any, main_pid: int | None) -> int:
     if isinstance(original, str) and original in _KNOWN_PIDS:
         return _KNOWN_PIDS[original]
     return 1100 + zlib.crc32(repr(original).encode()) % (PID_BLOCK - 1100)
-
-
-def _number(value: Any) -> bool:
-    return value.__class__ in (int, float) and value == value and abs(value) < 1e18
 
 
 def hashable(value: Any) -> Any:
@@ -122,7 +119,7 @@ class TraceRewriter:
             name = event.get("name")
             if name.__class__ is str and name.startswith(PROFILER_STEP_PREFIX) and event.get("ph") == "X":
                 step, ts, dur = step_number(name, PROFILER_STEP_PREFIX), event.get("ts"), event.get("dur")
-                if step is not None and _number(ts) and _number(dur):
+                if step is not None and is_number(ts) and is_number(dur):
                     start, end = self.step_ends.get(step, (ts, ts + dur))
                     self.step_ends[step] = (min(start, ts), max(end, ts + dur))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.layout import PROFILER_STEP_PREFIX, step_number
-from nrlprof.tools.read.traces import TraceHeader, iter_event_batches
+from nrlprof.tools.read.traces import TraceHeader, is_number, iter_event_batches
 
 Spans = tuple[tuple[float, float], ...]  # (start, end) in the trace's own time
 
@@ -76,9 +76,9 @@ def step_spans(path: Path, steps: Iterable[int]) -> Spans:
     for batch in iter_event_batches(path, None, decode_events):
         for event in batch:
             name, ts, dur = _fields(event)
-            if not (name.__class__ is str and name.startswith(PROFILER_STEP_PREFIX) and _number(ts) and _number(dur)):
+            if name.__class__ is not str or not name.startswith(PROFILER_STEP_PREFIX):
                 continue
-            if step_number(name, PROFILER_STEP_PREFIX) in wanted:
+            if is_number(ts) and is_number(dur) and step_number(name, PROFILER_STEP_PREFIX) in wanted:
                 spans.append((float(ts), float(ts) + float(dur)))
     return tuple(sorted(spans))
 
@@ -88,15 +88,11 @@ def in_spans(events: list[dict[str, Any]], spans: Spans) -> list[dict[str, Any]]
     kept = []
     for event in events:
         ts = event.get("ts")
-        if event.get("ph") == "M" or not _number(ts):
+        if event.get("ph") == "M" or not is_number(ts):
             kept.append(event)
             continue
         dur = event.get("dur")
-        end = ts + dur if _number(dur) and dur > 0 else ts
+        end = ts + dur if is_number(dur) and dur > 0 else ts
         if any(start <= end and ts <= stop for start, stop in spans):
             kept.append(event)
     return kept
-
-
-def _number(value: Any) -> bool:
-    return value.__class__ in (int, float) and value == value and abs(value) < 1e18

@@ -9,7 +9,6 @@ left half-written): docs/design.md, "How merge builds one timeline".
 from __future__ import annotations
 
 import multiprocessing
-import os
 import shutil
 import tempfile
 import time
@@ -22,7 +21,6 @@ from typing import Any
 import orjson
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import CONTROLLER
 from nrlprof.tools.merge import estimate as sizes
 from nrlprof.tools.merge.anatomy_tracks import anatomy_trace_events, find_anatomy_run
 from nrlprof.tools.merge.estimate import SizedTrace, estimate, fitting_filters, text_size, too_large
@@ -38,6 +36,7 @@ from nrlprof.tools.read.anatomy import ProfiledProcess, profiled_names
 from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import load_manifest, manifest_processes
 from nrlprof.tools.read.memory import MemoryFile, read_memory_files
+from nrlprof.tools.read.pool import usable_cpus
 from nrlprof.tools.read.traces import (
     ReadProgress,
     TraceHeader,
@@ -202,7 +201,7 @@ def write_timeline(
     disk = {t.header.path: t.disk_bytes for t in merge.traces}
     result = MergeResult(output, skipped=list(merge.unreadable), estimated_bytes=estimated,
                          jobs=jobs or _default_jobs(sum(disk.values()), headers))  # fmt: skip
-    profiled = profiled_names([*merge.profiled, *(_header_process(t.header) for t in merge.traces),
+    profiled = profiled_names([*merge.profiled, *(t.header.process for t in merge.traces),
                                *((None, c.pid, c.worker, c.rank) for c in merge.captures)])  # fmt: skip
     anatomy = anatomy_trace_events(merge.anatomy_run, profiled) if merge.anatomy_run else []  # µs since the epoch
     origin_ns = min(
@@ -311,20 +310,13 @@ def _add_ray_timeline(
     result.bytes_in += path.stat().st_size
 
 
-def _header_process(header: TraceHeader) -> ProfiledProcess:
-    if header.is_controller:
-        return (header.host, header.pid, CONTROLLER, None)
-    return (header.host, header.pid, header.worker, header.rank)
-
-
 def _earliest_ns(events: list[dict[str, Any]]) -> int:
     """The earliest time of spans in µs since the epoch, in ns; 0 when there is none."""
     return int(min((float(e["ts"]) for e in events if "ts" in e), default=0.0) * 1000)
 
 
 def _default_jobs(total_bytes: int, inputs: list[Any]) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cpus, len(inputs), total_bytes // _BYTES_PER_JOB))
+    return max(1, min(usable_cpus(), len(inputs), total_bytes // _BYTES_PER_JOB))
 
 
 def _group_key(header: TraceHeader) -> tuple[Any, ...]:

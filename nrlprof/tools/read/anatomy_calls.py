@@ -362,10 +362,9 @@ def read_run_calls(run: Path, profiled: ProfiledNames | None = None, jobs: int |
         for into, values in ((pids, found.pids), (classes, found.classes), (nodes, found.actor_nodes)):
             for actor, value in values.items():
                 into.setdefault(actor, value)
-        for node, gap in found.out_ns.items():
-            out_ns[node] = min(out_ns.get(node, gap), gap)
-        for node, gap in found.back_ns.items():
-            back_ns[node] = min(back_ns.get(node, gap), gap)
+        for least, gaps in ((out_ns, found.out_ns), (back_ns, found.back_ns)):
+            for node, gap in gaps.items():
+                least[node] = min(least.get(node, gap), gap)
         bad += found.bad_lines
     import numpy as np
 

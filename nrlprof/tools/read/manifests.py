@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nrlprof.tools.read.caught import Caught, caught
-from nrlprof.tools.read.inputs import Inputs
+from nrlprof.tools.read.traces import is_int
 
 if TYPE_CHECKING:
     from nrlprof.tools.read.anatomy import ProfiledProcess
@@ -73,11 +73,6 @@ def load_manifest(path: Path) -> LoadedManifest:
         return LoadedManifest(path, error=f"manifest cannot be read ({type(exc).__name__}: {exc})")
 
 
-def read_manifests(found: Inputs) -> ManifestView:
-    """The view (`manifest_view`) of the manifests found, read here."""
-    return manifest_view([load_manifest(path) for path in found.manifests], found.names)
-
-
 def manifest_processes(manifests: list[LoadedManifest]) -> list[ProfiledProcess]:
     """(host, pid, worker, rank) of every process the manifests record a window of."""
     found: list[ProfiledProcess] = []
@@ -125,10 +120,9 @@ def manifest_view(manifests: list[LoadedManifest], present: set[str]) -> Manifes
         str(r.get("backend")) for _, r in records if any(Path(f).name in present for f in r.get("files") or [])
     }
     for manifest, record in records:
-        rank = record.get("rank") if _is_int(record.get("rank")) else None
-        for name in record.get("files") or []:
-            if rank is not None:
-                view.rank_of_file[Path(name).name] = rank
+        rank = record.get("rank") if is_int(record.get("rank")) else None
+        if rank is not None:
+            view.rank_of_file.update((Path(name).name, rank) for name in record.get("files") or [])
         overhead = _overhead(record, rank)
         if overhead is not None:
             view.overhead.append(overhead)
@@ -153,7 +147,7 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
     if not values[0] and not values[1]:
         return None
     times = [float(v) if _is_number(v) else 0.0 for v in values[2:]]
-    pid = record.get("pid") if _is_int(record.get("pid")) else None
+    pid = record.get("pid") if is_int(record.get("pid")) else None
     worker, window = str(record.get("worker", "?")), str(record.get("window", ""))
     backend, host = str(record.get("backend", "?")), str(record.get("host", "?"))
     status = str(record.get("status", "ok"))
@@ -166,7 +160,3 @@ def _overhead(record: dict[str, Any], rank: int | None) -> Overhead | None:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nrlprof.tools.read.traces import is_number
+
 HOST_FIGURES = ("host_rss_mb", "host_peak_mb")
 CUDA_FIGURES = ("allocated_mb", "reserved_mb", "peak_mb")
 MAX_FIGURES_BYTES = 64 << 20
@@ -36,10 +38,6 @@ class MemoryFile:
     steps: list[StepFigures] = field(default_factory=list)
 
 
-def _is_number(value: Any) -> bool:
-    return value.__class__ in (int, float) and value == value and abs(value) < 1e18
-
-
 def _is_int(value: Any) -> bool:
     return value.__class__ is int
 
@@ -52,7 +50,7 @@ def _step(entry: Any, index: int) -> StepFigures:
     host = {}
     for name in HOST_FIGURES:
         value = entry.get(name)
-        if value is not None and not _is_number(value):
+        if value is not None and not is_number(value):
             raise ValueError(f"steps[{index}].{name} is {value!r:.40}, expected a number")
         if value is not None:
             host[name] = float(value)
@@ -61,17 +59,17 @@ def _step(entry: Any, index: int) -> StepFigures:
         raise ValueError(f"steps[{index}].cuda is {type(cuda_block).__name__}, expected an object")
     cuda: dict[str, dict[str, float]] = {}
     for device, figures in cuda_block.items():
-        if not isinstance(figures, dict) or not all(_is_number(figures.get(n)) for n in CUDA_FIGURES):
+        if not isinstance(figures, dict) or not all(is_number(figures.get(n)) for n in CUDA_FIGURES):
             raise ValueError(f"steps[{index}].cuda[{device!r:.20}] is not an object of {', '.join(CUDA_FIGURES)}")
         cuda[str(device)] = {n: float(figures[n]) for n in CUDA_FIGURES}
     wall = entry.get("wall_ms")
     end = entry.get("t_us")
     return StepFigures(
         entry["step"],
-        float(wall) if _is_number(wall) else None,
+        float(wall) if is_number(wall) else None,
         host,
         cuda,
-        float(end) if _is_number(end) else None,
+        float(end) if is_number(end) else None,
     )
 
 

@@ -1,7 +1,9 @@
-"""Nsight Systems reports and their SQLite exports: whose capture a file is, and `nsys export` of a report."""
+"""Nsight Systems reports and their SQLite exports: whose capture a file is, `nsys export` of a report, and the
+export opened read-only."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -35,3 +37,22 @@ def export_sqlite(nsys: str, report: Path, directory: Path) -> Path:
         detail = (run.stderr or run.stdout).strip().splitlines()
         raise ToolError(f"nsys export failed: {detail[-1] if detail else f'exit status {run.returncode}'}", report)
     return output
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ToolError(f"cannot open as SQLite: {exc}", path) from exc
+
+
+def export_tables(db: sqlite3.Connection, source: Path) -> tuple[set[str], int]:
+    """The export's tables and when its capture started (ns since the epoch; 0 where it does not say); ToolError
+    naming `source` for an export without NVTX."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "NVTX_EVENTS" not in tables or "StringIds" not in tables:
+        raise ToolError("no NVTX_EVENTS / StringIds table: not an Nsight Systems export with NVTX", source)
+    if "TARGET_INFO_SESSION_START_TIME" not in tables:
+        return tables, 0
+    row = db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    return tables, int(row[0]) if row and row[0] is not None else 0

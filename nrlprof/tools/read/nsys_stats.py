@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nrlprof.errors import ToolError
-from nrlprof.layout import nsys_stem, parse_nsys_name
+from nrlprof.tools.read.nsys_export import capture_identity
 
 NSYS_REPORTS = (("cuda_gpu_kern_sum", "nvtx_sum"), ("gpukernsum", "nvtxppsum"))
 NSYS_TIMEOUT_S = 600
@@ -27,27 +27,12 @@ class NsysReport:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "worker": self.worker,
-            "window": self.window,
-            "pid": self.pid,
-            "kernels": self.kernels,
-            "nvtx": self.nvtx,
-            "error": self.error,
-        }
+        return {**asdict(self), "path": str(self.path)}
 
 
 def summarize_nsys(reports: list[Path], nsys: str | None) -> tuple[list[NsysReport], list[str]]:
     """Kernel and NVTX summaries of each report via `nsys stats`; a note instead when nsys is missing."""
-    parsed = []
-    for path in reports:
-        stem = nsys_stem(path.name)
-        name = parse_nsys_name(stem)
-        if name is None:
-            parsed.append(NsysReport(path, stem, "", None))
-        else:
-            parsed.append(NsysReport(path, name.worker, name.window, name.pid))
+    parsed = [NsysReport(path, *capture_identity(path)) for path in reports]
     if not reports:
         return [], []
     if nsys is None:

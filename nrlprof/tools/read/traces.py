@@ -125,10 +125,10 @@ class TraceHeader:
             if block.get(key) is not None and not isinstance(block[key], kinds):
                 return f"nrlprof.{key} is {block[key]!r}, expected a string"
         for key in ("rank", "pid"):
-            if block.get(key) is not None and not _is_int(block[key]):
+            if block.get(key) is not None and not is_int(block[key]):
                 return f"nrlprof.{key} is {block[key]!r}, expected an integer"
         steps = block.get("steps")
-        if steps is not None and not (isinstance(steps, list) and all(map(_is_int, steps))):
+        if steps is not None and not (isinstance(steps, list) and all(map(is_int, steps))):
             return f"nrlprof.steps is {_short_repr(steps)}, expected a list of integers"
         return None
 
@@ -145,7 +145,7 @@ class TraceHeader:
             info.get("rank") if isinstance(info, dict) and not self.is_controller else None,
             self._name.rank if self._name else None,
         ):
-            if _is_int(value):
+            if is_int(value):
                 return int(value)
         return None
 
@@ -160,14 +160,14 @@ class TraceHeader:
     @property
     def pid(self) -> int | None:
         value = self.nrlprof.get("pid")
-        if _is_int(value):
+        if is_int(value):
             return int(value)
         return self._name.pid if self._name else None
 
     @property
     def steps(self) -> list[int]:
         steps = self.nrlprof.get("steps")
-        return [int(s) for s in steps] if isinstance(steps, list) and all(map(_is_int, steps)) else []
+        return [int(s) for s in steps] if isinstance(steps, list) and all(map(is_int, steps)) else []
 
     @property
     def window(self) -> str:
@@ -177,6 +177,12 @@ class TraceHeader:
     def base_time_ns(self) -> int:
         value = self.metadata.get("baseTimeNanoseconds")
         return int(value) if isinstance(value, (int, float)) and value == value and abs(value) < 1e30 else 0
+
+    @property
+    def process(self) -> tuple[str, int | None, str, int | None]:
+        """(host, pid, worker, rank) of the process that wrote the trace (read.anatomy.ProfiledProcess); the
+        controller has no rank."""
+        return (self.host, self.pid, self.worker, None if self.is_controller else self.rank)
 
     @property
     def is_merged(self) -> bool:
@@ -195,8 +201,13 @@ class TraceHeader:
                 self.pid or 0, self.steps[:1], self.path.name)  # fmt: skip
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """An int or float (not a bool), neither NaN nor of magnitude 1e18 or more."""
+    return value.__class__ in (int, float) and value == value and abs(value) < 1e18
 
 
 def _short_repr(value: object, limit: int = 60) -> str:
