@@ -7,7 +7,7 @@ transfer itself, while its peers' also hold the wait for a late rank (which coun
 from __future__ import annotations
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding
+from nrlprof.tools.advice.finding import Finding
 from nrlprof.tools.advice.rules_ranks import collective_time
 from nrlprof.tools.figures.model import WorkerSummary
 
@@ -66,6 +66,5 @@ def _exposed(evidence: Evidence, worker: str, ranks: list[WorkerSummary]) -> Fin
         worker=worker,
         rank=entry.rank,
         figures=figures,
-        threshold=RULES["exposed_comm"][1],
         look=evidence.look_at_step(entry, step),
     )

@@ -13,7 +13,7 @@ import statistics
 from collections import Counter
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding
+from nrlprof.tools.advice.finding import Finding
 from nrlprof.tools.advice.phases import ROLLOUT
 from nrlprof.tools.advice.step_facts import NS_PER_MS
 from nrlprof.tools.figures.model import WorkerSummary
@@ -87,7 +87,6 @@ def _collective_straggler(evidence: Evidence, worker: str, ranks: list[WorkerSum
             "peers_wait_ms": round(waited / 1000, 3),
             "source": "trace",
         },
-        threshold=RULES["straggler"][1],
         look=evidence.look_at_step(entry, mine[0][0]),
     )
 
@@ -160,7 +159,6 @@ def _late_rank(evidence: Evidence, label: str, rows: list[tuple[int, int]]) -> F
             "method": label,
             "source": "anatomy",
         },
-        threshold=RULES["straggler"][1],
         look=evidence.look_at_phase(row, facts.windows[index]),
     )
 
@@ -203,6 +201,5 @@ def _tail(evidence: Evidence, label: str, rows: list[tuple[int, int]]) -> Findin
             "others_wait_pct_of_phase": round(100 * share, 1),
             "method": label,
         },
-        threshold=RULES["long_tail"][1],
         look=evidence.look_at_phase(row, facts.windows[index]),
     )
