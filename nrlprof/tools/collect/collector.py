@@ -41,7 +41,6 @@ from nrlprof.tools.collect.scan import (
     is_session_name,
     list_node_outputs,
     list_sessions,
-    node_temp_dir,
 )
 from nrlprof.tools.progress import ByteMeter, ProgressCallback
 
@@ -121,7 +120,7 @@ def choose_sessions(
     """The session dirs to take: the named one, all (None), or the newest holding manifests on any node."""
     if all_sessions:
         return ALL_SESSIONS
-    answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
+    answers = run_on_nodes(list_sessions, nodes, lambda node: (), timeout_s, "listing its session dirs")
     if session is not None:
         found = sorted(
             {s["name"] for a in answers if a.value for s in a.value["sessions"]}
@@ -135,10 +134,6 @@ def choose_sessions(
     # Session names start with their start time (session_YYYY-MM-DD_hh-mm-ss_...): the largest is the newest.
     chosen = max(with_manifests or current or [""])
     return [chosen] if chosen else []
-
-
-def _list_sessions_here() -> dict[str, Any]:
-    return list_sessions(node_temp_dir())
 
 
 def list_nodes(
