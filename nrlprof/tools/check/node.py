@@ -122,18 +122,11 @@ def _flag(argv: list[str], prefix: str) -> list[str]:
     return []
 
 
-def ray_dir_of(command: list[str], script: str) -> str:
-    """The Ray package dir from a command running `<ray>/<script>`; '' when the command has no such argument."""
-    for arg in command:
-        if arg.endswith("/" + script):
-            return arg[: -len(script) - 1]
-    return ""
-
-
 def interpreter_of(command: list[str], script: str) -> Interpreter:
-    """The command up to (without) the Ray script it runs; a wrapper such as `uv run ... python` stays whole."""
-    ray_dir = ray_dir_of(command, script)
+    """The command up to (without) the Ray script it runs, `<ray>/<script>` (a wrapper such as `uv run ... python`
+    stays whole), and that Ray package dir ('' when the command has no such argument)."""
     cut = next((i for i, arg in enumerate(command) if arg.endswith("/" + script)), len(command))
+    ray_dir = command[cut][: -len(script) - 1] if cut < len(command) else ""
     prefix = [a for a in command[:cut] if a != "-u"]
     return Interpreter(command=shlex.join(prefix), ray_dir=ray_dir)
 
