@@ -165,17 +165,10 @@ def list_nodes(
 
 
 def node_summary(listing: NodeListing) -> dict[str, Any]:
-    node = listing.node
-    return {
-        "label": node.label,
-        "node_id": node.node_id,
-        "hostname": node.hostname,
-        "ip": node.ip,
-        "temp_dir": listing.temp_dir,
-        "files": len(listing.files),
-        "bytes": sum(f.size for f in listing.files),
-        "error": listing.error,
-    }
+    """The node (its NodeInfo), its temp dir, how many files and bytes it listed, and its error."""
+    sizes = [f.size for f in listing.files]
+    found = {"temp_dir": listing.temp_dir, "files": len(sizes), "bytes": sum(sizes), "error": listing.error}
+    return {**asdict(listing.node), **found}
 
 
 def note_listing(result: CollectResult, listing: NodeListing) -> None:
