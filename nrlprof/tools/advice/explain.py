@@ -47,9 +47,7 @@ class Explanation:
         }
         if self.overlap is not None:
             data["overlap"] = self.overlap
-        data["cannot_tell"] = self.cannot_tell
-        data["notes"] = self.notes
-        return data
+        return {**data, "cannot_tell": self.cannot_tell, "notes": self.notes}
 
 
 def engines_over_http(facts: StepFacts) -> list[str]:

@@ -55,9 +55,7 @@ def _collective_straggler(evidence: Evidence, worker: str, ranks: list[WorkerSum
         wall = statistics.median(e.step_wall_ms[step] * 1000 for e in ranks if step in e.step_wall_ms)
         if others - times[culprit] >= LATE_STEP_SHARE * wall:
             late.append((step, culprit, times[culprit], others, wall))
-    if not counted:
-        return None
-    tally = Counter(culprit for _, culprit, _, _, _ in late)
+    tally = Counter(culprit for _, culprit, _, _, _ in late)  # empty where no step was compared
     if not tally:
         return None
     rank, count = tally.most_common(1)[0]
