@@ -52,7 +52,6 @@ def bound_finding(evidence: Evidence) -> Finding | None:
     labels = {label: ns for label, ns in by_label.items() if facts.method_phases[label] == phase}
     top = max(sorted(labels), key=lambda label: labels[label])
     index, row = _longest_row(facts, top)
-    window = facts.windows[index]
     others = {p: round(100 * ns / wall, 1) for p, ns in sorted(totals.items()) if p != phase and ns > 0}
     figures = {
         "share_pct": round(100 * share, 1),
@@ -72,7 +71,7 @@ def bound_finding(evidence: Evidence) -> Finding | None:
         worker=worker,
         rank=int(facts.tables.phases.slowest_rank[row]),
         figures=figures,
-        look=evidence.look_at_phase(row, window),
+        look=evidence.look_at_phase(row, facts.windows[index]),
     )
 
 
@@ -98,8 +97,7 @@ def controller_finding(evidence: Evidence) -> Finding | None:
                           "between_calls": round(between / NS_PER_MS, 1),
                           "after_last_call": round(after / NS_PER_MS, 1)},
     }  # fmt: skip
-    begin = int(facts.tables.begins[window])
-    end = int(facts.tables.ends[window])
+    begin, end = int(facts.tables.begins[window]), int(facts.tables.ends[window])
     return Finding(
         kind="controller_bound",
         impact_pct=100 * share,

@@ -106,9 +106,7 @@ class DoctorReport:
         return exit_codes.outcome(not self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ok"] = not self.errors
-        return data
+        return {**asdict(self), "ok": not self.errors}
 
 
 # --------------------------------------------------------------------------- driver

@@ -88,9 +88,7 @@ class CollectResult:
         return exit_codes.outcome(self.ok and not self.found_nothing)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ok"] = self.ok
-        return data
+        return {**asdict(self), "ok": self.ok}
 
 
 # --------------------------------------------------------------------------- the index
