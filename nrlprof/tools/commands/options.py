@@ -86,12 +86,11 @@ def add_cluster_reading(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--anatomy", type=Path, default=None, metavar="DIR", help=ANATOMY_HELP)
 
 
-def add_summary_reading(parser: argparse.ArgumentParser, held: str = "traces and reports") -> None:
-    """DIR holding `held`, `-j/--jobs` and the options of reading on the cluster instead: what `summarise` reads."""
+def add_summary_input(parser: argparse.ArgumentParser, held: str = "traces and reports") -> None:
+    """DIR holding `held` (else `--address`, from `add_cluster_reading`) and `-j/--jobs`: what `summarise` reads."""
     directory = f"directory holding {held} (searched recursively); or --address"
     parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
-    add_cluster_reading(parser, "read")
 
 
 def cluster_job(args: argparse.Namespace, address: str | None = None) -> ClusterJob:

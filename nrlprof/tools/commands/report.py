@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import add_option, add_summary_reading, summarise
+from nrlprof.tools.commands.options import add_cluster_reading, add_option, add_summary_input, summarise
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.output import check_output, write_output
@@ -26,7 +26,8 @@ def write_report(directory: Path, output: Path, summary: Summary | None = None) 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "output", "HTML file to write (default: %(default)s)", default=Path("nrlprof-report.html"))
-    add_summary_reading(parser)
+    add_summary_input(parser)
+    add_cluster_reading(parser, "read")
 
 
 def run(args: argparse.Namespace) -> int:

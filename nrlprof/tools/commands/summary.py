@@ -11,14 +11,15 @@ import sys
 
 from nrlprof import exit_codes
 from nrlprof.errors import ToolError
-from nrlprof.tools.commands.options import add_option, add_summary_reading, summarise
+from nrlprof.tools.commands.options import add_cluster_reading, add_option, add_summary_input, summarise
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "json", "print the summary as JSON")
+    add_summary_input(parser)
     hta = "add HolisticTraceAnalysis's temporal breakdown and comm/compute overlap per rank (slow)"
     parser.add_argument("--hta", action="store_true", help=hta)
-    add_summary_reading(parser)
+    add_cluster_reading(parser, "read")
 
 
 def run(args: argparse.Namespace) -> int:
