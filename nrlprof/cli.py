@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from nrlprof import exit_codes
+from nrlprof import __version__, exit_codes
 
 # name -> (module with add_arguments/run, one-line help)
 SUBCOMMANDS = {
@@ -49,7 +49,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nrlprof", description="Step-gated profiling of chosen Ray workers.", epilog=epilog
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
@@ -67,12 +67,6 @@ def chosen_command(argv: Sequence[str]) -> str | None:
         if not word.startswith("-"):
             return word if word in SUBCOMMANDS else None
     return None
-
-
-def _version() -> str:
-    from nrlprof import __version__
-
-    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

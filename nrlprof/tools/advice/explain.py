@@ -47,9 +47,7 @@ class Explanation:
         }
         if self.overlap is not None:
             data["overlap"] = self.overlap
-        data["cannot_tell"] = self.cannot_tell
-        data["notes"] = self.notes
-        return data
+        return {**data, "cannot_tell": self.cannot_tell, "notes": self.notes}
 
 
 def engines_over_http(facts: StepFacts) -> list[str]:
@@ -64,21 +62,18 @@ def engines_over_http(facts: StepFacts) -> list[str]:
 
 def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) -> Explanation:
     """Every finding the summary's figures support, most impact first; what they cannot tell, said."""
-    facts = None
-    first_step_note = None
+    facts, cannot_tell = None, []
     if summary.anatomy_tables is not None:
         facts = step_facts(summary.anatomy_tables, phases, chosen)
         if not facts.windows:
             facts = None
         elif chosen is None and len(facts.windows) < len(summary.anatomy_tables.steps):
             first = int(summary.anatomy_tables.steps[0])
-            notes_first = f"step {first}, the job's first, is left out of the step findings: its warm-up (engines "
-            notes_first += f"starting, compilation) is no slowdown (--steps {first}:{first + 1},... takes it in)"
-            first_step_note = notes_first
-    evidence = Evidence(summary, facts, chosen)
-    if first_step_note:
-        evidence.cannot_tell.append(first_step_note)
-    findings: list[Finding] = []
+            cannot_tell.append(
+                f"step {first}, the job's first, is left out of the step findings: its warm-up (engines "
+                f"starting, compilation) is no slowdown (--steps {first}:{first + 1},... takes it in)"
+            )
+    evidence = Evidence(summary, facts, chosen, cannot_tell)
     if facts is None:
         evidence.cannot_tell.append(
             "no step anatomy"
@@ -100,23 +95,18 @@ def explain(summary: Summary, phases: PhaseMap, chosen: set[int] | None = None) 
             "have nothing to go on (a window over every rank of a data- or tensor-parallel group has them)"
         )
     stragglers = collective_stragglers(evidence)
-    findings += stragglers
-    findings += exposed_comm_findings(evidence)
+    found: list[Finding | None] = [*stragglers, *exposed_comm_findings(evidence)]
     if facts is not None:
         evidence.cannot_tell += engines_over_http(facts)
-        for finding in (bound_finding(evidence), controller_finding(evidence), slow_steps_finding(evidence)):
-            if finding is not None:
-                findings.append(finding)
-        findings += idle_findings(evidence)
-        findings += anatomy_rank_findings(evidence, {f.worker for f in stragglers if f.worker})
-    distortion = profiler_distortion_finding(evidence)
-    if distortion is not None:
-        findings.append(distortion)
-    findings += memory_growth_findings(evidence)
+        found += [bound_finding(evidence), controller_finding(evidence), slow_steps_finding(evidence)]
+        found += idle_findings(evidence)
+        found += anatomy_rank_findings(evidence, {f.worker for f in stragglers if f.worker})
+    found += [profiler_distortion_finding(evidence), *memory_growth_findings(evidence)]
     if summary.sections.get("memory") is None:
         evidence.cannot_tell.append(
             "no memory figures: memory growth needs a memory window of 3 steps or more (NRL_MEMORY_PROFILE_*)"
         )
+    findings = [f for f in found if f is not None]
     findings.sort(key=lambda f: (-f.impact_pct, f.kind, f.worker or "", f.rank if f.rank is not None else -1))
     return Explanation(
         directory=str(summary.directory),

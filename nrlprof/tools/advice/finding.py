@@ -88,8 +88,12 @@ class Finding:
     worker: str | None = None
     rank: int | None = None
     figures: dict[str, Any] = field(default_factory=dict)
-    threshold: str = ""
     look: Look | None = None
+
+    @property
+    def threshold(self) -> str:
+        """The threshold of the kind's rule, as `RULES` states it."""
+        return RULES[self.kind][1]
 
     def to_json(self) -> dict[str, Any]:
         evidence: dict[str, Any] = {"summary": self.summary, "figures": self.figures, "threshold": self.threshold}

@@ -7,7 +7,7 @@ transfer itself, while its peers' also hold the wait for a late rank (which coun
 from __future__ import annotations
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding
+from nrlprof.tools.advice.finding import Finding
 from nrlprof.tools.advice.rules_ranks import collective_time
 from nrlprof.tools.figures.model import WorkerSummary
 
@@ -35,12 +35,9 @@ def _exposed(evidence: Evidence, worker: str, ranks: list[WorkerSummary]) -> Fin
             rows.append((step, entry, exposed, wall, wall, device))
     if not rows:
         return None
-    exposed = sum(r[2] for r in rows)
-    busy = sum(r[3] for r in rows)
-    wall = sum(r[4] for r in rows)
+    exposed, busy, wall = (sum(r[column] for r in rows) for column in (2, 3, 4))
     if busy <= 0 or exposed / busy < EXPOSED_SHARE:
         return None
-    single = len({e.rank for e in ranks}) < 2
     device = rows[0][5]
     step, entry, *_ = max(rows, key=lambda r: r[2])
     where = "GPU busy time" if device == "gpu" else "the step (a CPU process: gloo)"
@@ -50,7 +47,7 @@ def _exposed(evidence: Evidence, worker: str, ranks: list[WorkerSummary]) -> Fin
         "device": device,
         "rank_read": sorted({r[1].rank for r in rows}, key=lambda r: -1 if r is None else r),
     }
-    if single:
+    if len({e.rank for e in ranks}) < 2:
         evidence.cannot_tell.append(
             f"{worker}: one rank traced, so its exposed collective time may hold a wait for a late peer: trace every "
             "rank to tell the two apart"
@@ -66,6 +63,5 @@ def _exposed(evidence: Evidence, worker: str, ranks: list[WorkerSummary]) -> Fin
         worker=worker,
         rank=entry.rank,
         figures=figures,
-        threshold=RULES["exposed_comm"][1],
         look=evidence.look_at_step(entry, step),
     )

@@ -13,7 +13,7 @@ import statistics
 from collections import Counter
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding
+from nrlprof.tools.advice.finding import Finding
 from nrlprof.tools.advice.phases import ROLLOUT
 from nrlprof.tools.advice.step_facts import NS_PER_MS
 from nrlprof.tools.figures.model import WorkerSummary
@@ -55,9 +55,7 @@ def _collective_straggler(evidence: Evidence, worker: str, ranks: list[WorkerSum
         wall = statistics.median(e.step_wall_ms[step] * 1000 for e in ranks if step in e.step_wall_ms)
         if others - times[culprit] >= LATE_STEP_SHARE * wall:
             late.append((step, culprit, times[culprit], others, wall))
-    if not counted:
-        return None
-    tally = Counter(culprit for _, culprit, _, _, _ in late)
+    tally = Counter(culprit for _, culprit, _, _, _ in late)  # empty where no step was compared
     if not tally:
         return None
     rank, count = tally.most_common(1)[0]
@@ -87,7 +85,6 @@ def _collective_straggler(evidence: Evidence, worker: str, ranks: list[WorkerSum
             "peers_wait_ms": round(waited / 1000, 3),
             "source": "trace",
         },
-        threshold=RULES["straggler"][1],
         look=evidence.look_at_step(entry, mine[0][0]),
     )
 
@@ -160,7 +157,6 @@ def _late_rank(evidence: Evidence, label: str, rows: list[tuple[int, int]]) -> F
             "method": label,
             "source": "anatomy",
         },
-        threshold=RULES["straggler"][1],
         look=evidence.look_at_phase(row, facts.windows[index]),
     )
 
@@ -203,6 +199,5 @@ def _tail(evidence: Evidence, label: str, rows: list[tuple[int, int]]) -> Findin
             "others_wait_pct_of_phase": round(100 * share, 1),
             "method": label,
         },
-        threshold=RULES["long_tail"][1],
         look=evidence.look_at_phase(row, facts.windows[index]),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from nrlprof.tools.advice.evidence import Evidence, window_steps
-from nrlprof.tools.advice.finding import RULES, Finding, step_list
+from nrlprof.tools.advice.finding import Finding, step_list
 from nrlprof.tools.advice.step_facts import NS_PER_MS, PROFILER
 
 DISTORTION = 0.20  # nsys costs 5-15%; a window over 20% slower overstates what it shows
@@ -76,7 +76,6 @@ def profiler_distortion_finding(evidence: Evidence) -> Finding | None:
         steps=inside,
         worker=PROFILER,
         figures=figures,
-        threshold=RULES["profiler_distortion"][1],
     )
 
 
@@ -110,7 +109,6 @@ def memory_growth_findings(evidence: Evidence) -> list[Finding]:
                     "first_mb": round(growth.first_mb, 1),
                     "last_mb": round(growth.last_mb, 1),
                 },
-                threshold=RULES["memory_growth"][1],
             )
         )
     return findings

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from nrlprof.tools.advice.evidence import Evidence
-from nrlprof.tools.advice.finding import RULES, Finding, Look
+from nrlprof.tools.advice.finding import Finding, Look
 from nrlprof.tools.advice.phases import OTHER, PHASE_LABELS, PHASES
 from nrlprof.tools.advice.step_facts import CONTROLLER, NS_PER_MS, PROFILER, StepFacts
 
@@ -33,9 +33,9 @@ def bound_finding(evidence: Evidence) -> Finding | None:
     """The phase that holds most of the steps' critical path."""
     facts = evidence.facts
     assert facts is not None
-    totals = _held_totals(facts)
+    totals, by_label = _summed(facts.held), _summed(facts.held_by_label)
     wall = facts.total_wall
-    unnamed = {label: ns for label, ns in _held_by_label(facts).items() if facts.method_phases[label] == OTHER}
+    unnamed = {label: ns for label, ns in by_label.items() if facts.method_phases[label] == OTHER}
     if unnamed and sum(unnamed.values()) > max((totals.get(p, 0) for p in PHASES), default=0):
         top = max(sorted(unnamed), key=lambda label: unnamed[label])
         why = " (AReaL's RPC servers take every engine method through `call`)" if top.endswith(".call") else ""
@@ -49,10 +49,9 @@ def bound_finding(evidence: Evidence) -> Finding | None:
     phase = max(sorted(named), key=lambda p: named[p])
     share = named[phase] / wall
     steps = [step for i, step in enumerate(facts.steps) if facts.bound(i) == phase]
-    labels = {label: ns for label, ns in _held_by_label(facts).items() if facts.method_phases[label] == phase}
+    labels = {label: ns for label, ns in by_label.items() if facts.method_phases[label] == phase}
     top = max(sorted(labels), key=lambda label: labels[label])
     index, row = _longest_row(facts, top)
-    window = facts.windows[index]
     others = {p: round(100 * ns / wall, 1) for p, ns in sorted(totals.items()) if p != phase and ns > 0}
     figures = {
         "share_pct": round(100 * share, 1),
@@ -72,8 +71,7 @@ def bound_finding(evidence: Evidence) -> Finding | None:
         worker=worker,
         rank=int(facts.tables.phases.slowest_rank[row]),
         figures=figures,
-        threshold=RULES[f"{phase}_bound"][1],
-        look=evidence.look_at_phase(row, window),
+        look=evidence.look_at_phase(row, facts.windows[index]),
     )
 
 
@@ -88,8 +86,7 @@ def controller_finding(evidence: Evidence) -> Finding | None:
     steps = [step for i, step in enumerate(facts.steps) if held[i] >= CONTROLLER_SHARE * facts.walls[i]]
     worst = max(range(len(held)), key=lambda i: held[i] / max(facts.walls[i], 1))
     window = facts.windows[worst]
-    gaps = _controller_gaps(facts, worst)
-    before, between, after = gaps
+    before, between, after = _controller_gaps(facts, worst)
     meta = facts.tables.calls.meta
     who = f"the controller (pid {meta.get('pid', '?')})"
     figures = {
@@ -100,10 +97,7 @@ def controller_finding(evidence: Evidence) -> Finding | None:
                           "between_calls": round(between / NS_PER_MS, 1),
                           "after_last_call": round(after / NS_PER_MS, 1)},
     }  # fmt: skip
-    from nrlprof.tools.advice.finding import Look
-
-    begin = int(facts.tables.begins[window])
-    end = int(facts.tables.ends[window])
+    begin, end = int(facts.tables.begins[window]), int(facts.tables.ends[window])
     return Finding(
         kind="controller_bound",
         impact_pct=100 * share,
@@ -114,7 +108,6 @@ def controller_finding(evidence: Evidence) -> Finding | None:
         steps=steps,
         worker="controller",
         figures=figures,
-        threshold=RULES["controller_bound"][1],
         look=Look(
             f"{facts.tables.calls.run} (nrlprof merge draws it)",
             facts.steps[worst],
@@ -189,7 +182,6 @@ def slow_steps_finding(evidence: Evidence) -> Finding | None:
         worker=top["slowest"] if top["slowest"] in (CONTROLLER, PROFILER) else top["slowest"].rpartition(".")[0],
         rank=top["slowest_rank"],
         figures={"median_ms": round(median / NS_PER_MS, 1), "slow": details},
-        threshold=RULES["slow_steps"][1],
         look=look,
     )
 
@@ -238,23 +230,14 @@ def idle_findings(evidence: Evidence) -> list[Finding]:
                 steps=[s for s, w, t in zip(facts.steps, waiting, facts.walls, strict=True) if w >= IDLE_SHARE * t],
                 worker=name,
                 figures=figures,
-                threshold=RULES["idle"][1],
             )
         )
     return findings
 
 
-def _held_totals(facts: StepFacts) -> dict[str, int]:
-    """ns on the critical path over the steps read, by phase (and the controller's, nrlprof's own)."""
-    return _summed(facts.held)
-
-
-def _held_by_label(facts: StepFacts) -> dict[str, int]:
-    """ns on the critical path over the steps read, by `<worker>.<method>`."""
-    return _summed(facts.held_by_label)
-
-
 def _summed(per_step: list[dict[str, int]]) -> dict[str, int]:
+    """ns on the critical path over the steps read, by key: by phase (and the controller's, nrlprof's own) for
+    `facts.held`, by `<worker>.<method>` for `facts.held_by_label`."""
     totals: dict[str, int] = {}
     for held in per_step:
         for key, ns in held.items():
@@ -280,9 +263,7 @@ def _row_of(facts: StepFacts, index: int, label: str) -> int | None:
 
 def _rank_of(facts: StepFacts, index: int, label: str) -> int | None:
     row = _row_of(facts, index, label)
-    if row is None or int(facts.tables.phases.ranks[row]) < 2:
-        return None if row is None else int(facts.tables.phases.slowest_rank[row])
-    return int(facts.tables.phases.slowest_rank[row])
+    return None if row is None else int(facts.tables.phases.slowest_rank[row])
 
 
 def _label_medians(facts: StepFacts) -> dict[str, float]:
@@ -304,7 +285,7 @@ def _what_grew(facts: StepFacts, index: int, medians: dict[str, float]) -> tuple
 
 
 def _main_label(facts: StepFacts, phase: str, exclude: str) -> str:
-    totals = {label: ns for label, ns in _held_by_label(facts).items()
+    totals = {label: ns for label, ns in _summed(facts.held_by_label).items()
               if facts.method_phases[label] == phase and label.rpartition(".")[0] != exclude}  # fmt: skip
     if not totals:
         names = sorted(label for label, p in facts.method_phases.items() if p == phase)

@@ -11,6 +11,7 @@ not from a framework's counters.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -40,13 +41,11 @@ class StepFacts:
     def __post_init__(self) -> None:
         for window in self.windows:
             path = self.tables.critical_path(window)
-            by_phase: dict[str, int] = {}
-            by_label: dict[str, int] = {}
+            by_phase: Counter[str] = Counter()
+            by_label: Counter[str] = Counter()
             for row, ns in path:
-                label = self.label(row)
-                by_label[label] = by_label.get(label, 0) + ns
-                phase = self.phase_of_row(row)
-                by_phase[phase] = by_phase.get(phase, 0) + ns
+                by_label[self.label(row)] += ns
+                by_phase[self.phase_of_row(row)] += ns
             outside = max(0, int(self.tables.walls[window]) - sum(ns for _, ns in path))
             own = min(outside, self._profiler_ns(window))
             if own:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -113,18 +114,20 @@ def _run(argv: list[str], timeout_s: float, cwd: str) -> tuple[int | None, str]:
     return done.returncode, " | ".join(tail)
 
 
+def _timed(backend: str, gpu: bool) -> Callable[[bool, str], CanaryResult]:
+    """The result of `backend`'s canary from (ok, detail), with the seconds since this call."""
+    started = time.monotonic()
+    return lambda ok, detail: CanaryResult(backend, ok, gpu, detail, round(time.monotonic() - started, 3))
+
+
 def nsys_canary(nsys: str, gpu: bool, work_dir: str, timeout_s: float = CAPTURE_TIMEOUT_S) -> CanaryResult:
     """A real nsys capture of the workload; the report must exist and export to SQLite."""
-    started = time.monotonic()
+    result = _timed("nsys", gpu)
     output = Path(work_dir) / "canary"
     trace = "cuda,nvtx,osrt" if gpu else "nvtx,osrt"
     argv = [nsys, "profile", "-o", str(output), "--force-overwrite=true", f"--trace={trace}", "--sample=none",
             "--cpuctxsw=none", sys.executable, "-c", WORKLOAD]  # fmt: skip
     code, tail = _run(argv, timeout_s, work_dir)
-
-    def result(ok: bool, detail: str) -> CanaryResult:
-        return CanaryResult("nsys", ok, gpu, detail, round(time.monotonic() - started, 3))
-
     report = output.with_name(output.name + NSYS_REPORT_SUFFIX)
     if code is None:
         return result(False, f"`nsys profile` {tail}")
@@ -144,13 +147,9 @@ def nsys_canary(nsys: str, gpu: bool, work_dir: str, timeout_s: float = CAPTURE_
 
 def torch_canary(gpu: bool, work_dir: str, timeout_s: float = CAPTURE_TIMEOUT_S) -> CanaryResult:
     """A real torch profiler capture; the trace must load and hold the range (and a kernel with a GPU)."""
-    started = time.monotonic()
+    result = _timed("torch", gpu)
     trace = Path(work_dir) / "canary.pt.trace.json"
     code, tail = _run([sys.executable, "-c", TORCH_CAPTURE, str(trace)], timeout_s, work_dir)
-
-    def result(ok: bool, detail: str) -> CanaryResult:
-        return CanaryResult("torch", ok, gpu, detail, round(time.monotonic() - started, 3))
-
     if code != 0:
         return result(False, f"the torch profiler capture failed (exit {code}): {tail}")
     try:

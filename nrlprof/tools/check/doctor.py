@@ -106,9 +106,7 @@ class DoctorReport:
         return exit_codes.outcome(not self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ok"] = not self.errors
-        return data
+        return {**asdict(self), "ok": not self.errors}
 
 
 # --------------------------------------------------------------------------- driver
@@ -124,12 +122,7 @@ def node_check_from(node: NodeInfo, data: dict[str, Any]) -> NodeCheck:
 
 def check_nodes(nodes: list[NodeInfo], output_dir: str, timeout_s: float = NODE_TIMEOUT_S) -> list[NodeCheck]:
     answers = run_on_nodes(inspect_node, nodes, lambda n: (n.node_id, output_dir), timeout_s, "running the checks")
-    return [
-        node_check_from(a.node, a.value)
-        if a.error is None
-        else NodeCheck(a.node.label, a.node.node_id, a.node.ip, a.node.hostname, error=a.error)
-        for a in answers
-    ]
+    return [node_check_from(a.node, a.value if a.error is None else {"error": a.error}) for a in answers]
 
 
 def describe_plan(plan: Any) -> list[dict[str, Any]]:
@@ -319,10 +312,9 @@ def add_canaries(checks: list[NodeCheck], nodes: list[NodeInfo], backends: list[
     by_id = {a.node.node_id: a for a in answers}
     for check in checks:
         answer = by_id.get(check.node_id)
-        if answer is not None and answer.error is None:
-            check.canary = answer.value
-        elif answer is not None:
-            check.canary = {"gpu": False, "results": [], "error": answer.error}
+        if answer is not None:
+            failed = {"gpu": False, "results": [], "error": answer.error}
+            check.canary = answer.value if answer.error is None else failed
 
 
 def canary_problems(check: NodeCheck) -> list[Problem]:

@@ -122,18 +122,11 @@ def _flag(argv: list[str], prefix: str) -> list[str]:
     return []
 
 
-def ray_dir_of(command: list[str], script: str) -> str:
-    """The Ray package dir from a command running `<ray>/<script>`; '' when the command has no such argument."""
-    for arg in command:
-        if arg.endswith("/" + script):
-            return arg[: -len(script) - 1]
-    return ""
-
-
 def interpreter_of(command: list[str], script: str) -> Interpreter:
-    """The command up to (without) the Ray script it runs; a wrapper such as `uv run ... python` stays whole."""
-    ray_dir = ray_dir_of(command, script)
+    """The command up to (without) the Ray script it runs, `<ray>/<script>` (a wrapper such as `uv run ... python`
+    stays whole), and that Ray package dir ('' when the command has no such argument)."""
     cut = next((i for i, arg in enumerate(command) if arg.endswith("/" + script)), len(command))
+    ray_dir = command[cut][: -len(script) - 1] if cut < len(command) else ""
     prefix = [a for a in command[:cut] if a != "-u"]
     return Interpreter(command=shlex.join(prefix), ray_dir=ray_dir)
 
@@ -221,12 +214,14 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
     nsys_options, nsys_options_detail = nsys_options_here(nsys)
     cuda, cuda_detail = cuda_check()
     found = interpreters(node_id)
-    agent_hook, agent_detail = agent_check(found["raylet_environ"], found["raylet_pid"])
+    raylet_environ = found.pop("raylet_environ")
+    agent_hook, agent_detail = agent_check(raylet_environ, found["raylet_pid"])
     files, files_detail = plugin_files_check(found["agent"]["ray_dir"])
     writable, writable_detail = writable_check(output_dir)
     dcgm_profiling, dcgm_detail = profiling_check()
-    workers_environ = found["raylet_environ"] if found["raylet_environ"] is not None else os.environ
+    workers_environ = raylet_environ if raylet_environ is not None else os.environ
     return {
+        **found,  # raylet_pid, agent, agent_fix, agent_fix_reason, workers
         "nvtx_injection": workers_environ.get(NVTX_INJECTION_VARIABLE, ""),
         "nsys": asdict(nsys),
         "nsys_options": nsys_options,
@@ -234,11 +229,6 @@ def inspect_node(node_id: str, output_dir: str) -> dict[str, Any]:
         "rocprof": asdict(rocprof),
         "cuda": cuda,
         "cuda_detail": cuda_detail,
-        "raylet_pid": found["raylet_pid"],
-        "agent": found["agent"],
-        "agent_fix": found["agent_fix"],
-        "agent_fix_reason": found["agent_fix_reason"],
-        "workers": found["workers"],
         "agent_hook": agent_hook,
         "agent_detail": agent_detail,
         "plugin_files": files,

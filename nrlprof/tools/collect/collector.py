@@ -41,7 +41,6 @@ from nrlprof.tools.collect.scan import (
     is_session_name,
     list_node_outputs,
     list_sessions,
-    node_temp_dir,
 )
 from nrlprof.tools.progress import ByteMeter, ProgressCallback
 
@@ -89,9 +88,7 @@ class CollectResult:
         return exit_codes.outcome(self.ok and not self.found_nothing)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ok"] = self.ok
-        return data
+        return {**asdict(self), "ok": self.ok}
 
 
 # --------------------------------------------------------------------------- the index
@@ -121,7 +118,7 @@ def choose_sessions(
     """The session dirs to take: the named one, all (None), or the newest holding manifests on any node."""
     if all_sessions:
         return ALL_SESSIONS
-    answers = run_on_nodes(_list_sessions_here, nodes, lambda node: (), timeout_s, "listing its session dirs")
+    answers = run_on_nodes(list_sessions, nodes, lambda node: (), timeout_s, "listing its session dirs")
     if session is not None:
         found = sorted(
             {s["name"] for a in answers if a.value for s in a.value["sessions"]}
@@ -135,10 +132,6 @@ def choose_sessions(
     # Session names start with their start time (session_YYYY-MM-DD_hh-mm-ss_...): the largest is the newest.
     chosen = max(with_manifests or current or [""])
     return [chosen] if chosen else []
-
-
-def _list_sessions_here() -> dict[str, Any]:
-    return list_sessions(node_temp_dir())
 
 
 def list_nodes(
@@ -170,17 +163,10 @@ def list_nodes(
 
 
 def node_summary(listing: NodeListing) -> dict[str, Any]:
-    node = listing.node
-    return {
-        "label": node.label,
-        "node_id": node.node_id,
-        "hostname": node.hostname,
-        "ip": node.ip,
-        "temp_dir": listing.temp_dir,
-        "files": len(listing.files),
-        "bytes": sum(f.size for f in listing.files),
-        "error": listing.error,
-    }
+    """The node (its NodeInfo), its temp dir, how many files and bytes it listed, and its error."""
+    sizes = [f.size for f in listing.files]
+    found = {"temp_dir": listing.temp_dir, "files": len(sizes), "bytes": sum(sizes), "error": listing.error}
+    return {**asdict(listing.node), **found}
 
 
 def note_listing(result: CollectResult, listing: NodeListing) -> None:

@@ -94,12 +94,8 @@ def anatomy_runs_of(sessions: list[str] | None, temp_dir: Path, anatomy_dir: Pat
     if not anatomy_dir.is_dir():
         return []
     pids = None if sessions is None else {pid for pid in map(session_pid, sessions) if pid}
-    runs = []
-    for run in sorted(anatomy_dir.glob(RUN_PREFIX + "*")):
-        pid = run.name.rpartition("-")[2]
-        if pids is None or pid in pids:
-            runs.append(run)
-    return runs
+    runs = sorted(anatomy_dir.glob(RUN_PREFIX + "*"))
+    return [run for run in runs if pids is None or run.name.rpartition("-")[2] in pids]  # run-...-<pid>
 
 
 def list_this_machine(

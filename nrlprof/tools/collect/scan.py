@@ -127,12 +127,12 @@ def session_listing(temp_dir: str) -> dict[str, Any]:
     return {"sessions": sessions, "rejected": scan.rejected}
 
 
-def list_sessions(temp_dir: str) -> dict[str, Any]:
+def list_sessions() -> dict[str, Any]:
     """Runs on a node: its session dirs, whether each holds manifests, and the node's current session."""
     from nrlprof import rayapi
 
     current = Path(rayapi.node_session_dir()).name
-    return {"current": current, **session_listing(temp_dir)}
+    return {"current": current, **session_listing(node_temp_dir())}
 
 
 def _walk(

@@ -69,9 +69,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"session": getattr(args, "session", None), "all_sessions": getattr(args, "all_sessions", False),
                "allow_dirs": getattr(args, "allow_dir", None)}  # fmt: skip
     with progress_bar("collect") as progress:
-        result = None
-        if not local and temp_dir is None:
-            result = _from_cluster(args, options, progress)
+        result = _from_cluster(args, options, progress) if not local and temp_dir is None else None
         if result is None:
             from nrlprof.tools.collect.local import collect_local
 

@@ -90,16 +90,10 @@ def _interpreters_text(check: NodeCheck) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "address", "Ray cluster address (default: RAY_ADDRESS or the local one)")
     parser.add_argument("--output-dir", default=None, help="torch output directory to check (default: the plan's)")
-    parser.add_argument(
-        "--capture", action="store_true", help="also run a short real capture on every node with each backend"
-    )
-    parser.add_argument(
-        "--capture-timeout",
-        type=positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help=f"with --capture: how long each capture may take (default: {CAPTURE_TIMEOUT_S:.0f})",
-    )
+    capture = "also run a short real capture on every node with each backend"
+    parser.add_argument("--capture", action="store_true", help=capture)
+    timeout = f"with --capture: how long each capture may take (default: {CAPTURE_TIMEOUT_S:.0f})"
+    parser.add_argument("--capture-timeout", type=positive_seconds, default=None, metavar="SECONDS", help=timeout)
     add_option(parser, "json", "print the report as JSON")
 
 

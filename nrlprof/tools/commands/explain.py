@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nrlprof import exit_codes
 from nrlprof.errors import ToolError
-from nrlprof.tools.commands.options import add_anatomy_option, add_cluster_reading, add_option, summarise
+from nrlprof.tools.commands.options import add_cluster_reading, add_option, add_summary_input, summarise
 
 PHASES_HELP = (
     "the RL phase of methods the built-in names miss, before them: 'rollout=*generate*;training=*train*' "
@@ -23,15 +23,12 @@ PHASES_HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    directory = "directory holding the step anatomy, traces and reports (searched recursively); or --address"
-    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "json", "print the findings, steps and phases as JSON")
     parser.add_argument("--steps", metavar="STEPS", help="only these steps (3, 3:5, 1,4; stop exclusive)")
     parser.add_argument("--all", action="store_true", help=f"also the findings under {5}%% of the steps' time")
     parser.add_argument("--phases", metavar="RULES", default=None, help=PHASES_HELP)
-    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
+    add_summary_input(parser, "the step anatomy, traces and reports")
     add_cluster_reading(parser, "read")
-    add_anatomy_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from nrlprof import exit_codes
 from nrlprof.tools.commands.options import (
     UsageError,
-    add_anatomy_option,
     add_cluster_reading,
     add_option,
     cluster_job,
@@ -46,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     force = "write the timeline even when it is larger than Perfetto's UI can open"
     parser.add_argument("--force", action="store_true", help=force)
     add_cluster_reading(parser, "merge")
-    add_anatomy_option(parser)
 
 
 def parse_ranks(text: str) -> frozenset[int]:

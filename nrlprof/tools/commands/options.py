@@ -72,7 +72,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_cluster_reading(parser: argparse.ArgumentParser, what: str) -> None:
-    """`--address` and the options of reading a job's files on the nodes that hold them, for `what`."""
+    """`--address` and the options of reading a job's files on the nodes that hold them (`--anatomy`: the step
+    anatomy read here), for `what`."""
     add_option(parser, "address", f"{what} the job's files on the nodes of this Ray cluster ('auto': the local one)")
     add_job_options(parser)
     parser.add_argument(
@@ -82,6 +83,14 @@ def add_cluster_reading(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="N",
         help="with --address: processes reading on each node, at low priority (default: %(default)s)",
     )
+    parser.add_argument("--anatomy", type=Path, default=None, metavar="DIR", help=ANATOMY_HELP)
+
+
+def add_summary_input(parser: argparse.ArgumentParser, held: str = "traces and reports") -> None:
+    """DIR holding `held` (else `--address`, from `add_cluster_reading`) and `-j/--jobs`: what `summarise` reads."""
+    directory = f"directory holding {held} (searched recursively); or --address"
+    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
+    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
 
 
 def cluster_job(args: argparse.Namespace, address: str | None = None) -> ClusterJob:
@@ -118,10 +127,6 @@ def one_source(args: argparse.Namespace, name: str = "directory") -> bool:
 
 class UsageError(NrlprofError):
     """Options that do not go together: exit 2 with the message."""
-
-
-def add_anatomy_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--anatomy", type=Path, default=None, metavar="DIR", help=ANATOMY_HELP)
 
 
 def summarise(args: argparse.Namespace, command: str, anatomy_view: bool = True) -> Summary:

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+from operator import itemgetter
 from typing import Any
 
 from nrlprof import exit_codes
@@ -108,16 +109,11 @@ def _print(whole: PlanOverview, views: list[BackendView], live: list[dict] | Non
 
 
 def _print_backend(view: BackendView, console: Any) -> None:
-    from rich.table import Table
-
-    from nrlprof.tools.render.console import plain, print_table
+    from nrlprof.tools.render.console import plain, print_rows
 
     console.rule(f"[bold]{plain(view.kind)}")
-    table = Table("pattern", "ranks", "discrete", "methods")
-    for t in view.targets:
-        methods = ",".join(t["methods"]) or "-"
-        table.add_row(plain(t["pattern"]), plain(t["ranks"]), plain(t["discrete"]), plain(methods))
-    print_table(console, table)
+    rows = [(t["pattern"], t["ranks"], t["discrete"], ",".join(t["methods"]) or "-") for t in view.targets]
+    print_rows(console, ("pattern", "ranks", "discrete", "methods"), rows)
     console.print(f"windows: {plain(', '.join(view.windows))}")
     console.print(f"command: {plain(view.command)}", soft_wrap=True)
     for entry in view.files:
@@ -199,35 +195,31 @@ def _actor_names(rows: list[dict]) -> list[dict]:
 def _print_actor_names(actors: list[dict] | None) -> None:
     if not actors:
         return
-    from rich.table import Table
+    from nrlprof.tools.render.console import print_rows, terminal
 
-    from nrlprof.tools.render.console import plain, print_table, terminal
-
-    table = Table("worker", "rank", "framework", "names a pattern matches", title="live actors")
-    for actor in actors:
-        cells = (actor["worker"], actor["rank"], actor["framework"] or "-", ", ".join(actor["names"]))
-        table.add_row(*map(plain, cells))
-    print_table(terminal(), table)
+    rows = [(a["worker"], a["rank"], a["framework"] or "-", ", ".join(a["names"])) for a in actors]
+    print_rows(terminal(), ("worker", "rank", "framework", "names a pattern matches"), rows, "live actors")
 
 
 def _print_live(live: list[dict] | None, sizes: list[dict] | None, console: Any) -> None:
-    from rich.table import Table
-
-    from nrlprof.tools.render.console import plain, print_table
+    from nrlprof.tools.render.console import print_rows
 
     if live is not None:
-        title = "live actors that would be profiled"
-        table = Table("worker", "rank", "backend", "pattern", "node", "interpreter", title=title)
-        for row in live:
-            cells = (row["worker"], row["rank"], row["backend"], row["pattern"], row["node_id"][:12],
-                     row.get("interpreter") or "the worker's own (Ray's default worker command)")  # fmt: skip
-            table.add_row(*map(plain, cells))
-        print_table(console, table)
+        own = "the worker's own (Ray's default worker command)"
+        named = itemgetter("worker", "rank", "backend", "pattern")
+        rows = [(*named(row), row["node_id"][:12], row.get("interpreter") or own) for row in live]
+        columns = ("worker", "rank", "backend", "pattern", "node", "interpreter")
+        print_rows(console, columns, rows, "live actors that would be profiled")
     if sizes:
         title = "expected size per rank and window, at the rate of the job's windows written so far"
-        table = Table("backend", "worker", "window", "per rank", "per step", "from windows", title=title)
-        for row in sizes:
-            cells = (row["backend"], row["worker"], row["window"], f"{row['bytes_per_rank'] / 1e6:,.1f} MB",
-                     f"{row['bytes_per_step'] / 1e6:,.1f} MB", ", ".join(row["from_windows"]))  # fmt: skip
-            table.add_row(*map(plain, cells))
-        print_table(console, table)
+        columns = ("backend", "worker", "window", "per rank", "per step", "from windows")
+        named = itemgetter("backend", "worker", "window")
+        rows = [
+            (*named(row), _mb(row["bytes_per_rank"]), _mb(row["bytes_per_step"]), ", ".join(row["from_windows"]))
+            for row in sizes
+        ]
+        print_rows(console, columns, rows, title)
+
+
+def _mb(count: int) -> str:
+    return f"{count / 1e6:,.1f} MB"

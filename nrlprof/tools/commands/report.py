@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from nrlprof import exit_codes
-from nrlprof.tools.commands.options import add_anatomy_option, add_cluster_reading, add_option, summarise
+from nrlprof.tools.commands.options import add_cluster_reading, add_option, add_summary_input, summarise
 from nrlprof.tools.figures.model import Summary
 from nrlprof.tools.figures.summarize import summarize
 from nrlprof.tools.output import check_output, write_output
@@ -25,12 +25,9 @@ def write_report(directory: Path, output: Path, summary: Summary | None = None) 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    directory = "directory holding traces and reports (searched recursively); or --address"
-    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "output", "HTML file to write (default: %(default)s)", default=Path("nrlprof-report.html"))
-    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
+    add_summary_input(parser)
     add_cluster_reading(parser, "read")
-    add_anatomy_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

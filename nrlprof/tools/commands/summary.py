@@ -8,22 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from nrlprof import exit_codes
 from nrlprof.errors import ToolError
-from nrlprof.tools.commands.options import add_anatomy_option, add_cluster_reading, add_option, summarise
+from nrlprof.tools.commands.options import add_cluster_reading, add_option, add_summary_input, summarise
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    directory = "directory holding traces and reports (searched recursively); or --address"
-    parser.add_argument("directory", type=Path, nargs="?", default=None, help=directory)
     add_option(parser, "json", "print the summary as JSON")
-    add_option(parser, "jobs", "processes reading traces (default: one per CPU, at most one per trace and per 32 MiB)")
+    add_summary_input(parser)
     hta = "add HolisticTraceAnalysis's temporal breakdown and comm/compute overlap per rank (slow)"
     parser.add_argument("--hta", action="store_true", help=hta)
     add_cluster_reading(parser, "read")
-    add_anatomy_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -162,9 +162,7 @@ def _node_headers(
     answers = run_on_nodes(read_headers_here, [listing.node for listing in usable],
                            lambda node: ([f.source for f in by_node[node.node_id].files],), timeout_s,
                            "reading its trace headers")  # fmt: skip
-    for listing in listings:
-        if listing.error is not None:
-            merge.unreadable.append((Path(f"{listing.node.label}:"), listing.error))
+    merge.unreadable += [(listing.shown(""), listing.error) for listing in listings if listing.error is not None]
     for answer in answers:
         listing = by_node[answer.node.node_id]
         if answer.error is not None:

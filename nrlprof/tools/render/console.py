@@ -50,6 +50,16 @@ def print_table(console: Console, table: Any) -> None:
         console.width = width
 
 
+def print_rows(console: Console, columns: tuple[str, ...], rows: list[tuple], title: str | None = None) -> None:
+    """A table of `columns` and `rows`, each cell printed as it is (`plain`), fitted as `print_table` fits it."""
+    from rich.table import Table
+
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*map(plain, row))
+    print_table(console, table)
+
+
 def plain(value: object) -> str:
     """`value` as text that rich prints as is."""
     return escape(str(value))

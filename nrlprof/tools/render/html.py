@@ -24,7 +24,7 @@ from nrlprof.tools.figures.kernel_names import short_kernel_name
 from nrlprof.tools.figures.model import TOP, Span, Summary, WorkerSummary
 from nrlprof.tools.read.manifests import Overhead
 from nrlprof.tools.render.explain_text import finding_lines
-from nrlprof.tools.render.text import step_lines
+from nrlprof.tools.render.text import step_lines, truncate
 
 WIDTH = 1160
 LABEL_WIDTH = 270
@@ -191,7 +191,7 @@ def timeline_svg(workers: list[WorkerSummary], overhead: list[Overhead] | None =
         y = AXIS + row * LANE
         fill = "#f9fafb" if row % 2 else "#f3f4f6"
         out.append(f'<rect x="0" y="{y}" width="{WIDTH}" height="{LANE}" fill="{fill}"/>')
-        out.append(f'<text x="6" y="{y + LANE / 2 + 4}">{_e(_short(worker.label, LANE_LABEL_CHARS))}</text>')
+        out.append(f'<text x="6" y="{y + LANE / 2 + 4}">{_e(truncate(worker.label, LANE_LABEL_CHARS))}</text>')
         for step in sorted(worker.steps, key=lambda s: s.start_us):
             box = axis.clip(step.start_us, step.end_us)
             if box is None:
@@ -384,7 +384,7 @@ def _table(head: list[str], rows: list[list[str]], text_columns: int = 1, names:
 
     def cell(tag: str, i: int, value: str) -> str:
         if tag == "td" and i in names:
-            short = _short(short_kernel_name(value), NAME_WIDTH)
+            short = truncate(short_kernel_name(value), NAME_WIDTH)
             return f'<td class="l" title="{_e(value)}">{_e(short)}</td>'
         return f'<{tag} class="l">{_e(value)}</{tag}>' if i < text_columns else f"<{tag}>{_e(value)}</{tag}>"
 
@@ -402,10 +402,6 @@ def _ms(value: float | None) -> str:
 def _fig(value: float | None) -> str:
     """Per-step figures: two decimals, kernels of tens of microseconds stay visible."""
     return "" if value is None else f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _e(value: object) -> str:
