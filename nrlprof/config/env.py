@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE, parse_host_budget
 from nrlprof.config.memory import (
@@ -128,6 +129,12 @@ def parse_json_object(text: str, variable: str) -> dict:
     return value
 
 
+def parsed(environ: Mapping[str, str], variable: str, parse: Callable[[str, str], Any], default: Any) -> Any:
+    """`parse(value, variable)` where the variable holds more than blanks, else `default`."""
+    text = environ.get(variable, "")
+    return parse(text, variable) if text.strip() else default
+
+
 def selection(
     environ: Mapping[str, str], prefix: str, step_variable: str, *, steps_required: bool
 ) -> tuple[tuple[Target, ...], StepSelection | None] | None:
@@ -150,15 +157,9 @@ def selection(
         )
     if not patterns:
         return None
-    ranks_variable = f"{prefix}_RANKS"
-    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    ranks = parsed(environ, f"{prefix}_RANKS", parse_ranks, None)
     methods = parse_patterns(environ.get(f"{prefix}_DISCRETE_METHODS", ""))
-    discrete_variable = f"{prefix}_DISCRETE"
-    discrete = bool(methods) or (
-        parse_bool(environ[discrete_variable], discrete_variable)
-        if environ.get(discrete_variable, "").strip()
-        else False
-    )
+    discrete = bool(methods) or parsed(environ, f"{prefix}_DISCRETE", parse_bool, False)
     return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 
 
@@ -185,8 +186,7 @@ def _slow_mode(environ: Mapping[str, str], prefix: str, variable: str, targets: 
 
 
 def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
-    text = environ.get(variable, "")
-    return parse_json_object(text, variable) if text.strip() else {}
+    return parsed(environ, variable, parse_json_object, {})
 
 
 def nsys_on_demand_from_env(environ: Mapping[str, str], value: str = NSYS_ON_DEMAND) -> BackendPlan:
@@ -200,8 +200,7 @@ def nsys_on_demand_from_env(environ: Mapping[str, str], value: str = NSYS_ON_DEM
         raise ConfigError(
             patterns_variable, environ.get(patterns_variable, ""), f"patterns such as '*policy*' {because}"
         )
-    ranks_variable = f"{NSYS_PREFIX}_RANKS"
-    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    ranks = parsed(environ, f"{NSYS_PREFIX}_RANKS", parse_ranks, None)
     extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
     options = dict(build_nsys_options(extra, None, NSYS_EXTRA_OPTIONS_VARIABLE))
     options[SESSION_OPTION] = ARMED_SESSION
@@ -265,14 +264,11 @@ def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 
 def memory_settings_from_env(environ: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The memory backend's directory and options, as the variables set them (patterns or not)."""
-    entries_text = environ.get(MEMORY_MAX_ENTRIES_VARIABLE, "")
-    max_entries = parse_max_entries(entries_text, MEMORY_MAX_ENTRIES_VARIABLE) if entries_text.strip() else None
-    oom_text = environ.get(MEMORY_ON_OOM_VARIABLE, "")
-    on_oom = parse_bool(oom_text, MEMORY_ON_OOM_VARIABLE) if oom_text.strip() else False
-    stacks_text = environ.get(MEMORY_STACKS_VARIABLE, "")
-    stacks = parse_stacks(stacks_text, MEMORY_STACKS_VARIABLE) if stacks_text.strip() else PYTHON_STACKS
+    max_entries = parsed(environ, MEMORY_MAX_ENTRIES_VARIABLE, parse_max_entries, DEFAULT_MAX_ENTRIES)
+    on_oom = parsed(environ, MEMORY_ON_OOM_VARIABLE, parse_bool, False)
+    stacks = parsed(environ, MEMORY_STACKS_VARIABLE, parse_stacks, PYTHON_STACKS)
     directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
-    return directory, memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom, stacks)
+    return directory, memory_options(max_entries, on_oom, stacks)
 
 
 def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
@@ -318,8 +314,7 @@ def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> 
     if directory:
         values["directory"] = directory
     for field_name, variable in TORCH_FLAG_VARIABLES.items():
-        if environ.get(variable, "").strip():
-            values[field_name] = parse_bool(environ[variable], variable)
+        values[field_name] = parsed(environ, variable, parse_bool, values[field_name])
     return TorchSettings(**values)
 
 
