@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from nrlprof import layout, wire
+from nrlprof import layout
 from nrlprof.backends.base import Backend
 from nrlprof.backends.host_budget import MB, HostBudget, host_rss_bytes
 from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
@@ -194,19 +194,7 @@ class MemoryBackend(Backend):
 
     def _write_figures(self, label: str) -> Path:
         path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
-        document = {
-            "nrlprof": {
-                "worker": self.role.worker_name,
-                "rank": self.role.rank,
-                "window": self.window.label,
-                "pid": os.getpid(),
-                "host": os.uname().nodename,
-                "backend": MEMORY,
-            },
-            "steps": self.samples,
-        }
-        if self.trigger is not None:
-            document["nrlprof"]["trigger"] = wire.to_builtins(self.trigger)
+        document = {"nrlprof": self.about(self.window), "steps": self.samples}
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(document, indent=1))
         os.replace(partial, path)
