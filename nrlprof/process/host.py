@@ -3,8 +3,10 @@ ProfiledProcess, nrlprof.runtime.controller's Controller): they sit below the ru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from nrlprof.log import logger
 
 if TYPE_CHECKING:
     from nrlprof.config.plan import Plan, Target
@@ -31,3 +33,26 @@ class ControllerHost(Host, Protocol):
     def framework_step(self, step: int, source: str) -> None: ...
 
     def ask_reconfiguration(self, config: Mapping[str, Any] | Plan) -> None: ...
+
+
+def standing_down(session: Host, framework: str) -> Callable[[str, str], bool]:
+    """`ours(kind, what)`: whether nrlprof runs its `kind` backend in this worker, so that the framework's own `what`
+    stands down there (said once per `what`)."""
+    told: set[str] = set()
+
+    def ours(kind: str, what: str) -> bool:
+        if session.targets.get(kind) is None:
+            return False
+        if what not in told:
+            told.add(what)
+            logger.info(
+                "worker '%s' rank %s: %s's own %s stands down; nrlprof's %s runs in this process",
+                session.identity.name,
+                session.identity.rank,
+                framework,
+                what,
+                kind,
+            )
+        return True
+
+    return ours
