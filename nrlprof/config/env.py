@@ -129,10 +129,15 @@ def parse_json_object(text: str, variable: str) -> dict:
     return value
 
 
-def parsed(environ: Mapping[str, str], variable: str, parse: Callable[[str, str], Any], default: Any) -> Any:
-    """`parse(value, variable)` where the variable holds more than blanks, else `default`."""
-    text = environ.get(variable, "")
-    return parse(text, variable) if text.strip() else default
+def parsed(
+    environ: Mapping[str, str], variable: str, parse: Callable[[str, str], Any], default: Any, *, stripped: bool = False
+) -> Any:
+    """`parse(value, variable)` where the variable holds more than blanks (the value stripped first where `stripped`),
+    else `default`."""
+    text = environ.get(variable) or ""
+    if not text.strip():
+        return default
+    return parse(text.strip() if stripped else text, variable)
 
 
 def selection(
@@ -336,11 +341,6 @@ def parse_timeout(text: str, variable: str = TIMEOUT_VARIABLE) -> float:
     return value
 
 
-def _timeout(environ: Mapping[str, str], default: float) -> float:
-    text = environ.get(TIMEOUT_VARIABLE, "").strip()
-    return parse_timeout(text) if text else default
-
-
 def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
     """The plan the variables describe; a backend the variables name replaces the base's one."""
     plan = base or Plan()
@@ -354,39 +354,24 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         backends=plan.backends,
         torch=torch_settings_from_env(environ, plan.torch),
         log_level=_log_level(environ, plan.log_level),
-        timeout_s=_timeout(environ, plan.timeout_s or DEFAULT_TIMEOUT_S),
+        timeout_s=parsed(environ, TIMEOUT_VARIABLE, parse_timeout, plan.timeout_s or DEFAULT_TIMEOUT_S, stripped=True),
         sources=tuple(sources),
-        step_method=step_method_from_env(environ) or plan.step_method,
-        framework_config=framework_config_from_env(environ, plan.framework_config),
+        step_method=parsed(environ, STEP_METHOD_VARIABLE, parse_step_method, plan.step_method, stripped=True),
+        framework_config=parsed(environ, FRAMEWORK_CONFIG_VARIABLE, parse_bool, plan.framework_config, stripped=True),
         controller_nsys=plan.controller_nsys,
-        max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
+        max_host_mb=parsed(environ, HOST_BUDGET_VARIABLE, parse_host_budget, plan.max_host_mb, stripped=True),
         on_demand=on_demand_from_env(environ, plan.on_demand),
         slow=slow_settings_from_env(environ, any(b.slow for b in plan.backends)),
     )
 
 
-def host_budget_from_env(environ: Mapping[str, str], default: int | None) -> int | None:
-    text = (environ.get(HOST_BUDGET_VARIABLE) or "").strip()
-    return parse_host_budget(text) if text else default
-
-
-def step_method_from_env(environ: Mapping[str, str]) -> StepMethod | None:
-    text = (environ.get(STEP_METHOD_VARIABLE) or "").strip()
-    return parse_step_method(text) if text else None
-
-
-def framework_config_from_env(environ: Mapping[str, str], default: bool) -> bool:
-    text = (environ.get(FRAMEWORK_CONFIG_VARIABLE) or "").strip()
-    return parse_bool(text, FRAMEWORK_CONFIG_VARIABLE) if text else default
-
-
-def parse_step_method(text: str) -> StepMethod:
+def parse_step_method(text: str, variable: str = STEP_METHOD_VARIABLE) -> StepMethod:
     """`<worker pattern>.<method pattern>`, split at the last dot (method names have none)."""
     worker, dot, method = text.rpartition(".")
     worker, method = worker.strip(), method.strip()
     if not dot or not worker or not method or "," in text or not all(c.isidentifier() for c in _plain(method)):
         raise ConfigError(
-            STEP_METHOD_VARIABLE,
+            variable,
             shown(text),
             "'<worker pattern>.<method pattern>' such as '*policy*.train' or '*WorkerDict*.actor_rollout_generate_*'",
         )
