@@ -78,6 +78,8 @@ JSON_OBJECT_FORM = 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\''
 MAX_TIMEOUT_S = 1e6
 TIMEOUT_FORM = f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:.0f}, such as 120"
 SHOWN_CHARS = 200
+# The memory backend's settings: each needs its worker patterns (or a job armed for windows asked for).
+MEMORY_SETTINGS = (MEMORY_MAX_ENTRIES_VARIABLE, MEMORY_ON_OOM_VARIABLE, MEMORY_STACKS_VARIABLE, MEMORY_DIR_VARIABLE)
 
 
 def shown(text: str) -> str:
@@ -280,12 +282,7 @@ def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     selected = selection(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, steps_required=True)
     directory, options = memory_settings_from_env(environ)
     if selected is None and not on_demand_requested(environ):
-        for variable in (
-            MEMORY_MAX_ENTRIES_VARIABLE,
-            MEMORY_ON_OOM_VARIABLE,
-            MEMORY_STACKS_VARIABLE,
-            MEMORY_DIR_VARIABLE,
-        ):
+        for variable in MEMORY_SETTINGS:
             if environ.get(variable, "").strip():
                 raise ConfigError(
                     f"{MEMORY_PREFIX}_WORKER_PATTERNS",
