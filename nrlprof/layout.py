@@ -172,9 +172,7 @@ def trace_directory(torch_dir: str, worker_file_name: str | None, rank: int | No
 
 def trace_file_name(worker_file_name: str, rank: int | None, label: str, pid: int, gzip: bool) -> str:
     """`<worker>.rank<r>.<label>.<pid>.pt.trace.json`, label `steps3-4` or (discrete) `step3.<method>`."""
-    rank_part = "" if rank is None else f".rank{rank}"
-    suffix = TRACE_SUFFIXES[1] if gzip else TRACE_SUFFIX
-    return f"{worker_file_name}{rank_part}.{label}.{pid}{suffix}"
+    return memory_file_name(worker_file_name, rank, label, pid, TRACE_SUFFIXES[1] if gzip else TRACE_SUFFIX)
 
 
 def memory_file_name(worker_file_name: str, rank: int | None, label: str, pid: int, suffix: str) -> str:

@@ -118,10 +118,6 @@ class WindowRecord:
             line["trigger"] = wire.to_builtins(self.trigger)
         return line
 
-    @classmethod
-    def from_dict(cls, data: dict) -> WindowRecord:
-        return wire.convert(data, cls)
-
 
 def manifest_path(directory: str | Path) -> Path:
     return layout.manifest_path(directory, socket.gethostname(), os.getpid())

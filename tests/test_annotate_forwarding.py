@@ -10,17 +10,18 @@ import inspect
 import pytest
 
 import nrlprof
+from nrlprof.process import state
 from nrlprof.ranges import forwarding
-from nrlprof.ranges.annotate import reset_timings, timings
+from nrlprof.ranges.annotate import timings
 
 SENTINEL = object()
 
 
 @pytest.fixture(autouse=True)
 def fresh_timings():
-    reset_timings()
+    state.timings.clear()
     yield
-    reset_timings()
+    state.timings.clear()
 
 
 def every_shape(a, b=SENTINEL, /, c=2, *rest, d, e=[], **extra):  # noqa: B006 - the same object must pass on

@@ -12,7 +12,6 @@ from helpers.environment import environment_without
 
 import nrlprof
 from nrlprof.process import state
-from nrlprof.ranges.annotate import reset_timings
 
 PROBES = Path(__file__).parent / "programs" / "import_probes.py"
 
@@ -59,9 +58,9 @@ def test_import_with_variables_activates_and_its_ray_hooks_wait_for_ray():
 
 @pytest.fixture
 def timings():
-    reset_timings()
+    state.timings.clear()
     yield nrlprof.timings
-    reset_timings()
+    state.timings.clear()
 
 
 def test_decorator_context_manager_and_async_record_timings(timings):
@@ -94,7 +93,7 @@ def test_a_reset_empties_the_timings_and_functions_decorated_before_it_count_aga
     work()
     with ranged:
         pass
-    reset_timings()
+    state.timings.clear()
     assert timings() == {}
     work()
     work()

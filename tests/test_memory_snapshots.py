@@ -13,7 +13,7 @@ import pytest
 
 from nrlprof.backends.base import ProcessRole
 from nrlprof.backends.memory import MemoryBackend
-from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
+from nrlprof.backends.memory_snapshot import say_if_too_big, write_snapshot
 from nrlprof.config.env import plan_from_env
 from nrlprof.errors import ConfigError
 from nrlprof.manifest import Trigger
@@ -43,7 +43,7 @@ def test_python_stacks_are_recorded_unless_all_is_asked_for():
     default = plan_from_env(SELECTED).backend("memory")
     assert default.options_dict.get("stacks") is None
     backend = MemoryBackend(default, ProcessRole(None, plan_from_env(SELECTED), None))
-    assert history_options(backend.max_entries, backend.stacks) == {"max_entries": 100_000, "stacks": "python"}
+    assert (backend.max_entries, backend.stacks) == (100_000, "python")
     everything = plan_from_env({**SELECTED, "NRL_MEMORY_PROFILE_STACKS": " ALL "}).backend("memory")
     assert MemoryBackend(everything, ProcessRole(None, plan_from_env(SELECTED), None)).stacks == "all"
 

@@ -107,7 +107,7 @@ def test_a_message_of_another_shape_is_refused_naming_where(text, said):
 def test_a_status_no_manifest_knows_is_refused():
     line = {**RECORD.as_dict(), "status": "fine"}
     with pytest.raises(wire.WireError, match="status"):
-        WindowRecord.from_dict(line)
+        wire.convert(line, WindowRecord)
 
 
 def fields_read() -> set[str]:

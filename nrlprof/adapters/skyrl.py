@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nrlprof.adapters.stand_down import standing_down
 from nrlprof.log import logger
 from nrlprof.process import patches
 from nrlprof.process.host import ControllerHost, Host
@@ -133,23 +134,11 @@ def configure_from_skyrl(session: ControllerHost, trainer: Any, first_step: int)
 
 def stand_down_profiler(session: Host, module: Any) -> None:
     """SkyRL's `Profiler` (torch_profiler_config) does nothing in a worker where nrlprof runs its torch profiler."""
-    told: list[bool] = []
-
-    def ours() -> bool:
-        if session.targets.get("torch") is None:
-            return False
-        if not told:
-            told.append(True)
-            logger.info(
-                "worker '%s' rank %s: SkyRL's own torch profiler stands down; nrlprof's torch runs in this process",
-                session.identity.name,
-                session.identity.rank,
-            )
-        return True
+    ours = standing_down(session, "SkyRL")
 
     def wrap(original):
         def act(self, *args, **kwargs):
-            return None if ours() else original(self, *args, **kwargs)
+            return None if ours("torch", "torch profiler") else original(self, *args, **kwargs)
 
         return act
 

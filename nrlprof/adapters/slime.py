@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from nrlprof.adapters.stand_down import standing_down
 from nrlprof.log import logger
 from nrlprof.process import patches
 from nrlprof.process.host import ControllerHost, Host
@@ -116,17 +117,11 @@ def take_manager_steps(session: ControllerHost, module: Any) -> None:
 def stand_down_profilers(session: Host, module: Any) -> None:
     """slime's torch profilers (`_create_torch_profiler`) and memory recorder (`_BaseMemoryProfiler.create`) are idle in
     a train actor where nrlprof runs the same kind of profiler."""
-    told: set[str] = set()
+    ours = standing_down(session, "slime")
 
     def idle_where_ours(kind: str, what: str, original):
         def make(*args, **kwargs):
-            if session.targets.get(kind) is None:
-                return original(*args, **kwargs)
-            if kind not in told:
-                told.add(kind)
-                logger.info("worker '%s' rank %s: slime's own %s stands down; nrlprof's %s runs in this process",
-                            session.identity.name, session.identity.rank, what, kind)  # fmt: skip
-            return _Idle()
+            return _Idle() if ours(kind, what) else original(*args, **kwargs)
 
         return make
 

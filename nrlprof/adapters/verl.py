@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from nrlprof import rayapi
+from nrlprof.adapters.stand_down import standing_down
 from nrlprof.log import logger
 from nrlprof.process import patches
 from nrlprof.process.host import ControllerHost, Host
@@ -127,40 +128,16 @@ def _remote_class_name(actor_class: Any) -> str | None:
 
 def stand_down_profilers(session: Host, module: ModuleType) -> None:
     profiler = module.DistProfiler
-    announced: set[str] = set()
+    ours = standing_down(session, "verl")
 
-    def ours(tool: Any) -> str | None:
-        backend = TOOL_BACKENDS.get(str(tool))
-        return backend if backend is not None and session.targets.get(backend) is not None else None
-
-    def announce(tool: str, backend: str) -> None:
-        if tool not in announced:
-            announced.add(tool)
-            logger.info(
-                "worker '%s' rank %s: verl's own %s profiler stands down; nrlprof's %s runs in this process",
-                session.identity.name,
-                session.identity.rank,
-                tool,
-                backend,
-            )
-
-    def wrap_start(original):
-        def start(self, *args, **kwargs):
-            backend = ours(getattr(self, "_tool", None))
-            if backend is not None:
-                announce(str(self._tool), backend)
+    def wrap(original):
+        def act(self, *args, **kwargs):
+            tool = str(getattr(self, "_tool", None))
+            if tool in TOOL_BACKENDS and ours(TOOL_BACKENDS[tool], f"{tool} profiler"):
                 return None
             return original(self, *args, **kwargs)
 
-        return start
+        return act
 
-    def wrap_stop(original):
-        def stop(self, *args, **kwargs):
-            if ours(getattr(self, "_tool", None)) is not None:
-                return None
-            return original(self, *args, **kwargs)
-
-        return stop
-
-    patches.install("verl DistProfiler.start", profiler, "start", wrap_start)
-    patches.install("verl DistProfiler.stop", profiler, "stop", wrap_stop)
+    for name in ("start", "stop"):
+        patches.install(f"verl DistProfiler.{name}", profiler, name, wrap)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nrlprof import wire
 from nrlprof.config.plan import BackendPlan, Plan, Target
 from nrlprof.config.steps import Window
 from nrlprof.manifest import Status, Trigger, WindowRecord
@@ -116,6 +119,20 @@ class Backend:
 
     def end_call(self) -> None:
         """Discrete mode: the capture around the call ends."""
+
+    def about(self, window: Window) -> dict:
+        """A window's file's `nrlprof` block: who wrote it, where, and why the window opened by itself (`trigger`)."""
+        block = {
+            "worker": self.role.worker_name,
+            "rank": self.role.rank,
+            "window": window.label,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "backend": self.kind,
+        }
+        if self.trigger is not None:
+            block["trigger"] = wire.to_builtins(self.trigger)
+        return block
 
     def record(self, files: list[str], status: Status = Status.OK, message: str = "") -> WindowRecord:
         window = self.window

@@ -16,10 +16,10 @@ import os
 import time
 from pathlib import Path
 
-from nrlprof import layout, wire
+from nrlprof import layout
 from nrlprof.backends.base import Backend
 from nrlprof.backends.host_budget import MB, HostBudget, host_rss_bytes
-from nrlprof.backends.memory_snapshot import history_options, say_if_too_big, write_snapshot
+from nrlprof.backends.memory_snapshot import say_if_too_big, write_snapshot
 from nrlprof.config.memory import memory_settings
 from nrlprof.config.plan import MEMORY
 from nrlprof.config.steps import Window
@@ -90,7 +90,7 @@ class MemoryBackend(Backend):
 
     def _record_history(self, cuda) -> bool:
         try:
-            cuda.memory._record_memory_history(**history_options(self.max_entries, self.stacks))
+            cuda.memory._record_memory_history(max_entries=self.max_entries, stacks=self.stacks)
             return True
         except Exception as err:
             logger.warning("memory: allocator history unavailable in %s: %s", self.role.worker_name, err)
@@ -194,19 +194,7 @@ class MemoryBackend(Backend):
 
     def _write_figures(self, label: str) -> Path:
         path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
-        document = {
-            "nrlprof": {
-                "worker": self.role.worker_name,
-                "rank": self.role.rank,
-                "window": self.window.label,
-                "pid": os.getpid(),
-                "host": os.uname().nodename,
-                "backend": MEMORY,
-            },
-            "steps": self.samples,
-        }
-        if self.trigger is not None:
-            document["nrlprof"]["trigger"] = wire.to_builtins(self.trigger)
+        document = {"nrlprof": self.about(self.window), "steps": self.samples}
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(document, indent=1))
         os.replace(partial, path)
@@ -250,7 +238,7 @@ def arm_oom_snapshot(backend: MemoryBackend) -> bool:
         logger.error("memory: %s: %s; allocator snapshot %s", backend.role.worker_name, message, path)
 
     def arm() -> None:
-        torch.cuda.memory._record_memory_history(**history_options(backend.max_entries, backend.stacks))
+        torch.cuda.memory._record_memory_history(max_entries=backend.max_entries, stacks=backend.stacks)
         torch._C._cuda_attach_out_of_memory_observer(on_oom)
 
     torch.cuda._lazy_call(arm)

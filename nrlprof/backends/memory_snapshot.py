@@ -19,11 +19,6 @@ MB = 1 << 20
 VIEWER_LIMIT_BYTES = 1024 * MB
 
 
-def history_options(max_entries: int, stacks: str) -> dict[str, Any]:
-    """The keywords of torch.cuda.memory._record_memory_history."""
-    return {"max_entries": max_entries, "stacks": stacks}
-
-
 def write_snapshot(snapshot: Any, path: Path) -> int:
     """The snapshot written whole at `path` with the viewer's pickle protocol; its size in bytes."""
     partial = path.with_name(f".{path.name}.partial")

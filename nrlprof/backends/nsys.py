@@ -236,7 +236,7 @@ class NsysBackend(Backend):
         found, unfinished = self._reports(), []
         deadline = time.monotonic() + REPORT_WAIT_S
         while self.role.identity is not None and len(found) < expected and time.monotonic() < deadline:
-            unfinished = self._unfinished()
+            unfinished = self._session_files(layout.nsys_unfinished)
             if unfinished:
                 break
             time.sleep(0.1)
@@ -257,9 +257,6 @@ class NsysBackend(Backend):
     def _session_reports(self) -> list[Path]:
         """Every report this process's nsys session has written so far."""
         return self._session_files(layout.nsys_reports)
-
-    def _unfinished(self) -> list[Path]:
-        return self._session_files(layout.nsys_unfinished)
 
     def _session_files(self, find: Callable[[str, int], list[Path]]) -> list[Path]:
         """`find(output name, pid)` for the process nsys launched: this one or the first ancestor with files."""

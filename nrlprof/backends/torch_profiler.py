@@ -18,7 +18,6 @@ import gzip
 import importlib
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from nrlprof import layout, wire
+from nrlprof import layout
 from nrlprof.backends import kineto_text
 from nrlprof.backends.base import Backend
 from nrlprof.backends.cupti_clash import avoid_clash
@@ -251,19 +250,9 @@ class TorchBackend(KeptSessions, Backend):
         self._directory: Path | None = None
 
     def _nrlprof_json(self, window: Window) -> str:
-        """The trace's `nrlprof` block: who, where, which steps, and why a window opened by itself (`trigger`)."""
-        block = {
-            "worker": self.role.worker_name,
-            "rank": self.role.rank,
-            "steps": list(window.steps) if len(window.steps) <= MAX_LISTED_STEPS else [window.first, window.last],
-            "window": window.label,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "backend": TORCH,
-        }
-        if self.trigger is not None:
-            block["trigger"] = wire.to_builtins(self.trigger)
-        return json.dumps(kineto_text.safe_metadata(block))
+        """The trace's `nrlprof` block (`about`), with the steps of the window."""
+        steps = list(window.steps) if len(window.steps) <= MAX_LISTED_STEPS else [window.first, window.last]
+        return json.dumps(kineto_text.safe_metadata({**self.about(window), "steps": steps}))
 
     def _metadata(self, window: Window) -> dict[str, str]:
         rank = self.role.rank if self.role.rank is not None else 0

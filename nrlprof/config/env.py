@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from nrlprof.config.host_budget import HOST_BUDGET_VARIABLE, parse_host_budget
 from nrlprof.config.memory import (
@@ -77,6 +78,8 @@ JSON_OBJECT_FORM = 'a JSON object such as \'{"t": "cuda,nvtx,osrt"}\''
 MAX_TIMEOUT_S = 1e6
 TIMEOUT_FORM = f"a number of seconds > 0 and <= {MAX_TIMEOUT_S:.0f}, such as 120"
 SHOWN_CHARS = 200
+# The memory backend's settings: each needs its worker patterns (or a job armed for windows asked for).
+MEMORY_SETTINGS = (MEMORY_MAX_ENTRIES_VARIABLE, MEMORY_ON_OOM_VARIABLE, MEMORY_STACKS_VARIABLE, MEMORY_DIR_VARIABLE)
 
 
 def shown(text: str) -> str:
@@ -128,6 +131,17 @@ def parse_json_object(text: str, variable: str) -> dict:
     return value
 
 
+def parsed(
+    environ: Mapping[str, str], variable: str, parse: Callable[[str, str], Any], default: Any, *, stripped: bool = False
+) -> Any:
+    """`parse(value, variable)` where the variable holds more than blanks (the value stripped first where `stripped`),
+    else `default`."""
+    text = environ.get(variable) or ""
+    if not text.strip():
+        return default
+    return parse(text.strip() if stripped else text, variable)
+
+
 def selection(
     environ: Mapping[str, str], prefix: str, step_variable: str, *, steps_required: bool
 ) -> tuple[tuple[Target, ...], StepSelection | None] | None:
@@ -150,15 +164,9 @@ def selection(
         )
     if not patterns:
         return None
-    ranks_variable = f"{prefix}_RANKS"
-    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    ranks = parsed(environ, f"{prefix}_RANKS", parse_ranks, None)
     methods = parse_patterns(environ.get(f"{prefix}_DISCRETE_METHODS", ""))
-    discrete_variable = f"{prefix}_DISCRETE"
-    discrete = bool(methods) or (
-        parse_bool(environ[discrete_variable], discrete_variable)
-        if environ.get(discrete_variable, "").strip()
-        else False
-    )
+    discrete = bool(methods) or parsed(environ, f"{prefix}_DISCRETE", parse_bool, False)
     return tuple(Target(p, ranks, discrete, methods) for p in patterns), steps
 
 
@@ -185,8 +193,7 @@ def _slow_mode(environ: Mapping[str, str], prefix: str, variable: str, targets: 
 
 
 def _json_variable(environ: Mapping[str, str], variable: str) -> dict:
-    text = environ.get(variable, "")
-    return parse_json_object(text, variable) if text.strip() else {}
+    return parsed(environ, variable, parse_json_object, {})
 
 
 def nsys_on_demand_from_env(environ: Mapping[str, str], value: str = NSYS_ON_DEMAND) -> BackendPlan:
@@ -200,8 +207,7 @@ def nsys_on_demand_from_env(environ: Mapping[str, str], value: str = NSYS_ON_DEM
         raise ConfigError(
             patterns_variable, environ.get(patterns_variable, ""), f"patterns such as '*policy*' {because}"
         )
-    ranks_variable = f"{NSYS_PREFIX}_RANKS"
-    ranks = parse_ranks(environ[ranks_variable], ranks_variable) if environ.get(ranks_variable, "").strip() else None
+    ranks = parsed(environ, f"{NSYS_PREFIX}_RANKS", parse_ranks, None)
     extra = _json_variable(environ, NSYS_EXTRA_OPTIONS_VARIABLE)
     options = dict(build_nsys_options(extra, None, NSYS_EXTRA_OPTIONS_VARIABLE))
     options[SESSION_OPTION] = ARMED_SESSION
@@ -265,26 +271,18 @@ def rocprof_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
 
 def memory_settings_from_env(environ: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The memory backend's directory and options, as the variables set them (patterns or not)."""
-    entries_text = environ.get(MEMORY_MAX_ENTRIES_VARIABLE, "")
-    max_entries = parse_max_entries(entries_text, MEMORY_MAX_ENTRIES_VARIABLE) if entries_text.strip() else None
-    oom_text = environ.get(MEMORY_ON_OOM_VARIABLE, "")
-    on_oom = parse_bool(oom_text, MEMORY_ON_OOM_VARIABLE) if oom_text.strip() else False
-    stacks_text = environ.get(MEMORY_STACKS_VARIABLE, "")
-    stacks = parse_stacks(stacks_text, MEMORY_STACKS_VARIABLE) if stacks_text.strip() else PYTHON_STACKS
+    max_entries = parsed(environ, MEMORY_MAX_ENTRIES_VARIABLE, parse_max_entries, DEFAULT_MAX_ENTRIES)
+    on_oom = parsed(environ, MEMORY_ON_OOM_VARIABLE, parse_bool, False)
+    stacks = parsed(environ, MEMORY_STACKS_VARIABLE, parse_stacks, PYTHON_STACKS)
     directory = environ.get(MEMORY_DIR_VARIABLE, "").strip() or DEFAULT_MEMORY_DIR
-    return directory, memory_options(max_entries or DEFAULT_MAX_ENTRIES, on_oom, stacks)
+    return directory, memory_options(max_entries, on_oom, stacks)
 
 
 def memory_from_env(environ: Mapping[str, str]) -> BackendPlan | None:
     selected = selection(environ, MEMORY_PREFIX, MEMORY_STEP_VARIABLE, steps_required=True)
     directory, options = memory_settings_from_env(environ)
     if selected is None and not on_demand_requested(environ):
-        for variable in (
-            MEMORY_MAX_ENTRIES_VARIABLE,
-            MEMORY_ON_OOM_VARIABLE,
-            MEMORY_STACKS_VARIABLE,
-            MEMORY_DIR_VARIABLE,
-        ):
+        for variable in MEMORY_SETTINGS:
             if environ.get(variable, "").strip():
                 raise ConfigError(
                     f"{MEMORY_PREFIX}_WORKER_PATTERNS",
@@ -318,8 +316,7 @@ def torch_settings_from_env(environ: Mapping[str, str], base: TorchSettings) -> 
     if directory:
         values["directory"] = directory
     for field_name, variable in TORCH_FLAG_VARIABLES.items():
-        if environ.get(variable, "").strip():
-            values[field_name] = parse_bool(environ[variable], variable)
+        values[field_name] = parsed(environ, variable, parse_bool, values[field_name])
     return TorchSettings(**values)
 
 
@@ -341,11 +338,6 @@ def parse_timeout(text: str, variable: str = TIMEOUT_VARIABLE) -> float:
     return value
 
 
-def _timeout(environ: Mapping[str, str], default: float) -> float:
-    text = environ.get(TIMEOUT_VARIABLE, "").strip()
-    return parse_timeout(text) if text else default
-
-
 def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
     """The plan the variables describe; a backend the variables name replaces the base's one."""
     plan = base or Plan()
@@ -359,39 +351,24 @@ def plan_from_env(environ: Mapping[str, str], base: Plan | None = None) -> Plan:
         backends=plan.backends,
         torch=torch_settings_from_env(environ, plan.torch),
         log_level=_log_level(environ, plan.log_level),
-        timeout_s=_timeout(environ, plan.timeout_s or DEFAULT_TIMEOUT_S),
+        timeout_s=parsed(environ, TIMEOUT_VARIABLE, parse_timeout, plan.timeout_s or DEFAULT_TIMEOUT_S, stripped=True),
         sources=tuple(sources),
-        step_method=step_method_from_env(environ) or plan.step_method,
-        framework_config=framework_config_from_env(environ, plan.framework_config),
+        step_method=parsed(environ, STEP_METHOD_VARIABLE, parse_step_method, plan.step_method, stripped=True),
+        framework_config=parsed(environ, FRAMEWORK_CONFIG_VARIABLE, parse_bool, plan.framework_config, stripped=True),
         controller_nsys=plan.controller_nsys,
-        max_host_mb=host_budget_from_env(environ, plan.max_host_mb),
+        max_host_mb=parsed(environ, HOST_BUDGET_VARIABLE, parse_host_budget, plan.max_host_mb, stripped=True),
         on_demand=on_demand_from_env(environ, plan.on_demand),
         slow=slow_settings_from_env(environ, any(b.slow for b in plan.backends)),
     )
 
 
-def host_budget_from_env(environ: Mapping[str, str], default: int | None) -> int | None:
-    text = (environ.get(HOST_BUDGET_VARIABLE) or "").strip()
-    return parse_host_budget(text) if text else default
-
-
-def step_method_from_env(environ: Mapping[str, str]) -> StepMethod | None:
-    text = (environ.get(STEP_METHOD_VARIABLE) or "").strip()
-    return parse_step_method(text) if text else None
-
-
-def framework_config_from_env(environ: Mapping[str, str], default: bool) -> bool:
-    text = (environ.get(FRAMEWORK_CONFIG_VARIABLE) or "").strip()
-    return parse_bool(text, FRAMEWORK_CONFIG_VARIABLE) if text else default
-
-
-def parse_step_method(text: str) -> StepMethod:
+def parse_step_method(text: str, variable: str = STEP_METHOD_VARIABLE) -> StepMethod:
     """`<worker pattern>.<method pattern>`, split at the last dot (method names have none)."""
     worker, dot, method = text.rpartition(".")
     worker, method = worker.strip(), method.strip()
     if not dot or not worker or not method or "," in text or not all(c.isidentifier() for c in _plain(method)):
         raise ConfigError(
-            STEP_METHOD_VARIABLE,
+            variable,
             shown(text),
             "'<worker pattern>.<method pattern>' such as '*policy*.train' or '*WorkerDict*.actor_rollout_generate_*'",
         )

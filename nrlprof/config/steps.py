@@ -77,9 +77,6 @@ class StepSelection:
             return self.windows[index]
         return None
 
-    def contains(self, step: int) -> bool:
-        return self.window_of(step) is not None
-
     def __contains__(self, step: object) -> bool:
         return isinstance(step, int) and self.window_of(step) is not None
 

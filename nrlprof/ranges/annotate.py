@@ -21,16 +21,6 @@ def timings() -> dict[str, dict[str, float]]:
     return state.timings.as_dict()
 
 
-def reset_timings() -> None:
-    state.timings.clear()
-
-
-def window_open() -> bool:
-    """The hot-path test: is anything being profiled in this process right now?"""
-    session = state.session
-    return session is not None and session.windows.any_open
-
-
 class _Ranges:
     """The profiler ranges (and, in discrete mode, the capture) of one annotated span while a window is open."""
 

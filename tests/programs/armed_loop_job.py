@@ -16,7 +16,7 @@ import ray
 from workload import DTensorPolicyWorker, RewardWorker
 
 import nrlprof
-from nrlprof.ranges.annotate import window_open
+from nrlprof.process import state
 
 steps, marked_by, hold = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 PAUSE_S = 0.5
@@ -24,6 +24,11 @@ PAUSE_S = 0.5
 
 def held(name: str) -> bool:
     return os.path.exists(os.path.join(hold, name))
+
+
+def window_open() -> bool:
+    """Whether nrlprof profiles anything in this process right now."""
+    return state.session is not None and state.session.windows.any_open
 
 
 ray.init(log_to_driver=True)  # RAY_ADDRESS: the cluster

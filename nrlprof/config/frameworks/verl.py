@@ -119,6 +119,8 @@ TORCH_CONTENTS = {
     "memory": "profile_memory",
     "stack": "with_stack",
 }
+CONTENTS_FORM = "a list drawn from " + ", ".join(TORCH_CONTENTS)
+PATTERNS_FORM = "a non-empty list of fnmatch patterns such as ['*policy*']"
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,9 @@ def _role_patterns(block: Mapping, role: str, path: str) -> tuple[str, ...]:
         raise ConfigError(key(path, given[1]), block[given[1]], f"only one of {' and '.join(PATTERN_KEYS)}")
     if not given:
         return ROLE_PATTERNS[role]
-    patterns = names(block[given[0]], key(path, given[0]), "a non-empty list of fnmatch patterns such as ['*policy*']")
+    patterns = names(block[given[0]], key(path, given[0]), PATTERNS_FORM)
     if not patterns:
-        raise ConfigError(
-            key(path, given[0]), block[given[0]], "a non-empty list of fnmatch patterns such as ['*policy*']"
-        )
+        raise ConfigError(key(path, given[0]), block[given[0]], PATTERNS_FORM)
     return patterns
 
 
@@ -284,15 +284,10 @@ def _torch_details(tools: Mapping, profiler: Mapping, path: str) -> tuple[tuple[
             "step_start 0 and step_end null",
             "mini-batch gating is not supported; the profiled steps come from the step list",
         )
-    contents = (
-        names(torch.get("contents"), key(torch_path, "contents"), "a list drawn from " + ", ".join(TORCH_CONTENTS))
-        or ()
-    )
+    contents = names(torch.get("contents"), key(torch_path, "contents"), CONTENTS_FORM) or ()
     for item in contents:
         if item not in TORCH_CONTENTS:
-            raise ConfigError(
-                key(torch_path, "contents"), list(contents), "a list drawn from " + ", ".join(TORCH_CONTENTS)
-            )
+            raise ConfigError(key(torch_path, "contents"), list(contents), CONTENTS_FORM)
     return contents, optional_str(profiler, "save_path", path)
 
 

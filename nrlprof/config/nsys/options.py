@@ -115,16 +115,12 @@ def _check_output_name(user: Mapping[object, object], source: str) -> None:
             continue
         output = option_text(value)
         if not any(part in output for part in PER_PROCESS_NAME_PARTS):
-            _refuse_shared_output(key(source, str(raw_key)), output)
-
-
-def _refuse_shared_output(where: str, output: str) -> None:
-    raise ConfigError(
-        where,
-        output,
-        f"an output name with %p (the pid nsys launched) such as '{output}_%p'",
-        "every profiled worker on a node would write this same file",
-    )
+            raise ConfigError(
+                key(source, str(raw_key)),
+                output,
+                f"an output name with %p (the pid nsys launched) such as '{output}_%p'",
+                "every profiled worker on a node would write this same file",
+            )
 
 
 def nsys_flags(value: object, path: str) -> tuple[str, ...]:
@@ -212,21 +208,8 @@ def nsys_default_options(steps: StepSelection | None, *, discrete: bool = False)
 
 
 def merge_options(base: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
-    merged = dict(base)
-    for name, value in overrides.items():
-        if value is None:
-            merged.pop(name, None)
-        else:
-            merged[name] = value
-    return merged
-
-
-def check_flag_conflicts(flags: tuple[str, ...], options: Mapping[str, object], flags_path: str) -> None:
-    for flag in flags:
-        if OPTION_ALIASES.get(flag, flag) in options:
-            raise ConfigError(
-                flags_path, list(flags), f"each nsys option in only one of 'flags' and 'options' ({flag!r} is in both)"
-            )
+    """The overrides over the base; an override of None removes the option."""
+    return {name: value for name, value in {**base, **overrides}.items() if value is not None}
 
 
 def build_nsys_options(
@@ -240,7 +223,11 @@ def build_nsys_options(
 ) -> tuple[tuple[str, str], ...]:
     """User options over the defaults, validated the same way for every route; `source` names them in errors."""
     normal = normalise_options(user, source)
-    check_flag_conflicts(flags, normal, flags_path)
+    for flag in flags:
+        if OPTION_ALIASES.get(flag, flag) in normal:
+            raise ConfigError(
+                flags_path, list(flags), f"each nsys option in only one of 'flags' and 'options' ({flag!r} is in both)"
+            )
     _check_output_name(user, source)
     overrides = _checked_capture_range(normal, steps, source)
     return tuple(merge_options(nsys_default_options(steps, discrete=discrete), overrides).items())
