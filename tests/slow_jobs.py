@@ -59,7 +59,8 @@ class SlowPlan:
     # The loop runs in a Trainer actor the driver creates (verl's TaskRunner, OpenRLHF's PPOTrainer), not the driver.
     in_actor: bool = False
     # In an armed job (NRL_PROFILE_ON_DEMAND=1): a window of this backend asked for over the policy workers once the
-    # job is at step 2, as `nrlprof capture` asks (its answer printed as `ANSWER <json>`).
+    # job is at step 2, as `nrlprof capture` asks (its answer printed as `ANSWER <json>`); the job waits before step 3
+    # until the request is taken, so the window is over steps 3 and 4, before any slow step planted later.
     ask: str = ""
     # Each step's work on every rank is this much CPU (a fixed count of Python operations) beside `base_s` of sleep.
     cpu_iterations: int = 0
@@ -103,6 +104,8 @@ def run_job(plan: SlowPlan) -> None:
 
         asker = ask_in_background(("*policy*",), steps=2, backend=plan.ask)
     for step in range(1, plan.steps + 1):
+        if asker is not None and step == 3:
+            asker.taken.wait(timeout=120)
         if plan.steps_from == "step":
             nrlprof.step(step)
         time.sleep(plan.controller_s)

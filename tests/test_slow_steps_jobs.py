@@ -214,6 +214,7 @@ def test_a_window_asked_for_and_a_window_a_slow_step_opens_in_one_armed_job(ray_
     result = run(ray_cluster, tmp_path, plan, **torch_slow(NRL_PROFILE_SLOW_FACTOR="3"), NRL_PROFILE_ON_DEMAND="1",
                  NRL_MEMORY_PROFILE_DIR=str(tmp_path / "memory"))  # fmt: skip
     asked = asked_window_of(result)
+    assert asked == {3, 4}, "the job waited at step 3 for its request to be taken"
     figures = [json.loads(p.read_text()) for p in (tmp_path / "memory").rglob("*.memory.json")]
     assert figures and all({row["step"] for row in f["steps"]} == asked for f in figures), "the window asked for"
     policy = {n: s for n, s in trace_steps(tmp_path / "traces").items() if n.startswith("policy_worker/")}

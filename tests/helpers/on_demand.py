@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nrlprof.config.requests import CLOSED, OPENED, REFUSED, Reply, Request
+from nrlprof.config.requests import ACCEPTED, CLOSED, OPENED, REFUSED, Reply, Request
 
 
 def ask(nrlprof: Any, work: Callable[[int], object], request: Request, first_step: int) -> tuple[Reply, int]:
@@ -58,8 +58,11 @@ def ask_in_background(
 ) -> threading.Thread:
     """In an armed job's driver, as `nrlprof capture` from another process does: once the job's card shows step
     `after_step`, ask for a window of `steps` steps in `workers`; its final answer printed as `ANSWER <json>`. The
-    thread ends with the answer, so a job can step until it has ended."""
+    thread ends with the answer, so a job can step until it has ended; its `taken` event is set once the job's
+    controller took the request (the window opens at its next step) or refused it."""
     from nrlprof.tools.capture import client
+
+    taken = threading.Event()
 
     def ask() -> None:
         import ray
@@ -69,10 +72,14 @@ def ask_in_background(
             time.sleep(0.2)
         request = Request(job, backend, workers, steps)
         client.send(request)
-        reply = client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)
+        reply = client.wait_for(request, (ACCEPTED, OPENED), timeout_s=120)
+        taken.set()
+        if reply is not None and reply.state not in (CLOSED, REFUSED):
+            reply = client.wait_for(request, (CLOSED, REFUSED), timeout_s=120)
         print("ANSWER", "null" if reply is None else reply.to_json(), flush=True)
 
     asker = threading.Thread(target=ask, name="asker", daemon=True)
+    asker.taken = taken  # type: ignore[attr-defined]
     asker.start()
     return asker
 
