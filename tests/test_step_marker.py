@@ -24,6 +24,11 @@ def run_job(tmp_path: Path, env: dict[str, str], job: str, *args: str) -> subpro
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
 
 
+def new_step(marker: StepMarker, names: tuple[str, ...], method: str, worker: object = None) -> int | None:
+    """The step a call of `method` on a worker named `names` begins, as the call hook asks the marker."""
+    return marker.call(marker.method_matches(names, method), () if worker is None else (worker,))
+
+
 def test_a_step_is_each_run_of_matching_calls_after_another_method():
     marker = StepMarker(StepMethod("*policy*", "train"))
     policy, gen = ("dtensor_policy_worker",), ("vllm_generation_worker",)
@@ -40,16 +45,16 @@ def test_a_step_is_each_run_of_matching_calls_after_another_method():
         (gen, "train"),  # a matching method on a worker the pattern does not select: no step, and ends the run
         (policy, "train"),  # step 4
     ]
-    began = [marker.new_step(names, method) for names, method in calls]
+    began = [new_step(marker, names, method) for names, method in calls]
     assert began == [None, 1, None, None, 2, None, None, None, 3, None, 4]
 
 
 def test_a_run_that_reaches_a_worker_again_is_noted_not_counted():
     marker = StepMarker(StepMethod("*policy*", "train"))
     policy = ("dtensor_policy_worker",)
-    assert [marker.new_step(policy, "train", rank) for rank in (0, 1)] == [1, None]
+    assert [new_step(marker, policy, "train", rank) for rank in (0, 1)] == [1, None]
     assert not marker.repeated, "a fan-out reaches each worker once"
-    assert marker.new_step(policy, "train", 0) is None and marker.repeated  # the contract: still step 1
+    assert new_step(marker, policy, "train", 0) is None and marker.repeated  # the contract: still step 1
 
 
 def test_a_loop_that_calls_only_the_marked_method_is_told_why_it_stays_in_step_1(ray_cluster, tmp_path):

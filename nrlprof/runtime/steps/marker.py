@@ -34,10 +34,6 @@ class StepMarker:
             fnmatchcase(name, self.method.worker) for name in names
         )
 
-    def new_step(self, names: tuple[str, ...], method_name: str, worker: object = None) -> int | None:
-        """The step this call begins, or None when it continues a run or is no step at all."""
-        return self.call(self.method_matches(names, method_name), () if worker is None else (worker,))
-
     def call(self, matches: bool, workers: tuple[object, ...] = ()) -> int | None:
         """One call (or one run of a compiled graph) that matches the marker or not, reaching `workers`: the
         step it begins."""

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from nrlprof.tools.figures.memory import MemoryReading, read_memory
-from nrlprof.tools.figures.nsys_capture import CaptureNote, NsysCapture, export_stem, read_reports
+from nrlprof.tools.figures.nsys_capture import CaptureNote, NsysCapture, read_reports
 from nrlprof.tools.figures.trace_pool import Reader, default_jobs, read_one, read_traces
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.inputs import Inputs
 from nrlprof.tools.read.manifests import LoadedManifest, load_manifest
+from nrlprof.tools.read.nsys_export import export_stem
 from nrlprof.tools.read.nsys_stats import NsysReport, summarize_nsys
 from nrlprof.tools.read.traces import TraceHeader, read_headers
 

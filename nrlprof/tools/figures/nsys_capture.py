@@ -28,15 +28,6 @@ from nrlprof.tools.figures.gpu_time import (
 )
 from nrlprof.tools.read.nsys_export import capture_identity, connect, export_sqlite, export_stem, export_tables
 
-__all__ = [
-    "CaptureNote",
-    "NsysCapture",
-    "capture_identity",
-    "export_sqlite",
-    "export_stem",
-    "read_capture",
-    "read_reports",
-]
 _NVTX_DOMAIN_CREATE = 75
 _NVTX_RANGES = (59, 60)  # NvtxStartEndRange, NvtxPushPopRange
 _ACTIVITY_TABLES = (("CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", MEMSET))

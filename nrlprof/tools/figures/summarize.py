@@ -23,13 +23,14 @@ from nrlprof.tools.figures.file_set import FileSetFigures, read_file_set
 from nrlprof.tools.figures.gpu_time import StepGpu
 from nrlprof.tools.figures.memory import MemoryReading
 from nrlprof.tools.figures.model import TOP, OpStat, Span, Summary, WorkerSummary
-from nrlprof.tools.figures.nsys_capture import NsysCapture, export_stem
+from nrlprof.tools.figures.nsys_capture import NsysCapture
 from nrlprof.tools.figures.sections import anatomy_run, anatomy_section, anatomy_tables_of, memory_section
 from nrlprof.tools.figures.stragglers import stragglers
 from nrlprof.tools.figures.trace_stats import TraceStats
 from nrlprof.tools.read.anatomy import ProfiledProcess
 from nrlprof.tools.read.inputs import find_inputs
 from nrlprof.tools.read.manifests import manifest_processes, manifest_view
+from nrlprof.tools.read.nsys_export import export_stem
 
 Item = TypeVar("Item")
 NOTHING_FOUND = "no torch trace or Nsight Systems report found (nor memory or step-anatomy files)"
