@@ -3,6 +3,7 @@ threaded and async actors, a compiled graph, engine children, a busy worker, a s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,6 +22,20 @@ PROGRAMS = Path(__file__).parent / "programs"
 @pytest.fixture
 def torch_dir(tmp_path):
     return tmp_path / "traces"
+
+
+@contextlib.contextmanager
+def compiled_forward(worker):
+    """A Ray compiled graph of `worker.forward` (vLLM's Ray executor runs its workers so), torn down at the end."""
+    from ray.dag import InputNode
+
+    with InputNode() as step_input:
+        graph = worker.forward.bind(step_input)
+    compiled = graph.experimental_compile()
+    try:
+        yield compiled
+    finally:
+        compiled.teardown()
 
 
 def torch_env(torch_dir: Path, patterns: str, steps: str) -> dict[str, str]:
@@ -50,22 +65,16 @@ def test_threaded_and_async_actors_record_the_work_of_every_thread(ray_cluster, 
 
 
 def test_compiled_graph_work_is_in_the_trace(ray_cluster, activate, torch_dir):
-    from ray.dag import InputNode
     from worker_shapes import CompiledGraphWorker
 
     nrlprof = activate(**torch_env(torch_dir, "*compiled*", "3:5"))
     worker = CompiledGraphWorker.remote()
     ray_cluster.get(worker.pid.remote())
-    with InputNode() as step_input:
-        graph = worker.forward.bind(step_input)
-    compiled = graph.experimental_compile()
-    try:
+    with compiled_forward(worker) as compiled:
         for step in range(1, 7):
             nrlprof.step(step)
             assert ray_cluster.get(compiled.execute(step), timeout=300) == step
         nrlprof.finish()
-    finally:
-        compiled.teardown()
     (trace,) = traces_under(torch_dir / "compiled_graph_worker")
     assert marker_steps(load_trace(trace), "compiled.forward.") == {3, 4}
 
@@ -241,25 +250,19 @@ def test_discrete_captures_survive_overlapping_calls(ray_cluster, activate, torc
 def test_a_slow_step_opens_its_window_in_threaded_async_and_compiled_graph_workers(ray_cluster, activate, torch_dir):
     """NRL_TORCH_PROFILE_STEP_RANGE=slow on the shapes above: step 8 is slow (the controller's own time), and the
     window of step 9 is in the traces of the threaded, the async and the compiled graph's worker."""
-    from ray.dag import InputNode
     from worker_shapes import AsyncRewardWorker, CompiledGraphWorker, ThreadedRolloutWorker
 
     nrlprof = activate(**torch_env(torch_dir, "*rollout*,*reward*,*compiled*", "slow"), NRL_PROFILE_SLOW_FACTOR="3")
     threaded, asynchronous, compiled_worker = (ThreadedRolloutWorker.remote(), AsyncRewardWorker.remote(),
                                                CompiledGraphWorker.remote())  # fmt: skip
     ray_cluster.get([threaded.pid.remote(), asynchronous.pid.remote(), compiled_worker.pid.remote()])
-    with InputNode() as step_input:
-        graph = compiled_worker.forward.bind(step_input)
-    compiled = graph.experimental_compile()
-    try:
+    with compiled_forward(compiled_worker) as compiled:
         for step in range(1, 13):
             nrlprof.step(step)
             time.sleep(0.1 + (1.2 if step == 8 else 0.0))
             ray_cluster.get([threaded.rollout.remote(step), asynchronous.score.remote(step)], timeout=300)
             assert ray_cluster.get(compiled.execute(step), timeout=300) == step
         nrlprof.finish()
-    finally:
-        compiled.teardown()
     for worker, marker in (("threaded_rollout_worker", "threaded.rollout."), ("async_reward_worker", "async.score."),
                            ("compiled_graph_worker", "compiled.forward.")):  # fmt: skip
         (trace,) = traces_under(torch_dir / worker)
