@@ -226,8 +226,6 @@ class ParentLink:
     def _enable_created_actors(self, plan_json: str, kind: str, worker: WorkerIdentity, target: Target) -> None:
         from nrlprof.runtime.children.created_actors import CreatedActorNames, enable_created_actors
 
-        if not self.session.held_actors():
-            return
         if self.created_names is None:
             self.created_names = CreatedActorNames()
         try:
