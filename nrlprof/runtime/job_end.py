@@ -53,7 +53,7 @@ def _before_shutdown(session: ProfiledProcess, *args: Any, **kwargs: Any) -> Non
     gate = controller.built_gate() if controller is not None else None
     if gate is not None and (gate.open or gate.prepared):
         logger.info("ray.shutdown() with a window open: nrlprof closes it first, in every worker")
-    if controller is not None and controller.kind == DRIVER and controller.created_actors():
+    if controller is not None and controller.kind == DRIVER:  # those it created that became controllers, if any
         from nrlprof.runtime.job_env import finish_controllers
 
         finish_controllers(controller)
