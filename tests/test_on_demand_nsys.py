@@ -13,6 +13,7 @@ from helpers.on_demand import ask
 from nsys_standin.report import read_report
 
 from nrlprof.config.requests import REFUSED, Request
+from nrlprof.tools.capture import client
 
 WORKER = "dtensor_policy_worker"
 
@@ -46,6 +47,7 @@ def armed_policy(ray_cluster, activate, calls) -> ArmedPolicy:
     (launch,) = [r for r in calls() if r["pid"] == pid]
     nrlprof.step(1)
     job = ray_cluster.get_runtime_context().get_job_id()
+    assert job in {card.job for card in client.armed_jobs()}, "armed once its first step returns, as its log line says"
     nsight = session_dir(ray_cluster) / "logs" / "nsight"
     return ArmedPolicy(nrlprof, policy, pid, launch, job, nsight, f"{WORKER}_on-demand_{pid}")
 

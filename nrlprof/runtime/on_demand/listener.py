@@ -89,6 +89,9 @@ class Listener:
         self._card_thread = threading.Thread(target=self._keep_card, name="nrlprof-on-demand-card", daemon=True)
 
     def start(self) -> None:
+        """The card is written before this returns, so the job is armed once it says so (`nrlprof capture` right
+        after the log line finds it); then rewritten every HEARTBEAT_S."""
+        self._write_card()
         self._card_thread.start()
         self._thread.start()
 
@@ -123,14 +126,16 @@ class Listener:
             self._stop.wait(POLL_S)
 
     def _keep_card(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.wait(HEARTBEAT_S):
             if not rayapi.connected():
                 return
-            try:
-                rayapi.kv_put(armed_key(self.job), self.card())
-            except Exception as err:  # the next beat tries again; a card older than STALE_S reads as a job gone
-                logger.debug("could not rewrite the armed job's card: %s", err)
-            self._stop.wait(HEARTBEAT_S)
+            self._write_card()
+
+    def _write_card(self) -> None:
+        try:
+            rayapi.kv_put(armed_key(self.job), self.card())
+        except Exception as err:  # the next beat tries again; a card older than STALE_S reads as a job gone
+            logger.debug("could not write the armed job's card: %s", err)
 
     def tick(self) -> None:
         self.session.adoption.take_answers()  # workers another actor created, that the controller called
