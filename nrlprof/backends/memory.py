@@ -67,7 +67,8 @@ class MemoryBackend(Backend):
     def __init__(self, backend_plan, role, target=None) -> None:
         super().__init__(backend_plan, role, target)
         self.max_entries, self.on_oom, self.stacks = memory_settings(backend_plan.options_dict)
-        self.samples: list[dict] = []
+        # Each step's figures, serialised once: the file rewritten at every step costs a write, not a re-encoding.
+        self.sample_lines: list[str] = []
         self.step_started: tuple[int, float] | None = None
         self.recording = False
         self.skip_said = False
@@ -76,7 +77,7 @@ class MemoryBackend(Backend):
         self.keep_history_stopped = False
 
     def start_window(self, window: Window, step: int, history: bool = True) -> None:
-        self.window, self.steps_seen, self.started_at, self.samples = window, [], time.time(), []
+        self.window, self.steps_seen, self.started_at, self.sample_lines = window, [], time.time(), []
         cuda = cuda_in_use()
         if cuda is not None:
             self.recording = history and self._record_history(cuda)
@@ -133,7 +134,7 @@ class MemoryBackend(Backend):
                 }
                 for device in range(cuda.device_count())
             }
-        self.samples.append(sample)
+        self.sample_lines.append(json.dumps(sample))
         try:
             return self._write_figures(f"steps{self.window.label}")
         except OSError as err:
@@ -194,9 +195,9 @@ class MemoryBackend(Backend):
 
     def _write_figures(self, label: str) -> Path:
         path = self._path(label, layout.MEMORY_FIGURES_SUFFIX)
-        document = {"nrlprof": self.about(self.window), "steps": self.samples}
+        steps = ",\n".join(self.sample_lines)
         partial = path.with_name(f".{path.name}.partial")
-        partial.write_text(json.dumps(document, indent=1))
+        partial.write_text(f'{{"nrlprof": {json.dumps(self.about(self.window))},\n"steps": [\n{steps}\n]}}\n')
         os.replace(partial, path)
         return path
 
