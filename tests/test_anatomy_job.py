@@ -139,9 +139,14 @@ def check_anatomy(model: dict) -> None:
         assert 0 <= idle["generator"] <= step["wall_ms"]
 
 
-def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_cluster, activate, tmp_path):
+def test_phases_slow_rank_nested_and_threaded_actors_and_critical_path(ray_cluster, activate, tmp_path, monkeypatch):
+    from nrlprof.anatomy.pump import TaskEventPump
+
+    final_reads, waits = TaskEventPump.final_reads, []
+    monkeypatch.setattr(TaskEventPump, "final_reads", lambda pump: waits.append(1) or final_reads(pump))
     nrlprof = activate(NRL_STEP_ANATOMY="1", NRL_STEP_ANATOMY_DIR=str(tmp_path / "anatomy"))
     run_job(nrlprof)
+    assert len(waits) == 1, "the job's end waits for Ray's last task events once"
     model = anatomy_summary(tmp_path / "anatomy")
     check_anatomy(model)
     # A job far from filling a quarter of the GCS: its reader process waited, Ray unimported, and the driver read

@@ -219,11 +219,12 @@ class Recorder:
                 if not self._connected:
                     self._connect()
                 if self._child is not None and not self._reading:
-                    self._read_at_the_end()
-                elif self._child is not None and not self._end_child():
-                    self._read_here()
-                if self._pump is not None:
-                    self._pump.final_reads()
+                    self._read_at_the_end()  # its final reads included
+                else:
+                    if self._child is not None and not self._end_child():
+                        self._read_here()
+                    if self._pump is not None:
+                        self._pump.final_reads()
         except Exception as err:
             logger.warning("step anatomy: the last task events could not be read: %s", err)
         finally:
